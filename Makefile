@@ -1,0 +1,43 @@
+# Thin entry points; each target is one idea.  `make run` and `make test`
+# work on a fresh Debian 12 machine as root: they install what is missing.
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+TIERS  := $(VENV)/bin/tiers
+JOBS   ?= 2
+
+.PHONY: setup build run test test-c test-asan test-py bench clean
+
+# System packages and the Python virtual environment (idempotent).
+setup:
+	@bash scripts/install-deps.sh
+
+# Build the native core with CMake through pip (scikit-build-core) and install
+# the package, its console command and native tools into the venv.
+build: setup
+	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation --no-deps .
+
+# The main job: a survey of this machine.
+run: build
+	$(TIERS) survey
+
+# Every test: C units, C units under ASan+UBSan, then pytest.
+test: test-c test-asan test-py
+
+test-c: build
+	ctest --test-dir build/release --output-on-failure -j $(JOBS)
+
+test-asan: setup
+	@cmake -S . -B build/asan -DTIERS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DTIERS_WERROR=ON >/dev/null
+	@cmake --build build/asan -j $(JOBS) >/dev/null
+	ctest --test-dir build/asan --output-on-failure -j $(JOBS)
+
+test-py: build
+	$(PY) -m pytest -q
+
+# Side-by-side benchmarks against their anchors (slow; not part of test).
+bench: build
+	@for b in bench/*/run; do echo "== $$b"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash $$b || exit 1; done
+
+clean:
+	rm -rf build

@@ -1,0 +1,388 @@
+/* The machine model: loading, layer queries, pinning orders and binding. */
+#include "tiers/topo.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+struct tiers_topo {
+  hwloc_topology_t hw;
+  char *source;
+  int this_system;
+  int num_pus;
+};
+
+static const char synthetic_prefix[] = "synthetic:";
+
+int tiers_topo_load(tiers_topo_t *topo, const char *source)
+{
+  if (!topo)
+    TIERS_ERROR(TIERS_ERR_ARG, "tiers_topo_load: topo is NULL");
+  *topo = NULL;
+  if (!source || !*source)
+    source = "this";
+
+  struct tiers_topo *t = calloc(1, sizeof *t);
+  if (!t)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory loading a topology");
+  t->source = strdup(source);
+  if (!t->source || hwloc_topology_init(&t->hw) != 0) {
+    free(t->source);
+    free(t);
+    TIERS_ERROR(TIERS_ERR_NOMEM, "cannot initialise hwloc");
+  }
+
+  int rc = TIERS_OK;
+  if (strncmp(source, synthetic_prefix, sizeof synthetic_prefix - 1) == 0) {
+    const char *desc = source + sizeof synthetic_prefix - 1;
+    if (hwloc_topology_set_synthetic(t->hw, desc) != 0)
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "hwloc rejects the synthetic topology \"%s\"", desc);
+  } else if (strcmp(source, "this") != 0) {
+    FILE *f = fopen(source, "r");
+    if (!f)
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__, "cannot read topology file %s: %s",
+                           source, strerror(errno));
+    else {
+      fclose(f);
+      if (hwloc_topology_set_xml(t->hw, source) != 0)
+        rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                             "%s is not a valid hwloc XML topology", source);
+    }
+  }
+  if (rc == TIERS_OK && hwloc_topology_load(t->hw) != 0)
+    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__, "hwloc cannot load the topology from %s",
+                         source);
+  if (rc == TIERS_OK) {
+    t->num_pus = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU);
+    if (t->num_pus <= 0)
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__, "the topology from %s has no PU",
+                           source);
+  }
+  if (rc != TIERS_OK) {
+    hwloc_topology_destroy(t->hw);
+    free(t->source);
+    free(t);
+    return rc;
+  }
+  t->this_system = hwloc_topology_is_thissystem(t->hw);
+  *topo = t;
+  return TIERS_OK;
+}
+
+int tiers_topo_destroy(tiers_topo_t *topo)
+{
+  if (!topo || !*topo)
+    return TIERS_OK;
+  hwloc_topology_destroy((*topo)->hw);
+  free((*topo)->source);
+  free(*topo);
+  *topo = NULL;
+  return TIERS_OK;
+}
+
+hwloc_topology_t tiers_topo_hwloc(tiers_topo_t topo) { return topo ? topo->hw : NULL; }
+
+int tiers_topo_is_this_system(tiers_topo_t topo) { return topo ? topo->this_system : 0; }
+
+const char *tiers_topo_source(tiers_topo_t topo) { return topo ? topo->source : ""; }
+
+int tiers_topo_num_pus(tiers_topo_t topo) { return topo ? topo->num_pus : 0; }
+
+int tiers_topo_count(tiers_topo_t topo, hwloc_obj_type_t type)
+{
+  if (!topo)
+    return 0;
+  int n = hwloc_get_nbobjs_by_type(topo->hw, type);
+  return n < 0 ? 0 : n; /* -1: the type sits at several depths (caches); count them all */
+}
+
+hwloc_obj_t tiers_topo_pu(tiers_topo_t topo, int pu)
+{
+  if (!topo || pu < 0 || pu >= topo->num_pus)
+    return NULL;
+  return hwloc_get_obj_by_type(topo->hw, HWLOC_OBJ_PU, (unsigned)pu);
+}
+
+int tiers_topo_common_depth(tiers_topo_t topo, int pu_a, int pu_b)
+{
+  hwloc_obj_t a = tiers_topo_pu(topo, pu_a), b = tiers_topo_pu(topo, pu_b);
+  if (!a || !b)
+    return -1;
+  return hwloc_get_common_ancestor_obj(topo->hw, a, b)->depth;
+}
+
+/* 1 when one NUMA node's cpuset holds all of @p set. */
+static int within_one_numa(hwloc_topology_t hw, hwloc_const_cpuset_t set)
+{
+  int n = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < n; i++) {
+    hwloc_obj_t numa = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, (unsigned)i);
+    if (numa->cpuset && hwloc_bitmap_isincluded(set, numa->cpuset))
+      return 1;
+  }
+  return 0;
+}
+
+int tiers_topo_layer(tiers_topo_t topo, int pu_a, int pu_b, tiers_layer_t *layer, int *cache_level)
+{
+  hwloc_obj_t a = tiers_topo_pu(topo, pu_a), b = tiers_topo_pu(topo, pu_b);
+  if (!a || !b || !layer)
+    TIERS_ERROR(TIERS_ERR_ARG, "PU index out of range (%d, %d of %d)", pu_a, pu_b,
+                tiers_topo_num_pus(topo));
+  if (cache_level)
+    *cache_level = 0;
+  if (a == b) {
+    *layer = TIERS_LAYER_PU;
+    return TIERS_OK;
+  }
+  hwloc_obj_t anc = hwloc_get_common_ancestor_obj(topo->hw, a, b);
+  /* Walk up from the common ancestor to the first object that names a layer. */
+  for (hwloc_obj_t o = anc; o; o = o->parent) {
+    if (o->type == HWLOC_OBJ_CORE) {
+      *layer = TIERS_LAYER_CORE;
+      return TIERS_OK;
+    }
+    if (hwloc_obj_type_is_cache(o->type) && !hwloc_obj_type_is_icache(o->type)) {
+      *layer = TIERS_LAYER_CACHE;
+      if (cache_level)
+        *cache_level = (int)o->attr->cache.depth;
+      return TIERS_OK;
+    }
+    if (o->type != HWLOC_OBJ_PACKAGE && within_one_numa(topo->hw, o->cpuset) &&
+        hwloc_get_nbobjs_by_type(topo->hw, HWLOC_OBJ_NUMANODE) > 1) {
+      *layer = TIERS_LAYER_NUMA;
+      return TIERS_OK;
+    }
+    if (o->type == HWLOC_OBJ_PACKAGE) {
+      *layer = TIERS_LAYER_PACKAGE;
+      return TIERS_OK;
+    }
+  }
+  *layer = TIERS_LAYER_MACHINE;
+  return TIERS_OK;
+}
+
+const char *tiers_layer_name(tiers_layer_t layer)
+{
+  static const char *names[TIERS_LAYER_COUNT] = {"pu", "core", "cache", "numa", "package", "machine"};
+  return (layer >= 0 && layer < TIERS_LAYER_COUNT) ? names[layer] : "unknown";
+}
+
+const char *tiers_pin_policy_name(tiers_pin_policy_t policy)
+{
+  switch (policy) {
+  case TIERS_PIN_COMPACT: return "compact";
+  case TIERS_PIN_SCATTER: return "scatter";
+  default: return "none";
+  }
+}
+
+int tiers_pin_policy_parse(const char *name, tiers_pin_policy_t *policy)
+{
+  if (name && policy) {
+    for (int p = TIERS_PIN_NONE; p <= TIERS_PIN_SCATTER; p++)
+      if (strcmp(name, tiers_pin_policy_name((tiers_pin_policy_t)p)) == 0) {
+        *policy = (tiers_pin_policy_t)p;
+        return TIERS_OK;
+      }
+  }
+  TIERS_ERROR(TIERS_ERR_ARG, "unknown pinning policy \"%s\" (none, compact, scatter)",
+              name ? name : "(null)");
+}
+
+/*
+ * Scatter: a PU's path is the rank among its siblings at every level below
+ * the root.  Sorting PUs by their paths read from the leaf upwards puts
+ * consecutive threads on different packages first, then different NUMA
+ * nodes, caches and cores.
+ */
+struct scatter_key {
+  int pu;
+  int depth;
+  unsigned path[64];
+};
+
+static int compare_scatter(const void *pa, const void *pb)
+{
+  const struct scatter_key *a = pa, *b = pb;
+  int da = a->depth, db = b->depth;
+  int n = da < db ? da : db;
+  for (int i = 0; i < n; i++) {
+    unsigned x = a->path[da - 1 - i], y = b->path[db - 1 - i];
+    if (x != y)
+      return x < y ? -1 : 1;
+  }
+  return a->pu - b->pu;
+}
+
+int tiers_topo_pin_order(tiers_topo_t topo, tiers_pin_policy_t policy, int n, int *pus)
+{
+  if (!topo || !pus || n < 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "tiers_topo_pin_order: invalid arguments");
+  if (policy == TIERS_PIN_NONE) {
+    for (int i = 0; i < n; i++)
+      pus[i] = -1;
+    return TIERS_OK;
+  }
+  if (n > topo->num_pus)
+    TIERS_ERROR(TIERS_ERR_ARG, "%d threads cannot be pinned to %d PUs", n, topo->num_pus);
+  if (policy == TIERS_PIN_COMPACT) {
+    for (int i = 0; i < n; i++)
+      pus[i] = i;
+    return TIERS_OK;
+  }
+  struct scatter_key *keys = calloc((size_t)topo->num_pus, sizeof *keys);
+  if (!keys)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory ordering PUs");
+  for (int p = 0; p < topo->num_pus; p++) {
+    hwloc_obj_t o = tiers_topo_pu(topo, p);
+    int d = 0;
+    unsigned rev[64];
+    for (; o && o->parent && d < 64; o = o->parent)
+      rev[d++] = o->sibling_rank;
+    keys[p].pu = p;
+    keys[p].depth = d;
+    for (int i = 0; i < d; i++)
+      keys[p].path[i] = rev[d - 1 - i]; /* path[0] is the child of the root */
+  }
+  qsort(keys, (size_t)topo->num_pus, sizeof *keys, compare_scatter);
+  for (int i = 0; i < n; i++)
+    pus[i] = keys[i].pu;
+  free(keys);
+  return TIERS_OK;
+}
+
+int tiers_topo_bind_thread(tiers_topo_t topo, int pu)
+{
+  if (!topo || !topo->this_system)
+    TIERS_ERROR(TIERS_ERR_UNSUPPORTED, "cannot bind to a topology that is not this machine's");
+  hwloc_obj_t o = tiers_topo_pu(topo, pu);
+  if (!o)
+    TIERS_ERROR(TIERS_ERR_ARG, "PU %d does not exist (this machine has %d)", pu, topo->num_pus);
+  if (hwloc_set_cpubind(topo->hw, o->cpuset, HWLOC_CPUBIND_THREAD) != 0)
+    TIERS_ERROR(TIERS_ERR_SYS, "cannot bind thread to PU %d: %s", pu, strerror(errno));
+  return TIERS_OK;
+}
+
+int tiers_topo_bind_process(tiers_topo_t topo, const int *pus, int n)
+{
+  if (!topo || !topo->this_system)
+    TIERS_ERROR(TIERS_ERR_UNSUPPORTED, "cannot bind to a topology that is not this machine's");
+  if (!pus || n <= 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "no PU to bind to");
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (!set)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < n; i++) {
+    hwloc_obj_t o = tiers_topo_pu(topo, pus[i]);
+    if (!o) {
+      hwloc_bitmap_free(set);
+      TIERS_ERROR(TIERS_ERR_ARG, "PU %d does not exist (this machine has %d)", pus[i], topo->num_pus);
+    }
+    hwloc_bitmap_or(set, set, o->cpuset);
+  }
+  int rc = hwloc_set_cpubind(topo->hw, set, HWLOC_CPUBIND_PROCESS);
+  int err = errno;
+  hwloc_bitmap_free(set);
+  if (rc != 0)
+    TIERS_ERROR(TIERS_ERR_SYS, "cannot bind process: %s", strerror(err));
+  return TIERS_OK;
+}
+
+int tiers_topo_get_thread_binding(tiers_topo_t topo, int *pus, int *n)
+{
+  if (!topo || !pus || !n)
+    TIERS_ERROR(TIERS_ERR_ARG, "tiers_topo_get_thread_binding: invalid arguments");
+  if (!topo->this_system)
+    TIERS_ERROR(TIERS_ERR_UNSUPPORTED, "the topology is not this machine's");
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (!set)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory");
+  if (hwloc_get_cpubind(topo->hw, set, HWLOC_CPUBIND_THREAD) != 0) {
+    int err = errno;
+    hwloc_bitmap_free(set);
+    TIERS_ERROR(TIERS_ERR_SYS, "cannot read the thread binding: %s", strerror(err));
+  }
+  *n = 0;
+  for (int p = 0; p < topo->num_pus; p++)
+    if (hwloc_bitmap_isincluded(tiers_topo_pu(topo, p)->cpuset, set))
+      pus[(*n)++] = p;
+  hwloc_bitmap_free(set);
+  return TIERS_OK;
+}
+
+int tiers_topo_alloc_first_touch(size_t bytes, void **ptr)
+{
+  if (!ptr || bytes == 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "nothing to allocate");
+  *ptr = NULL;
+  /* Anonymous mappings are not backed until written: the first writer's node gets each page. */
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "cannot allocate %zu bytes: %s", bytes, strerror(errno));
+  *ptr = p;
+  return TIERS_OK;
+}
+
+void tiers_topo_free(void *ptr, size_t bytes)
+{
+  if (ptr)
+    munmap(ptr, bytes);
+}
+
+static size_t read_size_file(const char *path, const char *key)
+{
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 0;
+  char line[256];
+  size_t value = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (!key) {
+      value = strncmp(line, "max", 3) == 0 ? 0 : (size_t)strtoull(line, NULL, 10);
+      break;
+    }
+    size_t k = strlen(key);
+    if (strncmp(line, key, k) == 0 && line[k] == ':') {
+      value = (size_t)strtoull(line + k + 1, NULL, 10) * 1024; /* meminfo counts kB */
+      break;
+    }
+  }
+  fclose(f);
+  return value;
+}
+
+size_t tiers_topo_available_memory(void)
+{
+  size_t avail = read_size_file("/proc/meminfo", "MemAvailable");
+  size_t max = read_size_file("/sys/fs/cgroup/memory.max", NULL);
+  size_t cur = read_size_file("/sys/fs/cgroup/memory.current", NULL);
+  if (max > 0) {
+    size_t room = max > cur ? max - cur : 0;
+    if (avail == 0 || room < avail)
+      avail = room;
+  }
+  return avail;
+}
+
+size_t tiers_topo_llc_total(tiers_topo_t topo)
+{
+  if (!topo)
+    return 0;
+  /* The last-level caches are the data or unified caches closest to the root. */
+  for (int depth = 0; depth < hwloc_topology_get_depth(topo->hw); depth++) {
+    hwloc_obj_type_t type = hwloc_get_depth_type(topo->hw, depth);
+    if (hwloc_obj_type_is_dcache(type)) {
+      size_t sum = 0;
+      int n = hwloc_get_nbobjs_by_depth(topo->hw, depth);
+      for (int i = 0; i < n; i++)
+        sum += hwloc_get_obj_by_depth(topo->hw, depth, (unsigned)i)->attr->cache.size;
+      return sum;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,76 @@
+"""Finding and running the native tools that pip installed inside the package.
+
+The native tools (``tiers-topo``, ``tiers-probe-mem``, ...) print one JSON
+object on stdout; on bad input they print one line ``TOOL: error: ...`` on
+stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from .errors import TiersError
+
+_PACKAGE_NATIVE = Path(__file__).resolve().parent / "_native"
+
+
+def native_dir() -> Path:
+    """Return the folder holding the native ``bin/`` and ``lib/`` (the
+    package's ``_native``, or ``$TIERS_NATIVE_DIR`` when set)."""
+    override = os.environ.get("TIERS_NATIVE_DIR")
+    return Path(override) if override else _PACKAGE_NATIVE
+
+
+def tool_path(name: str) -> Path:
+    """Return the path of native executable ``name``; raise TiersError when
+    the package was installed without it."""
+    path = native_dir() / "bin" / name
+    if not path.is_file():
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+        raise TiersError(f"native tool {name} is missing from {path.parent}; "
+                         "reinstall tiers with 'make build'")
+    return path
+
+
+def lib_path(name: str) -> Path:
+    """Return the path of native library ``name`` (e.g. ``libtiers.so``)."""
+    return native_dir() / "lib" / name
+
+
+def tool_error(name: str, stderr: str, returncode: int) -> TiersError:
+    """Turn a failed native tool's stderr into a one-line TiersError."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if ": error: " in line:
+            return TiersError(line.split(": error: ", 1)[1])
+    if returncode < 0:
+        return TiersError(f"{name} was killed by signal {-returncode}")
+    last = lines[-1] if lines else "no message"
+    return TiersError(f"{name} failed with exit code {returncode}: {last}")
+
+
+def run_json(name: str, args: list[str], *, timeout: float | None = None,
+             env: dict[str, str] | None = None) -> dict:
+    """Run native tool ``name`` with ``args`` and return the JSON object it
+    prints.  Raise TiersError with the tool's own message on failure."""
+    cmd = [str(tool_path(name)), *args]
+    full_env = None
+    if env:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    except subprocess.TimeoutExpired:
+        raise TiersError(f"{name} did not finish within {timeout:g} s") from None
+    if proc.returncode != 0:
+        raise tool_error(name, proc.stderr, proc.returncode)
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise TiersError(f"{name} printed invalid JSON ({exc})") from None

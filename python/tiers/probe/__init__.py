@@ -1,0 +1,1 @@
+"""Node and network probes: one module per probe."""

@@ -1,0 +1,145 @@
+"""The one result format: every command's JSON document.
+
+A document is a dict with these top-level keys (see docs/formats.md):
+
+``schema``   ``"tiers.<kind>/1"``, e.g. ``tiers.probe.mem/1``
+``created``  UTC time, ISO 8601
+``command``  the exact command line, as a list of words
+``machine``  hostname, CPU model, OS, memory and the hwloc summary of the
+             machine that ran the command
+``versions`` tiers, Python, numpy, hwloc, compiler, MPI
+``params``   the parameters the measurement ran with
+``samples``  the raw samples
+``summary``  the figures derived from the samples
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import TiersError
+
+SCHEMA_VERSION = 1
+
+
+def schema_name(kind: str) -> str:
+    """Return the schema string of a document kind: ``tiers.<kind>/1``."""
+    return f"tiers.{kind}/{SCHEMA_VERSION}"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+@functools.lru_cache(maxsize=1)
+def machine_info() -> dict:
+    """Return the description of the machine running tiers: hostname, CPU
+    model, OS, memory and the hwloc summary (``tiers-topo --summary``)."""
+    from . import native  # late: keeps import of this module cheap
+
+    info = {
+        "hostname": socket.gethostname(),
+        "cpu_model": _cpu_model(),
+        "os": f"{platform.system()} {platform.release()}",
+        "arch": platform.machine(),
+        "memory_bytes": _memory_bytes(),
+    }
+    try:
+        info["hwloc"] = native.run_json("tiers-topo", ["--summary"], timeout=60)
+    except TiersError as exc:
+        info["hwloc"] = {"error": str(exc)}
+    return info
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> dict:
+    """Return the versions of tiers and the software it measures with."""
+    import numpy
+
+    out = {
+        "tiers": __version__,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+    }
+    hw = machine_info().get("hwloc", {})
+    native_block = hw.get("native", {}) if isinstance(hw, dict) else {}
+    for key in ("hwloc_version", "compiler"):
+        if key in native_block:
+            out[key.replace("_version", "")] = native_block[key]
+    try:
+        from . import launch
+
+        out["mpi"] = launch.detect().describe()
+    except TiersError:
+        out["mpi"] = None
+    return out
+
+
+def new_document(kind: str, *, params: dict, samples, summary: dict,
+                 argv: list[str] | None = None, **extra) -> dict:
+    """Return a result document of ``kind`` with the machine, the command
+    line and the versions filled in; ``extra`` adds more top-level keys."""
+    doc = {
+        "schema": schema_name(kind),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": list(argv if argv is not None else sys.argv),
+        "machine": machine_info(),
+        "versions": versions(),
+        "params": params,
+        "samples": samples,
+        "summary": summary,
+    }
+    doc.update(extra)
+    return doc
+
+
+def write(doc: dict, path: str | os.PathLike) -> Path:
+    """Write ``doc`` as JSON to ``path`` (folders are created); return the path."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(p)
+    except OSError as exc:
+        raise TiersError(f"cannot write {p}: {exc.strerror or exc}") from None
+    return p
+
+
+def read(path: str | os.PathLike, kind: str | None = None) -> dict:
+    """Read a result document; check its schema (and its kind when given)."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TiersError(f"cannot read {p}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise TiersError(f"{p} is not JSON: {exc}") from None
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if not isinstance(schema, str) or not schema.startswith("tiers."):
+        raise TiersError(f"{p} is not a tiers result document (no tiers schema)")
+    if kind is not None and schema != schema_name(kind):
+        raise TiersError(f"{p} holds {schema}, expected {schema_name(kind)}")
+    return doc
