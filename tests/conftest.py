@@ -1,0 +1,61 @@
+"""Shared fixtures: run the tiers command line and the native tools.
+
+The tests run whichever ``tiers`` package the interpreter imports: the one
+``make build`` installed into .venv, or a source tree when PYTHONPATH points
+at ``python/`` (then TIERS_NATIVE_DIR names a folder with the native bin/
+and lib/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self):
+        return json.loads(self.stdout)
+
+
+def run_tiers(*args: str, timeout: float = 300, env: dict | None = None, cwd=None) -> Run:
+    """Run ``python -m tiers ARGS`` and return its exit status and output."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run([sys.executable, "-m", "tiers", *args], capture_output=True,
+                          text=True, timeout=timeout, env=full_env, cwd=cwd)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def assert_one_line_error(run: Run, fragment: str) -> None:
+    """A user error: non-zero exit, exactly one line on stderr that names the
+    problem, and no traceback."""
+    assert run.returncode != 0, run
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    assert lines[0].startswith("tiers: error: "), lines[0]
+    assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture
+def tiers():
+    return run_tiers
+
+
+@pytest.fixture(scope="session")
+def native_bin():
+    """Return a function giving the path of a native tool."""
+    from tiers import native
+
+    return lambda name: str(native.tool_path(name))
