@@ -27,15 +27,20 @@ typedef struct tiers_topo *tiers_topo_t;
 
 /**
  * Layers that can join two PUs, from closest to farthest.  The layer of a
- * pair is decided by the smallest object containing both: a core, a cache,
- * a NUMA node, a package, or only the machine.
+ * pair is decided by the smallest object containing both: a core, a data or
+ * unified cache, a NUMA node, a package, or only the machine.  When two of
+ * these hold exactly the same PUs (an L2 per core, a NUMA node per package)
+ * the closer layer wins.  A NUMA node that spans the whole machine (the only
+ * node of a UMA machine) is not a layer.  So packages inside NUMA nodes give
+ * "package" for a pair in one package and "numa" for one in two packages of
+ * the same node; NUMA nodes inside packages give the reverse.
  */
 typedef enum tiers_layer {
   TIERS_LAYER_PU = 0,      /**< the same PU */
   TIERS_LAYER_CORE = 1,    /**< hardware threads of one core */
   TIERS_LAYER_CACHE = 2,   /**< cores sharing a cache (the level is reported apart) */
-  TIERS_LAYER_NUMA = 3,    /**< the same NUMA node, no shared cache */
-  TIERS_LAYER_PACKAGE = 4, /**< the same package (socket), different NUMA nodes */
+  TIERS_LAYER_NUMA = 3,    /**< the same NUMA node, no shared cache or core */
+  TIERS_LAYER_PACKAGE = 4, /**< the same package (socket), no smaller object in common */
   TIERS_LAYER_MACHINE = 5, /**< only the machine in common */
   TIERS_LAYER_COUNT = 6
 } tiers_layer_t;

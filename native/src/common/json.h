@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define TIERS_JSON_MAX_DEPTH 32
+#define TIERS_JSON_MAX_DEPTH 64
 
 typedef struct tiers_json {
   FILE *out;

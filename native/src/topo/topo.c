@@ -2,10 +2,12 @@
 #include "tiers/topo.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 struct tiers_topo {
   hwloc_topology_t hw;
@@ -34,17 +36,31 @@ int tiers_topo_load(tiers_topo_t *topo, const char *source)
     TIERS_ERROR(TIERS_ERR_NOMEM, "cannot initialise hwloc");
   }
 
+  /*
+   * hwloc parses a synthetic string or an XML file when it is set, and
+   * checks the result again in hwloc_topology_load(); both failures are the
+   * input's fault.  hwloc stays quiet about the reason unless the user asks
+   * with HWLOC_XML_VERBOSE or HWLOC_SYNTHETIC_VERBOSE.
+   */
+  enum { FROM_THIS, FROM_SYNTHETIC, FROM_XML } kind = FROM_THIS;
   int rc = TIERS_OK;
   if (strncmp(source, synthetic_prefix, sizeof synthetic_prefix - 1) == 0) {
+    kind = FROM_SYNTHETIC;
     const char *desc = source + sizeof synthetic_prefix - 1;
     if (hwloc_topology_set_synthetic(t->hw, desc) != 0)
       rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
                            "hwloc rejects the synthetic topology \"%s\"", desc);
   } else if (strcmp(source, "this") != 0) {
-    FILE *f = fopen(source, "r");
+    kind = FROM_XML;
+    struct stat st;
+    int is_dir = stat(source, &st) == 0 && S_ISDIR(st.st_mode);
+    FILE *f = is_dir ? NULL : fopen(source, "r");
+    int err = is_dir ? EISDIR : errno;
     if (!f)
-      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__, "cannot read topology file %s: %s",
-                           source, strerror(errno));
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__, "cannot read topology file %s: %s%s",
+                           source, strerror(err),
+                           err == ENOENT ? " (give 'this', an hwloc XML file or 'synthetic:DESC')"
+                                         : "");
     else {
       fclose(f);
       if (hwloc_topology_set_xml(t->hw, source) != 0)
@@ -52,9 +68,20 @@ int tiers_topo_load(tiers_topo_t *topo, const char *source)
                              "%s is not a valid hwloc XML topology", source);
     }
   }
-  if (rc == TIERS_OK && hwloc_topology_load(t->hw) != 0)
-    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__, "hwloc cannot load the topology from %s",
-                         source);
+  if (rc == TIERS_OK && hwloc_topology_load(t->hw) != 0) {
+    int err = errno;
+    if (kind == FROM_XML)
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "%s is not a valid hwloc XML topology (hwloc cannot build a tree from it)",
+                           source);
+    else if (kind == FROM_SYNTHETIC)
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "hwloc cannot build the synthetic topology \"%s\"",
+                           source + sizeof synthetic_prefix - 1);
+    else
+      rc = tiers_error_set(TIERS_ERR_HWLOC, __FILE__, __LINE__,
+                           "hwloc cannot read the topology of this machine: %s", strerror(err));
+  }
   if (rc == TIERS_OK) {
     t->num_pus = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU);
     if (t->num_pus <= 0)
@@ -95,8 +122,17 @@ int tiers_topo_count(tiers_topo_t topo, hwloc_obj_type_t type)
 {
   if (!topo)
     return 0;
-  int n = hwloc_get_nbobjs_by_type(topo->hw, type);
-  return n < 0 ? 0 : n; /* -1: the type sits at several depths (caches); count them all */
+  int depth = hwloc_get_type_depth(topo->hw, type);
+  if (depth == HWLOC_TYPE_DEPTH_UNKNOWN)
+    return 0;
+  if (depth != HWLOC_TYPE_DEPTH_MULTIPLE)
+    return hwloc_get_nbobjs_by_depth(topo->hw, depth);
+  /* Groups may sit at several depths: count them at each. */
+  int n = 0;
+  for (int d = 0; d < hwloc_topology_get_depth(topo->hw); d++)
+    if (hwloc_get_depth_type(topo->hw, d) == type)
+      n += hwloc_get_nbobjs_by_depth(topo->hw, d);
+  return n;
 }
 
 hwloc_obj_t tiers_topo_pu(tiers_topo_t topo, int pu)
@@ -114,18 +150,46 @@ int tiers_topo_common_depth(tiers_topo_t topo, int pu_a, int pu_b)
   return hwloc_get_common_ancestor_obj(topo->hw, a, b)->depth;
 }
 
-/* 1 when one NUMA node's cpuset holds all of @p set. */
-static int within_one_numa(hwloc_topology_t hw, hwloc_const_cpuset_t set)
+/* Number of PUs in an object, or INT_MAX for an object without a cpuset. */
+static int pu_weight(hwloc_const_cpuset_t set)
 {
+  int w = set ? hwloc_bitmap_weight(set) : -1;
+  return w < 0 ? INT_MAX : w;
+}
+
+/*
+ * The smallest NUMA node whose cpuset holds @p set, as a PU count; INT_MAX
+ * when none does.  NUMA nodes are memory children in hwloc 2, so they are
+ * not on the parent chain of a PU and must be searched apart.  A NUMA node
+ * spanning the whole machine separates nothing and does not count: with a
+ * single node (or with memory-only nodes that cover every PU, as HBM in
+ * flat mode) the memory is the machine's.
+ */
+static int smallest_numa_holding(hwloc_topology_t hw, hwloc_const_cpuset_t set)
+{
+  hwloc_const_cpuset_t all = hwloc_topology_get_topology_cpuset(hw);
+  int best = INT_MAX;
   int n = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < n; i++) {
     hwloc_obj_t numa = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, (unsigned)i);
-    if (numa->cpuset && hwloc_bitmap_isincluded(set, numa->cpuset))
-      return 1;
+    if (!numa->cpuset || hwloc_bitmap_isequal(numa->cpuset, all) ||
+        !hwloc_bitmap_isincluded(set, numa->cpuset))
+      continue;
+    int w = pu_weight(numa->cpuset);
+    if (w < best)
+      best = w;
   }
-  return 0;
+  return best;
 }
 
+/*
+ * The layer of a pair is the smallest object holding both PUs among the
+ * cores, data (or unified) caches, NUMA nodes and packages; when two of
+ * them hold the same PUs (an L2 per core, a NUMA node per package) the
+ * closer layer in tiers_layer_t order wins.  The walk starts at the common
+ * ancestor, so the first core, cache and package met on the way up are the
+ * smallest of their kind.
+ */
 int tiers_topo_layer(tiers_topo_t topo, int pu_a, int pu_b, tiers_layer_t *layer, int *cache_level)
 {
   hwloc_obj_t a = tiers_topo_pu(topo, pu_a), b = tiers_topo_pu(topo, pu_b);
@@ -139,29 +203,29 @@ int tiers_topo_layer(tiers_topo_t topo, int pu_a, int pu_b, tiers_layer_t *layer
     return TIERS_OK;
   }
   hwloc_obj_t anc = hwloc_get_common_ancestor_obj(topo->hw, a, b);
-  /* Walk up from the common ancestor to the first object that names a layer. */
+  int size[TIERS_LAYER_COUNT];
+  for (int l = 0; l < TIERS_LAYER_COUNT; l++)
+    size[l] = INT_MAX;
+  int level = 0;
   for (hwloc_obj_t o = anc; o; o = o->parent) {
-    if (o->type == HWLOC_OBJ_CORE) {
-      *layer = TIERS_LAYER_CORE;
-      return TIERS_OK;
-    }
-    if (hwloc_obj_type_is_cache(o->type) && !hwloc_obj_type_is_icache(o->type)) {
-      *layer = TIERS_LAYER_CACHE;
-      if (cache_level)
-        *cache_level = (int)o->attr->cache.depth;
-      return TIERS_OK;
-    }
-    if (o->type != HWLOC_OBJ_PACKAGE && within_one_numa(topo->hw, o->cpuset) &&
-        hwloc_get_nbobjs_by_type(topo->hw, HWLOC_OBJ_NUMANODE) > 1) {
-      *layer = TIERS_LAYER_NUMA;
-      return TIERS_OK;
-    }
-    if (o->type == HWLOC_OBJ_PACKAGE) {
-      *layer = TIERS_LAYER_PACKAGE;
-      return TIERS_OK;
-    }
+    if (o->type == HWLOC_OBJ_CORE && size[TIERS_LAYER_CORE] == INT_MAX)
+      size[TIERS_LAYER_CORE] = pu_weight(o->cpuset);
+    else if (hwloc_obj_type_is_dcache(o->type) && size[TIERS_LAYER_CACHE] == INT_MAX) {
+      size[TIERS_LAYER_CACHE] = pu_weight(o->cpuset);
+      level = (int)o->attr->cache.depth;
+    } else if (o->type == HWLOC_OBJ_PACKAGE && size[TIERS_LAYER_PACKAGE] == INT_MAX)
+      size[TIERS_LAYER_PACKAGE] = pu_weight(o->cpuset);
+    if (!o->parent)
+      size[TIERS_LAYER_MACHINE] = pu_weight(o->cpuset);
   }
-  *layer = TIERS_LAYER_MACHINE;
+  size[TIERS_LAYER_NUMA] = smallest_numa_holding(topo->hw, anc->cpuset);
+  tiers_layer_t best = TIERS_LAYER_MACHINE;
+  for (int l = TIERS_LAYER_MACHINE - 1; l > TIERS_LAYER_PU; l--)
+    if (size[l] <= size[best])
+      best = (tiers_layer_t)l;
+  *layer = best;
+  if (cache_level && best == TIERS_LAYER_CACHE)
+    *cache_level = level;
   return TIERS_OK;
 }
 
