@@ -1,2 +1,1037 @@
-/* placeholder: being written */
-int main(void) { return 0; }
+/*
+ * tiers-probe-sync: synchronisation and loop-scheduling overheads of
+ * OpenMP (the EPCC micro-benchmark method), and the barriers of the COMPaS
+ * paper §2 (the tiers spin barrier, pthread_barrier_t, and a mutex /
+ * condition-variable barrier).  Prints one JSON object on stdout; see
+ * docs/schemas/probe-sync.md.
+ *
+ * The EPCC method: delay() is a loop of dependent floating-point adds whose
+ * length is calibrated to --delay-time.  A reference runs the delays alone
+ * on one thread; a test runs the same delays inside the construct.  Each
+ * is repeated innerreps times, innerreps chosen so that one repetition
+ * lasts about --test-time; the time per construct execution is the
+ * elapsed time / innerreps.  The overhead of one outer repetition is its
+ * time per construct minus the reference's mean time per iteration.
+ * Over the --reps outer repetitions: samples farther than 3 standard
+ * deviations from the mean are dropped, then mean, median, standard
+ * deviation and a 95% confidence interval of the mean are reported
+ * (sync_stats.h), in microseconds and in CPU cycles.
+ *
+ * Every thread is pinned (one per PU, compact or scatter order): the
+ * OpenMP threads with tiers_topo_bind_thread before every test, the
+ * barrier teams when they start.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/tool.h"
+#include "probe/sync_stats.h"
+#include "tiers/error.h"
+#include "tiers/hybrid.h"
+#include "tiers/topo.h"
+
+#define OUTLIER_SIGMA 3.0
+#define MAX_REPS 100000
+
+/* ------------------------------------------------------------------ */
+/* delay()                                                             */
+
+static int delay_length = 1;
+static volatile double delay_sink;
+
+/* A chain of dependent adds: cannot be vectorised or shortened without
+ * -ffast-math.  Kept out of line, as in EPCC, so every call costs the same. */
+static __attribute__((noinline)) void delay(int length)
+{
+  double a = 0.0;
+  for (int i = 0; i < length; i++)
+    a += (double)i;
+  if (a < 0)
+    delay_sink = a;
+}
+
+/* Seconds per call of delay(length), over @p calls calls. */
+static double time_delay(int length, long calls)
+{
+  double t0 = tiers_now();
+  for (long i = 0; i < calls; i++)
+    delay(length);
+  return (tiers_now() - t0) / (double)calls;
+}
+
+/* Picks delay_length for @p target_us; returns the measured microseconds.
+ * Both steps take the fastest of many short runs (about 1 ms each), so
+ * that a run in which the thread was preempted does not count. */
+static double calibrate_delay(double target_us)
+{
+  const int probe = 1 << 12;
+  double best = INFINITY;
+  for (int r = 0; r < 50; r++) {
+    double t = time_delay(probe, 64);
+    if (t < best)
+      best = t;
+  }
+  double per_iter = best / probe;
+  double len = round(target_us * 1e-6 / per_iter);
+  if (len < 1)
+    len = 1;
+  if (len > INT_MAX / 2)
+    len = INT_MAX / 2;
+  delay_length = (int)len;
+  /* One refinement against the delay at its own length (call overhead,
+   * clock changes since the first step). */
+  double measured = INFINITY;
+  for (int step = 0; step < 2; step++) {
+    long calls = (long)(0.001 / (per_iter * delay_length)) + 1;
+    measured = INFINITY;
+    for (int r = 0; r < 50; r++) {
+      double t = time_delay(delay_length, calls);
+      if (t < measured)
+        measured = t;
+    }
+    if (step == 0) {
+      double refined = round(delay_length * target_us * 1e-6 / measured);
+      delay_length = refined < 1 ? 1 : refined > INT_MAX / 2 ? INT_MAX / 2 : (int)refined;
+      per_iter = measured / len;
+    }
+  }
+  return measured * 1e6;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tests                                                               */
+
+typedef struct team team_t;
+
+typedef struct ctx {
+  int nthreads;
+  int chunk;          /* schedule tests */
+  int iters_per_thr;  /* schedule tests */
+  team_t *team;       /* barrier tests */
+} ctx_t;
+
+/* Runs @p innerreps constructs; returns the elapsed seconds. */
+typedef double (*test_fn)(const ctx_t *c, long innerreps);
+
+static volatile double atomic_sink;
+
+static double ref_delay(const ctx_t *c, long n)
+{
+  (void)c;
+  double t0 = tiers_now();
+  for (long j = 0; j < n; j++)
+    delay(delay_length);
+  return tiers_now() - t0;
+}
+
+static double ref_atomic(const ctx_t *c, long n)
+{
+  (void)c;
+  double t0 = tiers_now();
+  for (long j = 0; j < n; j++)
+    atomic_sink += 1.0;
+  return tiers_now() - t0;
+}
+
+static double ref_reduction(const ctx_t *c, long n)
+{
+  (void)c;
+  double t0 = tiers_now();
+  for (long j = 0; j < n; j++) {
+    delay(delay_length);
+    atomic_sink += 1.0;
+  }
+  return tiers_now() - t0;
+}
+
+static double ref_sched(const ctx_t *c, long n)
+{
+  double t0 = tiers_now();
+  for (long j = 0; j < n; j++)
+    for (int i = 0; i < c->iters_per_thr; i++)
+      delay(delay_length);
+  return tiers_now() - t0;
+}
+
+static double test_parallel(const ctx_t *c, long n)
+{
+  double t0 = tiers_now();
+  for (long j = 0; j < n; j++) {
+#pragma omp parallel num_threads(c->nthreads)
+    delay(delay_length);
+  }
+  return tiers_now() - t0;
+}
+
+static double test_for(const ctx_t *c, long n)
+{
+  const int T = c->nthreads;
+  double t0 = tiers_now();
+#pragma omp parallel num_threads(T)
+  for (long j = 0; j < n; j++) {
+#pragma omp for
+    for (int i = 0; i < T; i++)
+      delay(delay_length);
+  }
+  return tiers_now() - t0;
+}
+
+static double test_parallel_for(const ctx_t *c, long n)
+{
+  const int T = c->nthreads;
+  double t0 = tiers_now();
+  for (long j = 0; j < n; j++) {
+#pragma omp parallel for num_threads(T)
+    for (int i = 0; i < T; i++)
+      delay(delay_length);
+  }
+  return tiers_now() - t0;
+}
+
+static double test_barrier(const ctx_t *c, long n)
+{
+  double t0 = tiers_now();
+#pragma omp parallel num_threads(c->nthreads)
+  for (long j = 0; j < n; j++) {
+    delay(delay_length);
+#pragma omp barrier
+  }
+  return tiers_now() - t0;
+}
+
+static double test_single(const ctx_t *c, long n)
+{
+  double t0 = tiers_now();
+#pragma omp parallel num_threads(c->nthreads)
+  for (long j = 0; j < n; j++) {
+#pragma omp single
+    delay(delay_length);
+  }
+  return tiers_now() - t0;
+}
+
+/* critical, lock and atomic: each thread runs n / nthreads of the n
+ * constructs (n is a multiple of nthreads), so n run in all. */
+static double test_critical(const ctx_t *c, long n)
+{
+  const long each = n / c->nthreads;
+  double t0 = tiers_now();
+#pragma omp parallel num_threads(c->nthreads)
+  for (long j = 0; j < each; j++) {
+#pragma omp critical
+    delay(delay_length);
+  }
+  return tiers_now() - t0;
+}
+
+static double test_lock(const ctx_t *c, long n)
+{
+  const long each = n / c->nthreads;
+  omp_lock_t lock;
+  omp_init_lock(&lock);
+  double t0 = tiers_now();
+#pragma omp parallel num_threads(c->nthreads)
+  for (long j = 0; j < each; j++) {
+    omp_set_lock(&lock);
+    delay(delay_length);
+    omp_unset_lock(&lock);
+  }
+  double t = tiers_now() - t0;
+  omp_destroy_lock(&lock);
+  return t;
+}
+
+static double test_atomic(const ctx_t *c, long n)
+{
+  const long each = n / c->nthreads;
+  double a = 0.0;
+  double t0 = tiers_now();
+#pragma omp parallel num_threads(c->nthreads)
+  for (long j = 0; j < each; j++) {
+#pragma omp atomic
+    a += 1.0;
+  }
+  double t = tiers_now() - t0;
+  atomic_sink = a;
+  return t;
+}
+
+static double test_reduction(const ctx_t *c, long n)
+{
+  double t0 = tiers_now();
+  for (long j = 0; j < n; j++) {
+    double a = 0.0;
+#pragma omp parallel num_threads(c->nthreads) reduction(+ : a)
+    {
+      delay(delay_length);
+      a += 1.0;
+    }
+    atomic_sink = a;
+  }
+  return tiers_now() - t0;
+}
+
+/* Schedule tests (EPCC schedbench): one loop construct of
+ * iters_per_thr * nthreads iterations of delay() per inner repetition. */
+static double test_static(const ctx_t *c, long n)
+{
+  const int iters = c->iters_per_thr * c->nthreads, chunk = c->chunk;
+  double t0 = tiers_now();
+#pragma omp parallel num_threads(c->nthreads)
+  for (long j = 0; j < n; j++) {
+#pragma omp for schedule(static, chunk)
+    for (int i = 0; i < iters; i++)
+      delay(delay_length);
+  }
+  return tiers_now() - t0;
+}
+
+static double test_dynamic(const ctx_t *c, long n)
+{
+  const int iters = c->iters_per_thr * c->nthreads, chunk = c->chunk;
+  double t0 = tiers_now();
+#pragma omp parallel num_threads(c->nthreads)
+  for (long j = 0; j < n; j++) {
+#pragma omp for schedule(dynamic, chunk)
+    for (int i = 0; i < iters; i++)
+      delay(delay_length);
+  }
+  return tiers_now() - t0;
+}
+
+static double test_guided(const ctx_t *c, long n)
+{
+  const int iters = c->iters_per_thr * c->nthreads, chunk = c->chunk;
+  double t0 = tiers_now();
+#pragma omp parallel num_threads(c->nthreads)
+  for (long j = 0; j < n; j++) {
+#pragma omp for schedule(guided, chunk)
+    for (int i = 0; i < iters; i++)
+      delay(delay_length);
+  }
+  return tiers_now() - t0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Barrier teams: nthreads-1 pinned pthreads plus the calling thread.    */
+
+typedef struct bar_ops {
+  int (*create)(void **bar, int n);
+  void (*wait)(void *bar);
+  void (*destroy)(void *bar);
+} bar_ops_t;
+
+static int spin_create(void **bar, int n)
+{
+  tiers_barrier_t b;
+  if (tiers_barrier_create(&b, n) != TIERS_OK)
+    return -1;
+  *bar = b;
+  return 0;
+}
+static void spin_wait(void *bar) { tiers_barrier_wait(bar); }
+static void spin_destroy(void *bar)
+{
+  tiers_barrier_t b = bar;
+  tiers_barrier_destroy(&b);
+}
+
+static int pth_create(void **bar, int n)
+{
+  pthread_barrier_t *b = malloc(sizeof *b);
+  if (!b || pthread_barrier_init(b, NULL, (unsigned)n) != 0) {
+    free(b);
+    return -1;
+  }
+  *bar = b;
+  return 0;
+}
+static void pth_wait(void *bar) { pthread_barrier_wait(bar); }
+static void pth_destroy(void *bar)
+{
+  pthread_barrier_destroy(bar);
+  free(bar);
+}
+
+/* The mutex / condition-variable barrier of COMPaS §2: a counter under a
+ * mutex; the last arrival advances the generation and broadcasts. */
+typedef struct cv_barrier {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  int n, count;
+  unsigned generation;
+} cv_barrier_t;
+
+static int cv_create(void **bar, int n)
+{
+  cv_barrier_t *b = calloc(1, sizeof *b);
+  if (!b)
+    return -1;
+  pthread_mutex_init(&b->mutex, NULL);
+  pthread_cond_init(&b->cond, NULL);
+  b->n = n;
+  *bar = b;
+  return 0;
+}
+static void cv_wait(void *bar)
+{
+  cv_barrier_t *b = bar;
+  pthread_mutex_lock(&b->mutex);
+  unsigned gen = b->generation;
+  if (++b->count == b->n) {
+    b->count = 0;
+    b->generation++;
+    pthread_cond_broadcast(&b->cond);
+  } else {
+    while (b->generation == gen)
+      pthread_cond_wait(&b->cond, &b->mutex);
+  }
+  pthread_mutex_unlock(&b->mutex);
+}
+static void cv_destroy(void *bar)
+{
+  cv_barrier_t *b = bar;
+  pthread_cond_destroy(&b->cond);
+  pthread_mutex_destroy(&b->mutex);
+  free(b);
+}
+
+static const bar_ops_t spin_ops = {spin_create, spin_wait, spin_destroy};
+static const bar_ops_t pth_ops = {pth_create, pth_wait, pth_destroy};
+static const bar_ops_t cv_ops = {cv_create, cv_wait, cv_destroy};
+
+static tiers_topo_t topo;
+
+struct team {
+  int n;
+  const bar_ops_t *ops;
+  void *bar;
+  const int *pus;
+  long cmd; /* inner repetitions of the next run, -1 to quit; read after a barrier */
+  int bind_failed;
+  pthread_t tid[];
+};
+
+typedef struct worker_arg {
+  team_t *team;
+  int id;
+} worker_arg_t;
+
+static worker_arg_t *worker_args;
+
+static void *team_worker(void *p)
+{
+  worker_arg_t *w = p;
+  team_t *t = w->team;
+  if (tiers_topo_bind_thread(topo, t->pus[w->id]) != TIERS_OK)
+    __atomic_store_n(&t->bind_failed, 1, __ATOMIC_RELAXED);
+  for (;;) {
+    t->ops->wait(t->bar); /* start of a run */
+    long n = t->cmd;
+    if (n < 0)
+      break;
+    for (long j = 0; j < n; j++)
+      t->ops->wait(t->bar);
+  }
+  return NULL;
+}
+
+static team_t *team_start(const bar_ops_t *ops, int n, const int *pus)
+{
+  team_t *t = calloc(1, sizeof *t + sizeof(pthread_t) * (size_t)n);
+  worker_args = calloc((size_t)n, sizeof *worker_args);
+  if (!t || !worker_args)
+    tiers_tool_fail("out of memory");
+  t->n = n;
+  t->ops = ops;
+  t->pus = pus;
+  if (ops->create(&t->bar, n) != 0)
+    tiers_tool_fail("cannot create a barrier for %d threads", n);
+  for (int i = 1; i < n; i++) {
+    worker_args[i] = (worker_arg_t){t, i};
+    int rc = pthread_create(&t->tid[i], NULL, team_worker, &worker_args[i]);
+    if (rc != 0)
+      tiers_tool_fail("cannot start a thread: %s", strerror(rc));
+  }
+  return t;
+}
+
+static void team_stop(team_t *t)
+{
+  t->cmd = -1;
+  t->ops->wait(t->bar);
+  for (int i = 1; i < t->n; i++)
+    pthread_join(t->tid[i], NULL);
+  t->ops->destroy(t->bar);
+  free(t);
+  free(worker_args);
+  worker_args = NULL;
+}
+
+/* One run of a barrier test: n back-to-back episodes, timed by thread 0
+ * from the end of the start episode to the end of the last one. */
+static double test_team_barrier(const ctx_t *c, long n)
+{
+  team_t *t = c->team;
+  t->cmd = n;
+  t->ops->wait(t->bar);
+  double t0 = tiers_now();
+  for (long j = 0; j < n; j++)
+    t->ops->wait(t->bar);
+  double el = tiers_now() - t0;
+  if (__atomic_load_n(&t->bind_failed, __ATOMIC_RELAXED))
+    tiers_tool_fail("cannot pin a barrier thread: %s", tiers_last_error());
+  return el;
+}
+
+/* ------------------------------------------------------------------ */
+/* The test table                                                      */
+
+enum group { G_SYNC, G_SCHED, G_BARRIERS, G_COUNT };
+static const char *group_names[G_COUNT] = {"sync", "sched", "barriers"};
+
+enum ref { R_NONE = -1, R_DELAY, R_ATOMIC, R_REDUCTION, R_SCHED, R_COUNT };
+static const char *ref_names[R_COUNT] = {"delay", "atomic", "reduction", "sched"};
+static const test_fn ref_fns[R_COUNT] = {ref_delay, ref_atomic, ref_reduction, ref_sched};
+
+typedef struct test_def {
+  const char *name;  /* as --tests takes it */
+  const char *label; /* as EPCC / COMPaS name it */
+  enum group group;
+  test_fn fn;
+  enum ref ref;
+  int split;         /* innerreps divided among the threads */
+  const bar_ops_t *ops;
+} test_def_t;
+
+static const test_def_t tests[] = {
+    {"parallel", "PARALLEL", G_SYNC, test_parallel, R_DELAY, 0, NULL},
+    {"for", "FOR", G_SYNC, test_for, R_DELAY, 0, NULL},
+    {"parallel_for", "PARALLEL FOR", G_SYNC, test_parallel_for, R_DELAY, 0, NULL},
+    {"barrier", "BARRIER", G_SYNC, test_barrier, R_DELAY, 0, NULL},
+    {"single", "SINGLE", G_SYNC, test_single, R_DELAY, 0, NULL},
+    {"critical", "CRITICAL", G_SYNC, test_critical, R_DELAY, 1, NULL},
+    {"lock", "LOCK/UNLOCK", G_SYNC, test_lock, R_DELAY, 1, NULL},
+    {"atomic", "ATOMIC", G_SYNC, test_atomic, R_ATOMIC, 1, NULL},
+    {"reduction", "REDUCTION", G_SYNC, test_reduction, R_REDUCTION, 0, NULL},
+    {"static", "STATIC", G_SCHED, test_static, R_SCHED, 0, NULL},
+    {"dynamic", "DYNAMIC", G_SCHED, test_dynamic, R_SCHED, 0, NULL},
+    {"guided", "GUIDED", G_SCHED, test_guided, R_SCHED, 0, NULL},
+    {"spin", "spin barrier", G_BARRIERS, test_team_barrier, R_NONE, 0, &spin_ops},
+    {"pthread", "pthread barrier", G_BARRIERS, test_team_barrier, R_NONE, 0, &pth_ops},
+    {"condvar", "mutex/condvar barrier", G_BARRIERS, test_team_barrier, R_NONE, 0, &cv_ops},
+};
+#define NTESTS ((int)(sizeof tests / sizeof tests[0]))
+
+/* ------------------------------------------------------------------ */
+/* Measurement                                                         */
+
+typedef struct options {
+  int *threads, nthreads;
+  int *chunks, nchunks;
+  int selected[NTESTS];
+  long reps;
+  double test_time_us, delay_time_us;
+  long iters_per_thr;
+  tiers_pin_policy_t pin;
+  int progress; /* print "progress DONE TOTAL" on stderr after each test */
+} options_t;
+
+static options_t opt;
+static double cycle_hz;
+static long progress_done, progress_total;
+
+static void progress_step(void)
+{
+  progress_done++;
+  if (opt.progress) {
+    fprintf(stderr, "progress %ld %ld\n", progress_done, progress_total);
+    fflush(stderr);
+  }
+}
+
+/* Tests (one per chunk size for the schedules) over all thread counts. */
+static long count_tests(void)
+{
+  long per = 0;
+  for (int i = 0; i < NTESTS; i++)
+    if (opt.selected[i])
+      per += tests[i].group == G_SCHED ? opt.nchunks : 1;
+  return per * opt.nthreads;
+}
+
+/* Fastest of three runs of @p n constructs: a run in which a thread was
+ * preempted (the machine may be shared) must not set innerreps. */
+static double best_of_3(const ctx_t *c, test_fn fn, long n)
+{
+  double best = INFINITY;
+  for (int k = 0; k < 3; k++) {
+    double t = fn(c, n);
+    if (t < best)
+      best = t;
+  }
+  return best;
+}
+
+/* innerreps such that one run lasts about --test-time; a multiple of
+ * @p multiple.  The calibration runs double as warm-up. */
+static long calibrate_reps(const ctx_t *c, test_fn fn, long multiple)
+{
+  const double target = opt.test_time_us * 1e-6;
+  long n = multiple;
+  double t;
+  fn(c, n); /* warm-up: first touches, thread start, binding */
+  for (;;) {
+    t = best_of_3(c, fn, n);
+    if (t >= 0.125 * target || n > LONG_MAX / 16)
+      break;
+    n *= 2;
+  }
+  if (t > 0) {
+    double scaled = ceil((double)n * target / t);
+    if (scaled < (double)(LONG_MAX / 4))
+      n = (long)scaled;
+  }
+  n = (n + multiple - 1) / multiple * multiple;
+  return n < multiple ? multiple : n;
+}
+
+/* Runs --reps repetitions; fills times_us with the time per construct. */
+static long run_reps(const ctx_t *c, test_fn fn, long multiple, double *times_us)
+{
+  long n = calibrate_reps(c, fn, multiple);
+  for (long r = 0; r < opt.reps; r++)
+    times_us[r] = fn(c, n) * 1e6 / (double)n;
+  return n;
+}
+
+static void stats_or_fail(const double *x, sync_stats_t *s)
+{
+  if (sync_stats_compute(x, (int)opt.reps, OUTLIER_SIGMA, s) != 0)
+    tiers_tool_fail("out of memory");
+}
+
+static void bind_self(int pu)
+{
+  if (tiers_topo_bind_thread(topo, pu) != TIERS_OK)
+    tiers_tool_fail_last("cannot pin the main thread");
+}
+
+/* Pins OpenMP thread i of a team of T to pus[i] (libgomp keeps the same
+ * threads for the next parallel regions of the same size). */
+static void bind_omp_team(int T, const int *pus)
+{
+  int failed = 0, got = 0;
+#pragma omp parallel num_threads(T) reduction(+ : failed)
+  {
+    if (omp_get_thread_num() == 0)
+      got = omp_get_num_threads();
+    if (tiers_topo_bind_thread(topo, pus[omp_get_thread_num()]) != TIERS_OK)
+      failed++;
+  }
+  if (got != T)
+    tiers_tool_fail("OpenMP ran %d threads where %d were asked (OMP_THREAD_LIMIT?)", got, T);
+  if (failed)
+    tiers_tool_fail("cannot pin the OpenMP threads to their PUs");
+}
+
+static void json_int_list(tiers_json_t *j, const char *key, const int *v, int n)
+{
+  tiers_json_key(j, key);
+  tiers_json_array_begin(j);
+  for (int i = 0; i < n; i++)
+    tiers_json_int(j, v[i]);
+  tiers_json_array_end(j);
+}
+
+static void json_test_result(tiers_json_t *j, const test_def_t *d, int chunk, long innerreps,
+                             const double *times, double ref_us, const char *ref_name)
+{
+  double *over = malloc(sizeof *over * (size_t)opt.reps);
+  if (!over)
+    tiers_tool_fail("out of memory");
+  for (long r = 0; r < opt.reps; r++)
+    over[r] = times[r] - ref_us;
+  sync_stats_t s;
+  stats_or_fail(over, &s);
+
+  tiers_json_object_begin(j);
+  tiers_json_kv_string(j, "group", group_names[d->group]);
+  tiers_json_kv_string(j, "name", d->name);
+  tiers_json_kv_string(j, "label", d->label);
+  if (d->group == G_SCHED)
+    tiers_json_kv_int(j, "chunk", chunk);
+  tiers_json_key(j, "reference");
+  if (ref_name)
+    tiers_json_string(j, ref_name);
+  else
+    tiers_json_null(j);
+  tiers_json_kv_double(j, "reference_us", ref_us);
+  tiers_json_kv_int(j, "innerreps", innerreps);
+  tiers_json_kv_double_array(j, "times_us", times, (size_t)opt.reps);
+  tiers_json_kv_double_array(j, "overheads_us", over, (size_t)opt.reps);
+  sync_stats_json(j, "stats", &s, cycle_hz);
+  tiers_json_object_end(j);
+  sync_stats_free(&s);
+  free(over);
+}
+
+static void measure_threads(tiers_json_t *j, int T)
+{
+  int *pus = malloc(sizeof *pus * (size_t)T);
+  if (!pus)
+    tiers_tool_fail("out of memory");
+  if (tiers_topo_pin_order(topo, opt.pin, T, pus) != TIERS_OK)
+    tiers_tool_fail_last("cannot place the threads");
+  bind_self(pus[0]);
+
+  double *times = malloc(sizeof *times * (size_t)opt.reps);
+  if (!times)
+    tiers_tool_fail("out of memory");
+
+  ctx_t c = {.nthreads = T, .chunk = 1, .iters_per_thr = (int)opt.iters_per_thr};
+
+  tiers_json_object_begin(j);
+  tiers_json_kv_int(j, "threads", T);
+  json_int_list(j, "pus", pus, T);
+
+  /* References that the selected tests need (serial, on the first PU). */
+  int need[R_COUNT] = {0};
+  for (int i = 0; i < NTESTS; i++)
+    if (opt.selected[i] && tests[i].ref != R_NONE)
+      need[tests[i].ref] = 1;
+  double ref_us[R_COUNT] = {0};
+  tiers_json_key(j, "references");
+  tiers_json_array_begin(j);
+  for (int r = 0; r < R_COUNT; r++) {
+    if (!need[r])
+      continue;
+    long n = run_reps(&c, ref_fns[r], 1, times);
+    sync_stats_t s;
+    stats_or_fail(times, &s);
+    ref_us[r] = s.mean;
+    tiers_json_object_begin(j);
+    tiers_json_kv_string(j, "name", ref_names[r]);
+    tiers_json_kv_int(j, "innerreps", n);
+    tiers_json_kv_double_array(j, "times_us", times, (size_t)opt.reps);
+    sync_stats_json(j, "stats", &s, cycle_hz);
+    tiers_json_object_end(j);
+    sync_stats_free(&s);
+  }
+  tiers_json_array_end(j);
+
+  tiers_json_key(j, "tests");
+  tiers_json_array_begin(j);
+  for (int i = 0; i < NTESTS; i++) {
+    const test_def_t *d = &tests[i];
+    if (!opt.selected[i])
+      continue;
+    if (d->group == G_BARRIERS) {
+      c.team = team_start(d->ops, T, pus);
+      long n = run_reps(&c, d->fn, 1, times);
+      team_stop(c.team);
+      c.team = NULL;
+      json_test_result(j, d, 0, n, times, 0.0, NULL);
+      progress_step();
+      continue;
+    }
+    int nch = d->group == G_SCHED ? opt.nchunks : 1;
+    for (int k = 0; k < nch; k++) {
+      c.chunk = d->group == G_SCHED ? opt.chunks[k] : 1;
+      bind_omp_team(T, pus);
+      long n = run_reps(&c, d->fn, d->split ? T : 1, times);
+      json_test_result(j, d, c.chunk, n, times, ref_us[d->ref], ref_names[d->ref]);
+      progress_step();
+    }
+  }
+  tiers_json_array_end(j);
+  tiers_json_object_end(j);
+  free(times);
+  free(pus);
+}
+
+/* ------------------------------------------------------------------ */
+/* Command line                                                        */
+
+static void usage(void)
+{
+  printf("usage: tiers-probe-sync [--threads LIST] [--tests LIST] [--reps N]\n"
+         "         [--test-time US] [--delay-time US] [--chunks LIST]\n"
+         "         [--iters-per-thread N] [--pin compact|scatter] [--progress]\n"
+         "       tiers-probe-sync --stats X1,X2,...   (statistics of the numbers, as JSON)\n"
+         "tests: groups sync, sched, barriers, or single tests:");
+  for (int i = 0; i < NTESTS; i++)
+    printf(" %s", tests[i].name);
+  printf("\n");
+}
+
+static void parse_tests(const char *text)
+{
+  char *copy = strdup(text);
+  if (!copy)
+    tiers_tool_fail("out of memory");
+  int any = 0;
+  for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    for (int g = 0; g < G_COUNT; g++)
+      if (strcmp(tok, group_names[g]) == 0) {
+        for (int i = 0; i < NTESTS; i++)
+          if ((int)tests[i].group == g)
+            opt.selected[i] = 1;
+        found = 1;
+      }
+    for (int i = 0; i < NTESTS && !found; i++)
+      if (strcmp(tok, tests[i].name) == 0)
+        opt.selected[i] = found = 1;
+    if (!found)
+      tiers_tool_fail("unknown test group or test '%s' in --tests (groups: sync, sched, "
+                      "barriers)",
+                      tok);
+    any = 1;
+  }
+  free(copy);
+  if (!any)
+    tiers_tool_fail("--tests is empty (groups: sync, sched, barriers)");
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* Sorts and removes duplicates; returns the new count. */
+static int sort_unique(int *v, int n)
+{
+  qsort(v, (size_t)n, sizeof *v, cmp_int);
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (m == 0 || v[m - 1] != v[i])
+      v[m++] = v[i];
+  return m;
+}
+
+/* --stats: prints the statistics of a list of numbers (for the tests). */
+static int stats_mode(const char *text)
+{
+  int cap = 16, n = 0;
+  double *x = malloc(sizeof *x * (size_t)cap);
+  const char *p = text;
+  while (x && *p) {
+    char *end;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (end == p || errno || !isfinite(v) || (*end && *end != ','))
+      tiers_tool_fail("bad number list for --stats: '%s'", text);
+    if (n == cap) {
+      cap *= 2;
+      x = realloc(x, sizeof *x * (size_t)cap);
+      if (!x)
+        break;
+    }
+    x[n++] = v;
+    p = *end ? end + 1 : end;
+  }
+  if (!x)
+    tiers_tool_fail("out of memory");
+  if (n == 0)
+    tiers_tool_fail("bad number list for --stats: '%s'", text);
+  sync_stats_t s;
+  if (sync_stats_compute(x, n, OUTLIER_SIGMA, &s) != 0)
+    tiers_tool_fail("out of memory");
+  const double hz = 1e9;
+  tiers_json_t j;
+  tiers_json_init(&j, stdout);
+  tiers_json_object_begin(&j);
+  tiers_json_kv_double(&j, "outlier_sigma", OUTLIER_SIGMA);
+  tiers_json_kv_double(&j, "cycles_per_second", hz);
+  tiers_json_kv_double_array(&j, "samples_us", x, (size_t)n);
+  sync_stats_json(&j, "stats", &s, hz);
+  tiers_json_object_end(&j);
+  sync_stats_free(&s);
+  free(x);
+  return tiers_json_finish(&j) == 0 ? 0 : 1;
+}
+
+static const char *need_value(int argc, char **argv, int *i)
+{
+  if (*i + 1 >= argc)
+    tiers_tool_fail("option %s needs a value", argv[*i]);
+  return argv[++*i];
+}
+
+static void parse_args(int argc, char **argv)
+{
+  const char *threads = NULL, *test_list = "sync,sched,barriers", *chunks = NULL;
+  opt.reps = 20;
+  opt.test_time_us = 1000.0;
+  opt.delay_time_us = 0.1;
+  opt.iters_per_thr = 128;
+  opt.pin = TIERS_PIN_COMPACT;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage();
+      exit(0);
+    } else if (strcmp(a, "--stats") == 0) {
+      exit(stats_mode(need_value(argc, argv, &i)));
+    } else if (strcmp(a, "--progress") == 0) {
+      opt.progress = 1;
+    } else if (strcmp(a, "--threads") == 0) {
+      threads = need_value(argc, argv, &i);
+    } else if (strcmp(a, "--tests") == 0) {
+      test_list = need_value(argc, argv, &i);
+    } else if (strcmp(a, "--chunks") == 0) {
+      chunks = need_value(argc, argv, &i);
+    } else if (strcmp(a, "--reps") == 0) {
+      const char *v = need_value(argc, argv, &i);
+      if (tiers_parse_long(v, &opt.reps) != 0 || opt.reps < 2 || opt.reps > MAX_REPS)
+        tiers_tool_fail("--reps must be an integer from 2 to %d (got '%s')", MAX_REPS, v);
+    } else if (strcmp(a, "--iters-per-thread") == 0) {
+      const char *v = need_value(argc, argv, &i);
+      if (tiers_parse_long(v, &opt.iters_per_thr) != 0 || opt.iters_per_thr < 1 ||
+          opt.iters_per_thr > 1000000)
+        tiers_tool_fail("--iters-per-thread must be an integer from 1 to 1000000 (got '%s')",
+                        v);
+    } else if (strcmp(a, "--test-time") == 0) {
+      const char *v = need_value(argc, argv, &i);
+      if (tiers_parse_double(v, &opt.test_time_us) != 0 || opt.test_time_us > 1e7)
+        tiers_tool_fail("--test-time must be a number of microseconds above 0 and at most "
+                        "1e7 (got '%s')",
+                        v);
+    } else if (strcmp(a, "--delay-time") == 0) {
+      const char *v = need_value(argc, argv, &i);
+      if (tiers_parse_double(v, &opt.delay_time_us) != 0 || opt.delay_time_us > 1e5)
+        tiers_tool_fail("--delay-time must be a number of microseconds above 0 and at most "
+                        "1e5 (got '%s')",
+                        v);
+    } else if (strcmp(a, "--pin") == 0) {
+      const char *v = need_value(argc, argv, &i);
+      if (strcmp(v, "compact") == 0)
+        opt.pin = TIERS_PIN_COMPACT;
+      else if (strcmp(v, "scatter") == 0)
+        opt.pin = TIERS_PIN_SCATTER;
+      else
+        tiers_tool_fail("--pin must be compact or scatter (sync always pins; got '%s')", v);
+    } else {
+      tiers_tool_fail("unknown option '%s' (see --help)", a);
+    }
+  }
+  parse_tests(test_list);
+
+  if (tiers_topo_load(&topo, "this") != TIERS_OK)
+    tiers_tool_fail_last("cannot read the topology of this machine");
+  int npus = tiers_topo_num_pus(topo);
+  if (threads) {
+    opt.nthreads = tiers_parse_int_list(threads, &opt.threads);
+    if (opt.nthreads < 0)
+      tiers_tool_fail("bad thread list '%s' for --threads (positive integers, e.g. 2,4 or "
+                      "2-8)",
+                      threads);
+    opt.nthreads = sort_unique(opt.threads, opt.nthreads);
+    if (opt.threads[opt.nthreads - 1] > npus)
+      tiers_tool_fail("thread count %d exceeds the %d PUs of this machine (sync pins one "
+                      "thread per PU)",
+                      opt.threads[opt.nthreads - 1], npus);
+  } else {
+    int lo = npus >= 2 ? 2 : 1;
+    opt.nthreads = npus - lo + 1;
+    opt.threads = malloc(sizeof *opt.threads * (size_t)opt.nthreads);
+    if (!opt.threads)
+      tiers_tool_fail("out of memory");
+    for (int i = 0; i < opt.nthreads; i++)
+      opt.threads[i] = lo + i;
+  }
+  if (chunks) {
+    opt.nchunks = tiers_parse_int_list(chunks, &opt.chunks);
+    if (opt.nchunks < 0)
+      tiers_tool_fail("bad chunk list '%s' for --chunks (positive integers, e.g. 1,8,64)",
+                      chunks);
+    opt.nchunks = sort_unique(opt.chunks, opt.nchunks);
+    if (opt.chunks[opt.nchunks - 1] > 1000000)
+      tiers_tool_fail("chunk size %d is too large (at most 1000000)",
+                      opt.chunks[opt.nchunks - 1]);
+  } else {
+    opt.nchunks = 8;
+    opt.chunks = malloc(sizeof *opt.chunks * 8);
+    if (!opt.chunks)
+      tiers_tool_fail("out of memory");
+    for (int i = 0; i < 8; i++)
+      opt.chunks[i] = 1 << i;
+  }
+}
+
+int main(int argc, char **argv)
+{
+  tiers_tool_init(argv[0]);
+  parse_args(argc, argv);
+  omp_set_dynamic(0);
+  omp_set_nested(0);
+
+  int first_pu = 0;
+  if (tiers_topo_pin_order(topo, opt.pin, 1, &first_pu) != TIERS_OK)
+    tiers_tool_fail_last("cannot place the threads");
+  bind_self(first_pu); /* calibrations run on the PU of thread 0 */
+  cycle_hz = tiers_cycle_hz(0.1);
+  if (!(cycle_hz > 0))
+    tiers_tool_fail("cannot find the CPU clock rate to express times in cycles");
+  double delay_us = calibrate_delay(opt.delay_time_us);
+
+  tiers_json_t j;
+  tiers_json_init(&j, stdout);
+  tiers_json_object_begin(&j);
+  tiers_tool_json_native(&j);
+  tiers_json_key(&j, "params");
+  tiers_json_object_begin(&j);
+  json_int_list(&j, "threads", opt.threads, opt.nthreads);
+  tiers_json_key(&j, "tests");
+  tiers_json_array_begin(&j);
+  for (int i = 0; i < NTESTS; i++)
+    if (opt.selected[i])
+      tiers_json_string(&j, tests[i].name);
+  tiers_json_array_end(&j);
+  json_int_list(&j, "chunks", opt.chunks, opt.nchunks);
+  tiers_json_kv_int(&j, "reps", opt.reps);
+  tiers_json_kv_double(&j, "test_time_us", opt.test_time_us);
+  tiers_json_kv_double(&j, "delay_time_us", opt.delay_time_us);
+  tiers_json_kv_int(&j, "delay_length", delay_length);
+  tiers_json_kv_double(&j, "delay_measured_us", delay_us);
+  tiers_json_kv_int(&j, "iters_per_thread", opt.iters_per_thr);
+  tiers_json_kv_double(&j, "cycles_per_second", cycle_hz);
+  tiers_json_kv_string(&j, "pin", tiers_pin_policy_name(opt.pin));
+  tiers_json_kv_int(&j, "pus_available", tiers_topo_num_pus(topo));
+  tiers_json_kv_double(&j, "outlier_sigma", OUTLIER_SIGMA);
+  tiers_json_kv_string(&j, "interval", "student-t 95% confidence interval of the mean");
+  tiers_json_kv_int(&j, "openmp_version", _OPENMP);
+  const char *wait_policy = getenv("OMP_WAIT_POLICY");
+  tiers_json_key(&j, "omp_wait_policy");
+  if (wait_policy)
+    tiers_json_string(&j, wait_policy);
+  else
+    tiers_json_null(&j);
+  tiers_json_object_end(&j);
+
+  progress_total = count_tests();
+  tiers_json_key(&j, "runs");
+  tiers_json_array_begin(&j);
+  for (int i = 0; i < opt.nthreads; i++)
+    measure_threads(&j, opt.threads[i]);
+  tiers_json_array_end(&j);
+  tiers_json_object_end(&j);
+  tiers_topo_destroy(&topo);
+  free(opt.threads);
+  free(opt.chunks);
+  if (tiers_json_finish(&j) != 0)
+    tiers_tool_fail("cannot write the result: %s", strerror(errno));
+  return 0;
+}

@@ -1,0 +1,108 @@
+#include "probe/sync_stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+double sync_t95(int df)
+{
+  static const double table[30] = {
+      12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+      2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+      2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df < 1)
+    return 0.0;
+  if (df <= 30)
+    return table[df - 1];
+  /* Cornish-Fisher expansion around the normal quantile; within 1e-4 of
+   * the exact value from 30 degrees of freedom on. */
+  const double z = 1.959963984540054, v = (double)df;
+  const double z3 = z * z * z, z5 = z3 * z * z;
+  return z + (z3 + z) / (4 * v) + (5 * z5 + 16 * z3 + 3 * z) / (96 * v * v);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void mean_sd(const double *x, int n, double *mean, double *sd)
+{
+  double sum = 0.0;
+  for (int i = 0; i < n; i++)
+    sum += x[i];
+  double m = sum / n, ss = 0.0;
+  for (int i = 0; i < n; i++)
+    ss += (x[i] - m) * (x[i] - m);
+  *mean = m;
+  *sd = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+}
+
+int sync_stats_compute(const double *x, int n, double sigma, sync_stats_t *s)
+{
+  memset(s, 0, sizeof *s);
+  s->n = n;
+  double *kept = malloc(sizeof *kept * (size_t)(n > 0 ? n : 1));
+  s->dropped = malloc(sizeof *s->dropped * (size_t)(n > 0 ? n : 1));
+  if (!kept || !s->dropped) {
+    free(kept);
+    free(s->dropped);
+    s->dropped = NULL;
+    return -1;
+  }
+  double m_all, sd_all;
+  mean_sd(x, n, &m_all, &sd_all);
+  int k = 0, d = 0;
+  for (int i = 0; i < n; i++) {
+    if (sd_all > 0 && fabs(x[i] - m_all) > sigma * sd_all)
+      s->dropped[d++] = x[i];
+    else
+      kept[k++] = x[i];
+  }
+  s->kept = k;
+  mean_sd(kept, k, &s->mean, &s->stddev);
+  qsort(kept, (size_t)k, sizeof *kept, cmp_double);
+  s->median = k % 2 ? kept[k / 2] : 0.5 * (kept[k / 2 - 1] + kept[k / 2]);
+  s->min = kept[0];
+  s->max = kept[k - 1];
+  s->t95 = sync_t95(k - 1);
+  double half = k > 1 ? s->t95 * s->stddev / sqrt((double)k) : 0.0;
+  s->ci_low = s->mean - half;
+  s->ci_high = s->mean + half;
+  free(kept);
+  return 0;
+}
+
+void sync_stats_free(sync_stats_t *s)
+{
+  free(s->dropped);
+  s->dropped = NULL;
+}
+
+void sync_stats_json(tiers_json_t *j, const char *key, const sync_stats_t *s, double hz)
+{
+  const double cyc = hz * 1e-6; /* cycles per microsecond */
+  tiers_json_key(j, key);
+  tiers_json_object_begin(j);
+  tiers_json_kv_int(j, "n", s->n);
+  tiers_json_kv_int(j, "kept", s->kept);
+  tiers_json_kv_int(j, "dropped", s->n - s->kept);
+  tiers_json_kv_double_array(j, "dropped_us", s->dropped, (size_t)(s->n - s->kept));
+  tiers_json_kv_double(j, "mean_us", s->mean);
+  tiers_json_kv_double(j, "median_us", s->median);
+  tiers_json_kv_double(j, "stddev_us", s->stddev);
+  tiers_json_kv_double(j, "min_us", s->min);
+  tiers_json_kv_double(j, "max_us", s->max);
+  double ci[2] = {s->ci_low, s->ci_high};
+  tiers_json_kv_double_array(j, "ci95_us", ci, 2);
+  tiers_json_kv_double(j, "t95", s->t95);
+  tiers_json_kv_double(j, "mean_cycles", s->mean * cyc);
+  tiers_json_kv_double(j, "median_cycles", s->median * cyc);
+  tiers_json_kv_double(j, "stddev_cycles", s->stddev * cyc);
+  tiers_json_kv_double(j, "min_cycles", s->min * cyc);
+  tiers_json_kv_double(j, "max_cycles", s->max * cyc);
+  double cic[2] = {s->ci_low * cyc, s->ci_high * cyc};
+  tiers_json_kv_double_array(j, "ci95_cycles", cic, 2);
+  tiers_json_object_end(j);
+}

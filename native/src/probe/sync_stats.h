@@ -1,0 +1,40 @@
+/*
+ * Internal to tiers-probe-sync: the statistics of one test's outer
+ * repetitions, as the EPCC micro-benchmarks report them.
+ *
+ * One pass of outlier rejection: the mean and the sample standard deviation
+ * of all samples are taken, and samples farther than sigma standard
+ * deviations from that mean are dropped (none when the deviation is 0).
+ * On the samples kept: mean, median (mean of the two middle values for an
+ * even count), sample standard deviation (n-1), min, max, and the 95%
+ * confidence interval of the mean, mean -/+ t * sd / sqrt(kept) with t the
+ * 0.975 quantile of Student's t with kept-1 degrees of freedom.
+ */
+#ifndef TIERS_PROBE_SYNC_STATS_H
+#define TIERS_PROBE_SYNC_STATS_H
+
+#include "common/json.h"
+
+typedef struct sync_stats {
+  int n;         /* samples given */
+  int kept;      /* samples kept after the outlier filter */
+  double mean, median, stddev, min, max;
+  double ci_low, ci_high;
+  double t95;    /* the t quantile used for the interval (0 when kept < 2) */
+  double *dropped; /* the dropped samples, in input order (n - kept of them) */
+} sync_stats_t;
+
+/* The 0.975 quantile of Student's t with @p df degrees of freedom (df >= 1). */
+double sync_t95(int df);
+
+/* Computes the statistics of x[0..n-1] (n >= 1); fills s (s->dropped is
+ * malloc'd; release with sync_stats_free).  Returns 0, or -1 when out of memory. */
+int sync_stats_compute(const double *x, int n, double sigma, sync_stats_t *s);
+
+void sync_stats_free(sync_stats_t *s);
+
+/* Writes the statistics object: every figure in microseconds (the samples'
+ * unit) and, using @p hz, in CPU cycles. */
+void sync_stats_json(tiers_json_t *j, const char *key, const sync_stats_t *s, double hz);
+
+#endif
