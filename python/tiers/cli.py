@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="'this' (default), an hwloc XML file, or 'synthetic:DESC'")
     p.add_argument("--no-matrix", action="store_true",
                    help="do not print the PU-pair depth matrix")
+    p.add_argument("--matrix", action="store_true",
+                   help="print the PU-pair depth matrix even above 32 PUs")
     _add_output(p)
 
     probe = sub.add_parser("probe", help="measure what a layer costs")
@@ -47,10 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "(STREAM kernels, read, write, memcpy)")
     p.add_argument("--threads", metavar="LIST", help="thread counts, e.g. 1,2 or 1-8 "
                    "(default: 1 to all PUs)")
-    p.add_argument("--pin", metavar="LIST", default="none,compact,scatter",
-                   help="pinning policies among none, compact, scatter (default: all three)")
-    p.add_argument("--placement", metavar="LIST", default="first-touch,master",
-                   help="data placement: first-touch, master, or both (default)")
+    p.add_argument("--pin", metavar="LIST",
+                   help="pinning policies among none, compact, scatter (default: all three; "
+                   "compact with --quick)")
+    p.add_argument("--placement", metavar="LIST",
+                   help="data placement: first-touch, master, or both (default; first-touch "
+                   "with --quick)")
     p.add_argument("--kernels", metavar="LIST",
                    help="among copy, scale, add, triad, read, write, memcpy (default: all)")
     p.add_argument("--size", metavar="BYTES",
@@ -59,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ntimes", type=int, metavar="N", default=None,
                    help="repetitions per kernel; the first is dropped as in STREAM (default 10)")
     p.add_argument("--stores", choices=["regular", "nt"], default=None,
-                   help="regular stores or non-temporal (streaming) stores")
+                   help="regular stores or non-temporal (streaming) stores (default: nt, "
+                   "the faster for arrays far larger than the caches)")
     p.add_argument("--quick", action="store_true", help="small sweep that ends in seconds")
     _add_output(p, plot=True)
 
@@ -79,6 +84,109 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pinning of the threads (default compact)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, ends in seconds")
     _add_output(p, plot=True)
+
+    p = psub.add_parser("net", help="message costs between processes: ping-pong latency and "
+                        "bandwidth, all pairs in parallel (XOR schedule), MPI_Barrier")
+    p.add_argument("-n", "--ranks", type=int, metavar="N",
+                   help="MPI ranks (default: the cores of this machine, at least 2)")
+    p.add_argument("--all-pairs", action="store_true",
+                   help="also measure every pair of ranks in parallel and fit latency and "
+                   "bandwidth per pair (seed 002's XOR schedule)")
+    p.add_argument("--tests", metavar="LIST",
+                   help="among pingpong, allpairs, barrier (default: pingpong,barrier)")
+    p.add_argument("--sizes", metavar="LIST",
+                   help="ping-pong sizes, e.g. 0,8,1K,4M (default: 0 and powers of two up to "
+                   "4 MiB; powers of four with --quick)")
+    p.add_argument("--iters", type=int, metavar="N",
+                   help="ping-pong iterations per size (default 10000, 1000 above 8 KiB)")
+    p.add_argument("--window", type=int, metavar="N",
+                   help="non-blocking sends per window for the streaming bandwidth (default 64)")
+    p.add_argument("--pair", metavar="A,B", help="the two ranks of the ping-pong (default 0,1)")
+    p.add_argument("--center", metavar="BYTES",
+                   help="all-pairs centre message size (default 1500000)")
+    p.add_argument("--factors", metavar="LIST",
+                   help="all-pairs sizes as factors of the centre (default "
+                   "0.667,0.8,1,1.25,1.5)")
+    p.add_argument("--reps", type=int, metavar="N",
+                   help="all-pairs repetitions per size (default 7; 3 with --quick)")
+    p.add_argument("--cores-per-node", type=int, metavar="C",
+                   help="cores per node measuring different steps between nodes at once "
+                   "(default 1)")
+    p.add_argument("--node-size", type=int, metavar="P",
+                   help="treat every P consecutive ranks as one node (default: by host name)")
+    p.add_argument("--flat", action="store_true",
+                   help="one XOR schedule over all ranks, ignoring nodes (every rank pair "
+                   "measured directly, as mpiGraph)")
+    p.add_argument("--barrier-iters", type=int, metavar="N",
+                   help="MPI_Barrier calls timed per process count (default 1000)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="time limit of every wait inside the probe, in seconds (default 60)")
+    p.add_argument("--time-limit", type=float, metavar="S",
+                   help="time limit of the whole run, in seconds (default 1800)")
+    p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm (default: "
+                   "$TIERS_LAUNCHER, else detected)")
+    p.add_argument("--hostfile", metavar="FILE", help="hostfile for the launcher")
+    p.add_argument("--launcher-args", metavar="ARGS",
+                   help="extra launcher options, one quoted string, e.g. "
+                   "\"--mca btl self,vader\"")
+    p.add_argument("--quick", action="store_true", help="few sizes and repetitions, ends in "
+                   "seconds")
+    _add_output(p, plot=True)
+
+    p = sub.add_parser("map", help="place ranks so that heavy traffic stays on fast layers "
+                       "(Scotch grouping and tleaf mapping, seed 002)")
+    p.add_argument("--comm", metavar="FILE", help="communication pattern: a tiers trace "
+                   "summary.json, a CSV or Matrix Market matrix of bytes, or a METIS/Scotch graph")
+    p.add_argument("--stencil", metavar="SPEC", help="structured grid: 3d:NX,NY,NZ:gx,gy,gz or "
+                   "2d:NX,NY:gx,gy (subdomains per axis : grid points per subdomain)")
+    p.add_argument("--machine", metavar="SRC", default="this",
+                   help="one node: 'this' (default), an hwloc XML file, or 'synthetic:DESC'")
+    p.add_argument("--nodes", type=int, metavar="N", help="number of such nodes (default 1)")
+    p.add_argument("--hostfile", metavar="FILE", help="hosts and their slots (Open MPI syntax)")
+    p.add_argument("--links", metavar="FILE", help="measured inter-node costs (tiers probe net)")
+    p.add_argument("--layer-cost", metavar="LIST", help="per-layer LAYER=LAT_US/BW_MBPS for the "
+                   "predicted time, e.g. node=77/655 (default: seed 002 Table 5)")
+    p.add_argument("--seed", type=int, default=1, help="seed of Scotch and of the random "
+                   "placement (default 1)")
+    p.add_argument("--oversubscribe", action="store_true",
+                   help="allow more ranks than cores (cores are shared evenly)")
+    p.add_argument("--allow-disconnected", action="store_true",
+                   help="map a communication graph made of separate pieces")
+    p.add_argument("--rankfile", metavar="FILE", help="write an Open MPI rankfile")
+    p.add_argument("--hydra", metavar="FILE", help="write an MPICH Hydra machine file "
+                   "(one host per rank)")
+    p.add_argument("--slurm", metavar="FILE", help="write a SLURM_HOSTFILE for "
+                   "--distribution=arbitrary")
+    p.add_argument("--table", metavar="FILE", help="write the JSON table rank -> (host, PU)")
+    p.add_argument("--permutation", metavar="FILE",
+                   help="write the renumbering old rank -> new rank, one per line")
+    p.add_argument("--launch", nargs=argparse.REMAINDER, metavar="-- CMD",
+                   help="then run CMD (an mpirun line) with the placement applied")
+    _add_output(p)
+
+    p = sub.add_parser("trace", help="record what an MPI program communicates, in bounded "
+                       "memory (OTF2 archive + summary); also 'trace stats DIR', "
+                       "'trace export --chrome DIR'",
+                       usage="tiers trace [options] -- CMD...\n"
+                       "       tiers trace stats DIR\n"
+                       "       tiers trace export --chrome DIR [--output FILE]")
+    p.add_argument("--budget", metavar="BYTES", default="64M",
+                   help="trace buffer per rank, e.g. 64M (default 64M, at least 64K)")
+    p.add_argument("--policy", choices=["sync", "full", "off"], default="sync",
+                   help="swap-out policy: sync (after collectives on MPI_COMM_WORLD, padded "
+                   "to tau; default), full (when a rank's buffer is full), off (keep all "
+                   "in memory)")
+    p.add_argument("--tau", type=float, metavar="S",
+                   help="sync: length of every swap-out in seconds (default: automatic)")
+    p.add_argument("--threshold", type=float, metavar="F",
+                   help="sync: buffer fill fraction that triggers a swap-out (default 0.5)")
+    p.add_argument("--out", metavar="DIR",
+                   help="output folder (default: a new tiers-trace-<date> folder)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the trace in an existing output folder")
+    p.add_argument("--timeout", type=float, metavar="S", help="stop the program after S seconds")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...",
+                   help="the command to trace, e.g. -- mpirun -n 4 ./app")
 
     p = sub.add_parser("survey", help="the whole picture: topology and a quick run of every "
                        "probe, with JSON and plots in one folder")
@@ -100,6 +208,15 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "probe" and args.probe == "sync":
         from .probe import sync
         return sync.main(args, full_argv)
+    if args.command == "probe" and args.probe == "net":
+        from .probe import net
+        return net.main(args, full_argv)
+    if args.command == "map":
+        from . import map as map_cmd
+        return map_cmd.main(args, full_argv)
+    if args.command == "trace":
+        from . import trace
+        return trace.main(args, full_argv)
     if args.command == "survey":
         from . import survey
         return survey.main(args, full_argv)

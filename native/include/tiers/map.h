@@ -1,0 +1,110 @@
+/**
+ * @file tiers/map.h
+ * @brief Process placement (seed 002 §2): group the ranks of a
+ *        communication graph into one part per node so that few bytes cross
+ *        nodes, then place each group on its node's cores so that heavy
+ *        pairs share the closest layers.  Both steps use Scotch.
+ *
+ * The communication graph is given in compressed sparse rows (CSR): the
+ * neighbours of rank v are adjncy[xadj[v] .. xadj[v+1]-1] and adjwgt holds
+ * the bytes exchanged with each (both directions summed).  The graph must be
+ * symmetric (v lists u with the same weight as u lists v) and have no
+ * self-loops; tiers_map_check() says whether it is.  Memory used by every
+ * function is linear in the number of ranks plus edges: no n x n matrix is
+ * ever built.
+ *
+ * A node is described as a symmetric tree (the Scotch "tleaf" target): the
+ * number of children at each level from the node's root down to the cores,
+ * and the cost of a pair of cores whose closest common level is each level
+ * (the cost of a byte: a latency-per-byte or 1/bandwidth; only ratios
+ * matter).  The slots of a node are its cores in hwloc logical order, which
+ * is the tree's leaf order.
+ *
+ * Every function is reentrant (Scotch runs in a private context with its
+ * own random state, so a seed gives the same result every time) and none is
+ * an MPI call.  Scotch prints its own diagnostics on stderr when it fails.
+ */
+#ifndef TIERS_MAP_H
+#define TIERS_MAP_H
+
+#include <stdint.h>
+
+#include "tiers/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A communication graph in CSR form (the arrays are borrowed, not copied). */
+typedef struct tiers_map_graph {
+  int n;                 /**< number of ranks (vertices) */
+  const int64_t *xadj;   /**< n+1 offsets into adjncy/adjwgt; xadj[0] = 0 */
+  const int32_t *adjncy; /**< neighbour ranks */
+  const double *adjwgt;  /**< bytes per edge, finite and >= 0; NULL: every edge weighs 1 */
+} tiers_map_graph_t;
+
+/** The shape of one node: a symmetric tree of levels above the cores. */
+typedef struct tiers_map_node {
+  int levels;          /**< number of levels (0: a node of one core) */
+  const int *arity;    /**< children per object at each level, root first (each >= 1) */
+  const double *cost;  /**< cost of a pair of cores whose closest common object is at each
+                            level (root first), decreasing, > 0 */
+} tiers_map_node_t;
+
+/**
+ * @brief Checks a graph and counts its connected components.
+ * @param g the graph
+ * @param[out] components number of connected components (may be NULL)
+ * @param[out] component per rank, the index of its component (components are
+ *        numbered by their lowest rank); may be NULL
+ * @return TIERS_OK; TIERS_ERR_INPUT for an index out of range, a self-loop,
+ *         a negative or non-finite weight, or an asymmetric graph (the
+ *         message names the first offending rank); TIERS_ERR_ARG for NULL
+ *         arrays or n < 1.
+ */
+TIERS_API int tiers_map_check(const tiers_map_graph_t *g, int *components, int *component);
+
+/**
+ * @brief Step 3 of seed 002: groups ranks into nodes, minimising the bytes
+ *        that cross nodes (Scotch k-way mapping onto a weighted complete
+ *        graph), with every group within its node's capacity.
+ *
+ * Ranks fill the first nodes whose capacities add up to at least n (the
+ * nodes that a block placement would use), spread in proportion to the
+ * capacities.  Groups that Scotch leaves over capacity are repaired by
+ * moving the ranks that lose the fewest bytes to nodes with room.
+ * @param g the graph (see tiers_map_check)
+ * @param nodes number of nodes
+ * @param capacity per node, the cores ranks may use (each >= 0)
+ * @param seed seed of Scotch's random generator
+ * @param[out] node_of per rank, its node (0..nodes-1)
+ * @return TIERS_OK; TIERS_ERR_ARG when the capacities add up to fewer than n;
+ *         TIERS_ERR_UNSUPPORTED when the graph is too large for Scotch's
+ *         32-bit indices; TIERS_ERR_INPUT when Scotch rejects the graph;
+ *         TIERS_ERR_NOMEM.
+ */
+TIERS_API int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *capacity,
+                              uint64_t seed, int *node_of);
+
+/**
+ * @brief Step 4 of seed 002: places each node's group on the node's cores
+ *        (Scotch static mapping of the group's induced subgraph onto the
+ *        node's tleaf tree), one rank per core.
+ * @param g the graph
+ * @param node_of per rank, its node (from tiers_map_group or any grouping)
+ * @param nodes number of nodes
+ * @param node the shape of every node; at most the product of the arities
+ *        ranks may share a node
+ * @param seed seed of Scotch's random generator
+ * @param[out] slot_of per rank, its core within the node (0..cores-1),
+ *        distinct within each node
+ * @return TIERS_OK; TIERS_ERR_ARG for a bad node shape or a group larger
+ *         than the node; TIERS_ERR_INPUT when Scotch fails; TIERS_ERR_NOMEM.
+ */
+TIERS_API int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
+                              const tiers_map_node_t *node, uint64_t seed, int *slot_of);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,713 @@
+/*
+ * Process placement with Scotch (seed 002 §2.3-2.4): grouping ranks into
+ * nodes (k-way mapping onto a weighted complete graph) and placing each
+ * group on its node's cores (static mapping onto the node's tleaf tree).
+ *
+ * Scotch's indices are 32-bit in the Debian build (SCOTCH_Num = int), and
+ * its cost accumulators too, so edge weights (bytes, possibly > 2^31) are
+ * scaled into small integers before they reach Scotch; the repairs after
+ * Scotch (capacity and one-rank-per-core) work on the exact double weights.
+ */
+#include "tiers/map.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <scotch.h>
+
+/* The sum of all integer edge weights given to Scotch stays below this. */
+#define GROUP_WEIGHT_TOTAL (1 << 29)
+/* For static mapping the sum times the largest distance must fit in 31 bits. */
+#define PLACE_WEIGHT_TOTAL (1 << 20)
+#define PLACE_COST_MAX 1000
+
+static double edge_weight(const tiers_map_graph_t *g, int64_t e)
+{
+  return g->adjwgt ? g->adjwgt[e] : 1.0;
+}
+
+static int check_args(const tiers_map_graph_t *g)
+{
+  if (!g || g->n < 1 || !g->xadj || (!g->adjncy && g->xadj[g->n] > 0))
+    TIERS_ERROR(TIERS_ERR_ARG, "map: the graph is NULL or has no ranks");
+  if (g->xadj[0] != 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "map: xadj[0] must be 0");
+  for (int v = 0; v < g->n; v++)
+    if (g->xadj[v + 1] < g->xadj[v])
+      TIERS_ERROR(TIERS_ERR_INPUT, "map: xadj decreases at rank %d", v);
+  return TIERS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checks */
+
+int tiers_map_check(const tiers_map_graph_t *g, int *components, int *component)
+{
+  TIERS_CALL(check_args(g));
+  const int n = g->n;
+  const int64_t m = g->xadj[n];
+  for (int v = 0; v < n; v++) {
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+      int u = g->adjncy[e];
+      double w = edge_weight(g, e);
+      if (u < 0 || u >= n)
+        TIERS_ERROR(TIERS_ERR_INPUT, "map: rank %d has neighbour %d, outside 0..%d", v, u, n - 1);
+      if (u == v)
+        TIERS_ERROR(TIERS_ERR_INPUT, "map: rank %d is listed as its own neighbour", v);
+      if (!isfinite(w) || w < 0)
+        TIERS_ERROR(TIERS_ERR_INPUT, "map: the edge %d-%d has weight %g (must be >= 0)", v, u, w);
+    }
+  }
+
+  /* Symmetry in O(n + m): build the transpose (counting sort by target),
+   * then compare each row with its transposed row through a marker array. */
+  int64_t *txadj = calloc((size_t)n + 1, sizeof *txadj);
+  int32_t *tadj = malloc((size_t)(m ? m : 1) * sizeof *tadj);
+  double *twgt = malloc((size_t)(m ? m : 1) * sizeof *twgt);
+  int64_t *mark = malloc((size_t)n * sizeof *mark);
+  double *markw = malloc((size_t)n * sizeof *markw);
+  int rc = TIERS_OK;
+  if (!txadj || !tadj || !twgt || !mark || !markw) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory to check a "
+                         "graph of %d ranks and %lld edges", n, (long long)m);
+    goto out;
+  }
+  for (int64_t e = 0; e < m; e++)
+    txadj[g->adjncy[e] + 1]++;
+  for (int v = 0; v < n; v++)
+    txadj[v + 1] += txadj[v];
+  for (int v = 0; v < n; v++) {
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+      int u = g->adjncy[e];
+      int64_t pos = txadj[u]++;
+      tadj[pos] = v;
+      twgt[pos] = edge_weight(g, e);
+    }
+  }
+  for (int v = n; v > 0; v--)
+    txadj[v] = txadj[v - 1];
+  txadj[0] = 0;
+  for (int v = 0; v < n; v++)
+    mark[v] = -1;
+  for (int v = 0; v < n && rc == TIERS_OK; v++) {
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+      int u = g->adjncy[e];
+      if (mark[u] == v) {
+        rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                             "map: rank %d lists neighbour %d twice", v, u);
+        break;
+      }
+      mark[u] = v;
+      markw[u] = edge_weight(g, e);
+    }
+    if (rc != TIERS_OK)
+      break;
+    if (txadj[v + 1] - txadj[v] != g->xadj[v + 1] - g->xadj[v]) {
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "map: the graph is not symmetric at rank %d (%lld neighbours, "
+                           "listed by %lld)", v, (long long)(g->xadj[v + 1] - g->xadj[v]),
+                           (long long)(txadj[v + 1] - txadj[v]));
+      break;
+    }
+    for (int64_t e = txadj[v]; e < txadj[v + 1]; e++) {
+      int u = tadj[e];
+      double a = markw[u], b = twgt[e];
+      if (mark[u] != v || fabs(a - b) > 1e-9 * fmax(fabs(a), fabs(b))) {
+        rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                             "map: the graph is not symmetric: edge %d-%d differs from %d-%d",
+                             u, v, v, u);
+        break;
+      }
+    }
+  }
+  if (rc != TIERS_OK)
+    goto out;
+
+  /* Connected components by breadth-first search (the queue reuses tadj's
+   * first n entries only when m >= n; use mark as the queue otherwise). */
+  {
+    int *comp = component ? component : malloc((size_t)n * sizeof *comp);
+    int32_t *queue = malloc((size_t)n * sizeof *queue);
+    if (!comp || !queue) {
+      if (!component)
+        free(comp);
+      free(queue);
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+    for (int v = 0; v < n; v++)
+      comp[v] = -1;
+    int count = 0;
+    for (int s = 0; s < n; s++) {
+      if (comp[s] >= 0)
+        continue;
+      int head = 0, tail = 0;
+      queue[tail++] = s;
+      comp[s] = count;
+      while (head < tail) {
+        int v = queue[head++];
+        for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+          int u = g->adjncy[e];
+          if (comp[u] < 0) {
+            comp[u] = count;
+            queue[tail++] = u;
+          }
+        }
+      }
+      count++;
+    }
+    if (components)
+      *components = count;
+    free(queue);
+    if (!component)
+      free(comp);
+  }
+out:
+  free(txadj);
+  free(tadj);
+  free(twgt);
+  free(mark);
+  free(markw);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* A Scotch graph built from (part of) a tiers graph, with scaled weights. */
+
+typedef struct sgraph {
+  SCOTCH_Num n, m;
+  SCOTCH_Num *verttab, *edgetab, *edlotab;
+} sgraph_t;
+
+static void sgraph_free(sgraph_t *s)
+{
+  free(s->verttab);
+  free(s->edgetab);
+  free(s->edlotab);
+  memset(s, 0, sizeof *s);
+}
+
+/* Integer weight of a double weight w under scale f: at least 1 for w > 0. */
+static SCOTCH_Num scaled(double w, double f)
+{
+  double x = nearbyint(w * f);
+  return x < 1 ? 1 : (SCOTCH_Num)x;
+}
+
+/* Builds the Scotch arrays of the whole graph, dropping zero-weight edges. */
+static int sgraph_whole(const tiers_map_graph_t *g, double total_max, sgraph_t *s)
+{
+  memset(s, 0, sizeof *s);
+  const int64_t m = g->xadj[g->n];
+  if (m > INT32_MAX - 1)
+    TIERS_ERROR(TIERS_ERR_UNSUPPORTED, "map: %lld edges are more than Scotch's 32-bit "
+                "indices can hold", (long long)m);
+  double total = 0;
+  for (int64_t e = 0; e < m; e++)
+    total += edge_weight(g, e);
+  double f = total > 0 ? total_max / total : 1.0; /* uses the whole range */
+  s->n = g->n;
+  s->verttab = malloc(((size_t)g->n + 1) * sizeof *s->verttab);
+  s->edgetab = malloc((size_t)(m ? m : 1) * sizeof *s->edgetab);
+  s->edlotab = malloc((size_t)(m ? m : 1) * sizeof *s->edlotab);
+  if (!s->verttab || !s->edgetab || !s->edlotab) {
+    sgraph_free(s);
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory for a graph of %lld edges", (long long)m);
+  }
+  SCOTCH_Num k = 0;
+  for (int v = 0; v < g->n; v++) {
+    s->verttab[v] = k;
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+      double w = edge_weight(g, e);
+      if (w <= 0)
+        continue;
+      s->edgetab[k] = g->adjncy[e];
+      s->edlotab[k] = scaled(w, f);
+      k++;
+    }
+  }
+  s->verttab[g->n] = k;
+  s->m = k;
+  return TIERS_OK;
+}
+
+/* Runs Scotch's static mapping of s onto arch with a fresh seeded context. */
+static int scotch_map(const sgraph_t *s, const SCOTCH_Arch *arch, SCOTCH_Strat *strat,
+                      uint64_t seed, SCOTCH_Num *parttab, const char *what)
+{
+  SCOTCH_Context ctx;
+  SCOTCH_Graph graph, bound;
+  int rc = TIERS_OK;
+  if (SCOTCH_contextInit(&ctx) != 0)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: Scotch cannot create a context");
+  SCOTCH_contextRandomClone(&ctx);
+  SCOTCH_contextRandomSeed(&ctx, (SCOTCH_Num)(seed & 0x7fffffff));
+  SCOTCH_contextOptionSetNum(&ctx, SCOTCH_OPTIONNUMDETERMINISTIC, 1);
+  SCOTCH_graphInit(&graph);
+  SCOTCH_graphInit(&bound);
+  if (SCOTCH_graphBuild(&graph, 0, s->n, s->verttab, s->verttab + 1, NULL, NULL, s->m,
+                        s->edgetab, s->edlotab) != 0) {
+    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                         "map: Scotch rejected the graph (%s)", what);
+  } else if (SCOTCH_contextBindGraph(&ctx, &graph, &bound) != 0) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__,
+                         "map: Scotch cannot bind the graph to its context");
+  } else if (SCOTCH_graphMap(&bound, arch, strat, parttab) != 0) {
+    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                         "map: Scotch failed to map the graph (%s)", what);
+  }
+  SCOTCH_graphExit(&bound);
+  SCOTCH_graphExit(&graph);
+  SCOTCH_contextExit(&ctx);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Grouping */
+
+/*
+ * Moves ranks out of parts above their capacity into parts with room,
+ * choosing each time the rank of an overfull part whose move loses the
+ * fewest bytes kept inside parts.  part[] uses 0..k-1.
+ */
+static int repair_capacity(const tiers_map_graph_t *g, int k, const int *cap, int *part)
+{
+  const int n = g->n;
+  int rc = TIERS_OK;
+  int64_t *size = calloc((size_t)k, sizeof *size);
+  int64_t *start = calloc((size_t)k + 1, sizeof *start);
+  int32_t *members = malloc((size_t)n * sizeof *members);
+  double *conn = calloc((size_t)k, sizeof *conn);
+  int32_t *touched = malloc((size_t)k * sizeof *touched);
+  if (!size || !start || !members || !conn || !touched) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  for (int v = 0; v < n; v++)
+    size[part[v]]++;
+  for (int p = 0; p < k; p++)
+    start[p + 1] = start[p] + size[p];
+  {
+    int64_t *fill = calloc((size_t)k, sizeof *fill);
+    if (!fill) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+    for (int v = 0; v < n; v++)
+      members[start[part[v]] + fill[part[v]]++] = v;
+    free(fill);
+  }
+  int first_room = 0; /* parts before it are full */
+  for (int p = 0; p < k; p++) {
+    while (size[p] > cap[p]) {
+      int best_v = -1, best_q = -1;
+      double best_gain = -INFINITY;
+      while (first_room < k && size[first_room] >= cap[first_room])
+        first_room++;
+      if (first_room >= k) {
+        rc = tiers_error_set(TIERS_ERR_ARG, __FILE__, __LINE__, "map: no room left for rank "
+                             "groups (the capacities add up to fewer ranks than the graph has)");
+        goto out;
+      }
+      for (int64_t i = start[p]; i < start[p + 1]; i++) {
+        int v = members[i];
+        if (part[v] != p)
+          continue;
+        int nt = 0;
+        for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+          int q = part[g->adjncy[e]];
+          if (conn[q] == 0)
+            touched[nt++] = q;
+          conn[q] += edge_weight(g, e) + 1e-300; /* stays non-zero once touched */
+        }
+        double own = conn[p];
+        int q_best = -1;
+        double q_gain = -INFINITY;
+        for (int t = 0; t < nt; t++) {
+          int q = touched[t];
+          if (q != p && size[q] < cap[q] && conn[q] - own > q_gain) {
+            q_gain = conn[q] - own;
+            q_best = q;
+          }
+        }
+        if (q_best < 0) {
+          q_best = first_room;
+          q_gain = -own;
+        }
+        if (q_gain > best_gain) {
+          best_gain = q_gain;
+          best_v = v;
+          best_q = q_best;
+        }
+        for (int t = 0; t < nt; t++)
+          conn[touched[t]] = 0;
+      }
+      part[best_v] = best_q;
+      size[p]--;
+      size[best_q]++;
+    }
+  }
+out:
+  free(size);
+  free(start);
+  free(members);
+  free(conn);
+  free(touched);
+  return rc;
+}
+
+int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *capacity, uint64_t seed,
+                    int *node_of)
+{
+  TIERS_CALL(check_args(g));
+  if (nodes < 1 || !capacity || !node_of)
+    TIERS_ERROR(TIERS_ERR_ARG, "map: need at least one node, its capacity and an output array");
+  const int n = g->n;
+  /* The first nodes with room for all ranks (nodes of capacity 0 are skipped). */
+  int *used = malloc((size_t)nodes * sizeof *used);
+  int *cap = malloc((size_t)nodes * sizeof *cap);
+  if (!used || !cap) {
+    free(used);
+    free(cap);
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory");
+  }
+  int k = 0;
+  int64_t room = 0;
+  for (int i = 0; i < nodes && room < n; i++) {
+    if (capacity[i] < 0) {
+      free(used);
+      free(cap);
+      TIERS_ERROR(TIERS_ERR_ARG, "map: node %d has a negative capacity", i);
+    }
+    if (capacity[i] == 0)
+      continue;
+    used[k] = i;
+    cap[k] = capacity[i];
+    room += capacity[i];
+    k++;
+  }
+  if (room < n) {
+    free(used);
+    free(cap);
+    TIERS_ERROR(TIERS_ERR_ARG, "map: %d ranks do not fit in %lld cores", n, (long long)room);
+  }
+  int rc = TIERS_OK;
+  if (k == 1) {
+    for (int v = 0; v < n; v++)
+      node_of[v] = used[0];
+    free(used);
+    free(cap);
+    return TIERS_OK;
+  }
+
+  sgraph_t s;
+  SCOTCH_Arch arch;
+  SCOTCH_Strat strat;
+  SCOTCH_Num *parttab = NULL, *velotab = NULL;
+  int arch_ok = 0, strat_ok = 0;
+  rc = sgraph_whole(g, GROUP_WEIGHT_TOTAL, &s);
+  if (rc != TIERS_OK)
+    goto out;
+  parttab = malloc((size_t)n * sizeof *parttab);
+  velotab = malloc((size_t)k * sizeof *velotab);
+  if (!parttab || !velotab) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  for (int p = 0; p < k; p++)
+    velotab[p] = cap[p];
+  if (SCOTCH_archInit(&arch) != 0 || (arch_ok = 1, SCOTCH_archCmpltw(&arch, k, velotab) != 0)) {
+    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                         "map: Scotch cannot build a target of %d nodes", k);
+    goto out;
+  }
+  if (SCOTCH_stratInit(&strat) != 0 ||
+      (strat_ok = 1, SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATQUALITY | SCOTCH_STRATBALANCE,
+                                               k, 0.0) != 0)) {
+    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                         "map: Scotch cannot build a mapping strategy");
+    goto out;
+  }
+  rc = scotch_map(&s, &arch, &strat, seed, parttab, "grouping ranks into nodes");
+  if (rc != TIERS_OK)
+    goto out;
+  for (int v = 0; v < n; v++) {
+    if (parttab[v] < 0 || parttab[v] >= k) {
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "map: Scotch returned node %d for rank %d", (int)parttab[v], v);
+      goto out;
+    }
+    node_of[v] = (int)parttab[v];
+  }
+  rc = repair_capacity(g, k, cap, node_of);
+  if (rc != TIERS_OK)
+    goto out;
+  for (int v = 0; v < n; v++)
+    node_of[v] = used[node_of[v]];
+out:
+  if (strat_ok)
+    SCOTCH_stratExit(&strat);
+  if (arch_ok)
+    SCOTCH_archExit(&arch);
+  sgraph_free(&s);
+  free(parttab);
+  free(velotab);
+  free(used);
+  free(cap);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Placement inside nodes */
+
+typedef struct tree {
+  int levels, cores;
+  int64_t *stride; /* stride[i]: cores under one object of level i+1 */
+  double *cost;
+} tree_t;
+
+/* Cost of the pair of cores (a, b) in the node tree. */
+static double tree_dist(const tree_t *t, int a, int b)
+{
+  if (a == b)
+    return 0;
+  for (int i = 0; i < t->levels; i++)
+    if (a / t->stride[i] != b / t->stride[i])
+      return t->cost[i];
+  return 0;
+}
+
+/*
+ * Gives each rank of a group a distinct core: the first rank Scotch put on a
+ * core keeps it, the others go, one by one, to the free core closest (by the
+ * tree's costs, weighed by bytes) to their neighbours already placed.
+ */
+static int repair_cores(const tiers_map_graph_t *g, const tree_t *t, const int32_t *grp, int s,
+                        const int32_t *local, SCOTCH_Num *leaf, int *slot_of)
+{
+  int rc = TIERS_OK;
+  char *taken = calloc((size_t)t->cores, 1);
+  int32_t *pending = malloc((size_t)(s > 0 ? s : 1) * sizeof *pending);
+  if (!taken || !pending) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  int np = 0;
+  for (int i = 0; i < s; i++) {
+    int c = (int)leaf[i];
+    if (c >= 0 && c < t->cores && !taken[c]) {
+      taken[c] = 1;
+    } else {
+      leaf[i] = -1;
+      pending[np++] = i;
+    }
+  }
+  for (int j = 0; j < np; j++) {
+    int i = pending[j];
+    int v = grp[i];
+    int best = -1;
+    double best_cost = INFINITY;
+    for (int c = 0; c < t->cores; c++) {
+      if (taken[c])
+        continue;
+      double cost = 0;
+      for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+        int u = g->adjncy[e];
+        int li = local[u];
+        if (li >= 0 && li < s && grp[li] == u && leaf[li] >= 0)
+          cost += edge_weight(g, e) * tree_dist(t, c, (int)leaf[li]);
+      }
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = c;
+      }
+    }
+    leaf[i] = best;
+    taken[best] = 1;
+  }
+  for (int i = 0; i < s; i++)
+    slot_of[grp[i]] = (int)leaf[i];
+out:
+  free(taken);
+  free(pending);
+  return rc;
+}
+
+int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
+                    const tiers_map_node_t *node, uint64_t seed, int *slot_of)
+{
+  TIERS_CALL(check_args(g));
+  if (!node_of || nodes < 1 || !node || !slot_of || node->levels < 0 ||
+      (node->levels > 0 && (!node->arity || !node->cost)))
+    TIERS_ERROR(TIERS_ERR_ARG, "map: bad arguments to tiers_map_place");
+  const int n = g->n;
+  tree_t t = {node->levels, 1, NULL, NULL};
+  for (int i = 0; i < node->levels; i++) {
+    if (node->arity[i] < 1 || !(node->cost[i] > 0) || !isfinite(node->cost[i]))
+      TIERS_ERROR(TIERS_ERR_ARG, "map: level %d of the node has arity %d and cost %g "
+                  "(need >= 1 and > 0)", i, node->arity[i], node->cost[i]);
+    if ((int64_t)t.cores * node->arity[i] > (1 << 24))
+      TIERS_ERROR(TIERS_ERR_ARG, "map: a node of more than 2^24 cores");
+    t.cores *= node->arity[i];
+  }
+  for (int v = 0; v < n; v++)
+    if (node_of[v] < 0 || node_of[v] >= nodes)
+      TIERS_ERROR(TIERS_ERR_ARG, "map: rank %d is on node %d, outside 0..%d", v, node_of[v],
+                  nodes - 1);
+
+  int rc = TIERS_OK;
+  int64_t *start = calloc((size_t)nodes + 1, sizeof *start);
+  int32_t *members = malloc((size_t)n * sizeof *members);
+  int32_t *local = malloc((size_t)n * sizeof *local);
+  SCOTCH_Num *leaf = malloc((size_t)n * sizeof *leaf);
+  SCOTCH_Num *sizetab = malloc(((size_t)t.levels + 1) * sizeof *sizetab);
+  SCOTCH_Num *linktab = malloc(((size_t)t.levels + 1) * sizeof *linktab);
+  t.stride = malloc(((size_t)t.levels + 1) * sizeof *t.stride);
+  t.cost = malloc(((size_t)t.levels + 1) * sizeof *t.cost);
+  sgraph_t s = {0, 0, NULL, NULL, NULL};
+  SCOTCH_Arch arch;
+  SCOTCH_Strat strat;
+  int arch_ok = 0, strat_ok = 0;
+  if (!start || !members || !local || !leaf || !sizetab || !linktab || !t.stride || !t.cost) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  /* Tree: strides and integer link costs.  Scotch's tleaf distance of two
+   * leaves whose closest common level is i is the sum of linktab[i..]. */
+  {
+    int64_t stride = t.cores;
+    for (int i = 0; i < t.levels; i++) {
+      stride /= node->arity[i];
+      t.stride[i] = stride;
+      t.cost[i] = node->cost[i];
+    }
+    double top = 0;
+    for (int i = 0; i < t.levels; i++)
+      top = fmax(top, node->cost[i]);
+    SCOTCH_Num below = 0; /* integer distance of the level below */
+    for (int i = t.levels - 1; i >= 0; i--) {
+      SCOTCH_Num c = (SCOTCH_Num)nearbyint(node->cost[i] / top * PLACE_COST_MAX);
+      if (c <= below)
+        c = below + 1;
+      sizetab[i] = node->arity[i];
+      linktab[i] = c - below;
+      below = c;
+    }
+  }
+  for (int v = 0; v < n; v++)
+    start[node_of[v] + 1]++;
+  for (int i = 0; i < nodes; i++) {
+    if (start[i + 1] > t.cores) {
+      rc = tiers_error_set(TIERS_ERR_ARG, __FILE__, __LINE__, "map: node %d holds %lld ranks "
+                           "but has %d cores", i, (long long)start[i + 1], t.cores);
+      goto out;
+    }
+    start[i + 1] += start[i];
+  }
+  {
+    int64_t *fill = calloc((size_t)nodes, sizeof *fill);
+    if (!fill) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+    for (int v = 0; v < n; v++) {
+      int64_t pos = start[node_of[v]] + fill[node_of[v]]++;
+      members[pos] = v;
+      local[v] = (int32_t)(pos - start[node_of[v]]);
+    }
+    free(fill);
+  }
+  if (t.levels > 0) {
+    if (SCOTCH_archInit(&arch) != 0 ||
+        (arch_ok = 1, SCOTCH_archTleaf(&arch, t.levels, sizetab, linktab) != 0)) {
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "map: Scotch cannot build the node tree (tleaf)");
+      goto out;
+    }
+    if (SCOTCH_stratInit(&strat) != 0 ||
+        (strat_ok = 1, SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATQUALITY, t.cores, 0.0)
+                           != 0)) {
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "map: Scotch cannot build a mapping strategy");
+      goto out;
+    }
+  }
+  /* Scratch for the group subgraphs: at most every edge once. */
+  {
+    int64_t maxgroup = 0;
+    for (int i = 0; i < nodes; i++)
+      if (start[i + 1] - start[i] > maxgroup)
+        maxgroup = start[i + 1] - start[i];
+    s.verttab = malloc(((size_t)maxgroup + 1) * sizeof *s.verttab);
+    s.edgetab = malloc((size_t)(g->xadj[n] ? g->xadj[n] : 1) * sizeof *s.edgetab);
+    s.edlotab = malloc((size_t)(g->xadj[n] ? g->xadj[n] : 1) * sizeof *s.edlotab);
+    if (!s.verttab || !s.edgetab || !s.edlotab) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+  }
+  for (int i = 0; i < nodes; i++) {
+    const int32_t *grp = members + start[i];
+    const int sz = (int)(start[i + 1] - start[i]);
+    if (sz == 0)
+      continue;
+    /* Induced subgraph with weights scaled so that sum * max cost fits. */
+    double total = 0;
+    for (int j = 0; j < sz; j++) {
+      int v = grp[j];
+      for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++)
+        if (node_of[g->adjncy[e]] == i)
+          total += edge_weight(g, e);
+    }
+    SCOTCH_Num *lf = leaf + start[i];
+    if (total <= 0 || t.levels == 0 || sz == 1) {
+      for (int j = 0; j < sz; j++) /* nothing to gain: fill cores in order */
+        lf[j] = -1;
+    } else {
+      double f = PLACE_WEIGHT_TOTAL / total;
+      SCOTCH_Num k = 0;
+      for (int j = 0; j < sz; j++) {
+        int v = grp[j];
+        s.verttab[j] = k;
+        for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+          int u = g->adjncy[e];
+          double w = edge_weight(g, e);
+          if (node_of[u] != i || w <= 0)
+            continue;
+          s.edgetab[k] = local[u];
+          s.edlotab[k] = scaled(w, f);
+          k++;
+        }
+      }
+      s.verttab[sz] = k;
+      s.n = sz;
+      s.m = k;
+      rc = scotch_map(&s, &arch, &strat, seed + (uint64_t)i, lf, "placing ranks on cores");
+      if (rc != TIERS_OK)
+        goto out;
+    }
+    rc = repair_cores(g, &t, grp, sz, local, lf, slot_of);
+    if (rc != TIERS_OK)
+      goto out;
+  }
+out:
+  if (strat_ok)
+    SCOTCH_stratExit(&strat);
+  if (arch_ok)
+    SCOTCH_archExit(&arch);
+  free(s.verttab);
+  free(s.edgetab);
+  free(s.edlotab);
+  free(start);
+  free(members);
+  free(local);
+  free(leaf);
+  free(sizetab);
+  free(linktab);
+  free(t.stride);
+  free(t.cost);
+  return rc;
+}

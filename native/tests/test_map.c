@@ -1,0 +1,176 @@
+/*
+ * Placement with Scotch: on stencil graphs whose optimal cuts and
+ * placements are known by hand, tiers_map_group cuts exactly the minimum,
+ * every group fits its node, tiers_map_place gives distinct cores and
+ * reaches the optimal intra-node cost; bad graphs give the documented codes.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tiers/map.h"
+
+static int failures;
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+
+/* A 3-D grid of nx*ny*nz ranks (x fastest) with face weights wx, wy, wz. */
+typedef struct grid {
+  tiers_map_graph_t g;
+  int64_t *xadj;
+  int32_t *adj;
+  double *w;
+} grid_t;
+
+static void grid_build(grid_t *gr, int nx, int ny, int nz, double wx, double wy, double wz)
+{
+  int n = nx * ny * nz;
+  gr->xadj = calloc((size_t)n + 1, sizeof *gr->xadj);
+  gr->adj = malloc((size_t)n * 6 * sizeof *gr->adj);
+  gr->w = malloc((size_t)n * 6 * sizeof *gr->w);
+  int64_t k = 0;
+  for (int z = 0; z < nz; z++)
+    for (int y = 0; y < ny; y++)
+      for (int x = 0; x < nx; x++) {
+        int v = x + nx * (y + ny * z);
+        int d[6][3] = {{-1, 0, 0}, {1, 0, 0}, {0, -1, 0}, {0, 1, 0}, {0, 0, -1}, {0, 0, 1}};
+        double wd[6] = {wx, wx, wy, wy, wz, wz};
+        for (int i = 0; i < 6; i++) {
+          int a = x + d[i][0], b = y + d[i][1], c = z + d[i][2];
+          if (a < 0 || b < 0 || c < 0 || a >= nx || b >= ny || c >= nz)
+            continue;
+          gr->adj[k] = a + nx * (b + ny * c);
+          gr->w[k] = wd[i];
+          k++;
+        }
+        gr->xadj[v + 1] = k;
+      }
+  gr->g = (tiers_map_graph_t){n, gr->xadj, gr->adj, gr->w};
+}
+
+static void grid_free(grid_t *gr)
+{
+  free(gr->xadj);
+  free(gr->adj);
+  free(gr->w);
+}
+
+/* Bytes on edges whose ends are on different nodes (each edge once). */
+static double cut(const tiers_map_graph_t *g, const int *node_of)
+{
+  double c = 0;
+  for (int v = 0; v < g->n; v++)
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++)
+      if (node_of[g->adjncy[e]] != node_of[v])
+        c += g->adjwgt[e];
+  return c / 2;
+}
+
+static void test_stencil_2x2x2(void)
+{
+  grid_t gr;
+  grid_build(&gr, 2, 2, 2, 1, 1, 1);
+  int comps = 0;
+  CHECK(tiers_map_check(&gr.g, &comps, NULL) == TIERS_OK);
+  CHECK(comps == 1);
+  int cap[2] = {4, 4}, node_of[8], slot_of[8];
+  CHECK(tiers_map_group(&gr.g, 2, cap, 1, node_of) == TIERS_OK);
+  int count[2] = {0, 0};
+  for (int v = 0; v < 8; v++)
+    count[node_of[v]]++;
+  CHECK(count[0] == 4 && count[1] == 4);
+  CHECK(cut(&gr.g, node_of) == 4); /* a cube cut in two halves: 4 edges, the minimum */
+
+  /* Node: 2 packages x 2 cores.  Each group is a 4-cycle: the best places
+   * two of its edges inside packages (cost 1) and two across (cost 10). */
+  int arity[2] = {2, 2};
+  double cost[2] = {10, 1};
+  tiers_map_node_t node = {2, arity, cost};
+  CHECK(tiers_map_place(&gr.g, node_of, 2, &node, 1, slot_of) == TIERS_OK);
+  double intra = 0;
+  for (int v = 0; v < 8; v++) {
+    CHECK(slot_of[v] >= 0 && slot_of[v] < 4);
+    for (int u = 0; u < v; u++)
+      CHECK(node_of[u] != node_of[v] || slot_of[u] != slot_of[v]);
+    for (int64_t e = gr.xadj[v]; e < gr.xadj[v + 1]; e++) {
+      int u = gr.adj[e];
+      if (node_of[u] == node_of[v])
+        intra += (slot_of[u] / 2 == slot_of[v] / 2) ? 1 : 10;
+    }
+  }
+  CHECK(intra / 2 == 2 * (2 * 1 + 2 * 10));
+  grid_free(&gr);
+}
+
+/* Heavy x faces: a 4x2x2 grid on 2 nodes must not cut the x edges (4 of
+ * weight 100) but the 8 light y (or z) edges between the halves: cut 8. */
+static void test_weighted_cut(void)
+{
+  grid_t gr;
+  grid_build(&gr, 4, 2, 2, 100, 1, 1);
+  int cap[2] = {8, 8}, node_of[16];
+  CHECK(tiers_map_group(&gr.g, 2, cap, 7, node_of) == TIERS_OK);
+  CHECK(cut(&gr.g, node_of) == 8);
+  grid_free(&gr);
+}
+
+/* Capacities: 10 ranks of a line on nodes of 4, 4, 4 use the first three
+ * and never more than 4 per node; too little room is TIERS_ERR_ARG. */
+static void test_capacity(void)
+{
+  grid_t gr;
+  grid_build(&gr, 10, 1, 1, 1, 1, 1);
+  int cap[3] = {4, 4, 4}, node_of[10], count[3] = {0, 0, 0};
+  CHECK(tiers_map_group(&gr.g, 3, cap, 3, node_of) == TIERS_OK);
+  for (int v = 0; v < 10; v++)
+    count[node_of[v]]++;
+  CHECK(count[0] <= 4 && count[1] <= 4 && count[2] <= 4);
+  CHECK(cut(&gr.g, node_of) == 2);
+  int small[2] = {4, 4};
+  CHECK(tiers_map_group(&gr.g, 2, small, 3, node_of) == TIERS_ERR_ARG);
+  grid_free(&gr);
+}
+
+static void test_bad_graphs(void)
+{
+  int64_t xadj[3] = {0, 1, 1};
+  int32_t adj[1] = {1};
+  double w[2] = {1, 1};
+  tiers_map_graph_t asym = {2, xadj, adj, w};
+  CHECK(tiers_map_check(&asym, NULL, NULL) == TIERS_ERR_INPUT);
+  int64_t xadj2[3] = {0, 1, 2};
+  int32_t adj2[2] = {1, 0};
+  double neg[2] = {-1, -1};
+  tiers_map_graph_t negative = {2, xadj2, adj2, neg};
+  CHECK(tiers_map_check(&negative, NULL, NULL) == TIERS_ERR_INPUT);
+  int32_t self[2] = {0, 1};
+  tiers_map_graph_t loop = {2, xadj2, self, w};
+  CHECK(tiers_map_check(&loop, NULL, NULL) == TIERS_ERR_INPUT);
+  /* two separate pairs: 2 components */
+  int64_t xadj4[5] = {0, 1, 2, 3, 4};
+  int32_t adj4[4] = {1, 0, 3, 2};
+  double w4[4] = {1, 1, 1, 1};
+  tiers_map_graph_t two = {4, xadj4, adj4, w4};
+  int comps = 0, comp[4];
+  CHECK(tiers_map_check(&two, &comps, comp) == TIERS_OK);
+  CHECK(comps == 2 && comp[0] == comp[1] && comp[2] == comp[3] && comp[0] != comp[2]);
+  CHECK(tiers_map_check(NULL, NULL, NULL) == TIERS_ERR_ARG);
+}
+
+int main(void)
+{
+  test_stencil_2x2x2();
+  test_weighted_cut();
+  test_capacity();
+  test_bad_graphs();
+  if (failures)
+    fprintf(stderr, "test_map: %d check(s) failed\n", failures);
+  return failures ? 1 : 0;
+}

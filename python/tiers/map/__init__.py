@@ -1,0 +1,180 @@
+"""``tiers map``: place processes so that heavy traffic stays on fast
+layers (seed 002 §2).
+
+1. machine: the hwloc tree of a node (this machine, an XML file or a
+   synthetic string) times ``--nodes`` (or a hostfile's hosts);
+2. program: the communication graph (:mod:`.graph`);
+3. group ranks into nodes with Scotch, 4. place each group on its node's
+   cores with Scotch's tleaf mapping (:mod:`.core`, libtiers);
+then compare with the launcher's defaults (:mod:`.placement`) and write the
+placement for Open MPI, MPICH, Slurm or as JSON (:mod:`.writers`).  The
+result document is ``tiers.map/1`` (docs/schemas/map.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+from .. import result, topo
+from ..errors import TiersError
+from . import core, graph as graph_mod, machine as machine_mod, placement, writers
+
+__all__ = ["plan", "main", "core", "graph_mod", "machine_mod", "placement", "writers"]
+
+
+def load_graph(comm: str | None, stencil: str | None):
+    """Return the communication graph of ``--comm FILE`` or ``--stencil SPEC``."""
+    if bool(comm) == bool(stencil):
+        raise TiersError("give the communication pattern with either --comm FILE or "
+                         "--stencil 3d:NX,NY,NZ:gx,gy,gz")
+    if stencil:
+        parts, points = graph_mod.parse_stencil(stencil)
+        return graph_mod.stencil(parts, points)
+    return graph_mod.read(comm)
+
+
+def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = None,
+         seed: int = 1, oversubscribe: bool = False, allow_disconnected: bool = False,
+         layer_costs: str | None = None) -> dict:
+    """Map graph ``g`` on the machine of ``topo_doc`` and return plain
+    data: ``machine`` (:class:`~.machine.Machine`), ``placements`` (the
+    mapped one first), ``metrics`` (one dict per placement), ``components``
+    and ``seconds`` (time spent mapping).  Raise TiersError on bad input."""
+    components, comp = core.check(g)
+    if components > 1 and not allow_disconnected:
+        import numpy as np
+        other = int(np.flatnonzero(comp != comp[0])[0])
+        raise TiersError(f"the communication graph is disconnected ({components} components; "
+                         f"ranks 0 and {other} are not linked by any traffic): check the input, "
+                         "or pass --allow-disconnected")
+    mach = machine_mod.build(topo_doc, nodes=nodes, hostfile=hostfile, ranks=g.n,
+                             oversubscribe=oversubscribe,
+                             layer_costs=machine_mod.parse_layer_costs(layer_costs))
+    start = time.perf_counter()
+    places = placement.strategies(g, mach, seed)
+    seconds = time.perf_counter() - start
+    mets = [placement.metrics(g, mach, p) for p in places]
+    return {"machine": mach, "placements": places, "metrics": mets,
+            "components": components, "seconds": seconds}
+
+
+def document(g, plan_out: dict, params: dict, argv: list[str] | None) -> dict:
+    """Return the ``tiers.map/1`` result document of a plan."""
+    mach = plan_out["machine"]
+    best = plan_out["placements"][0]
+    mets = plan_out["metrics"]
+    afc = mets[0]
+    ratios = {}
+    for m in mets[1:]:
+        ratios[m["placement"]] = {
+            key: (m[key] / afc[key] if afc[key] else None)
+            for key in ("bytes_inter_node", "hop_bytes", "max_node_out_bytes",
+                        "predicted_time_s")}
+    samples = {
+        "ranks": writers.table(best, mach),
+        "permutation": placement.permutation(best).tolist(),
+        "placements": {p.name: {"node": p.node.tolist(), "slot": p.slot.tolist(),
+                                "note": p.note} for p in plan_out["placements"][1:]},
+    }
+    summary = {"ranks": g.n, "edges": g.edges, "bytes_total": g.total_bytes(),
+               "components": plan_out["components"], "machine": mach.describe(),
+               "map_seconds": plan_out["seconds"], "comparison": mets,
+               "ratio_to_afc": ratios}
+    return result.new_document("map", params=params, samples=samples, summary=summary,
+                               argv=argv)
+
+
+def _fmt_bytes(x: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1024 or unit == "TiB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{x}"
+
+
+def render(doc: dict, console) -> None:
+    """Print the comparison table of a ``tiers.map/1`` document."""
+    from rich.table import Table
+
+    s = doc["summary"]
+    console.print(f"{s['ranks']} ranks, {s['edges']} edges, {_fmt_bytes(s['bytes_total'])} per "
+                  f"exchange on {s['machine']['nodes']} node(s) x {s['machine']['slots_per_node']}"
+                  f" slots; mapped in {s['map_seconds']:.3f} s")
+    t = Table(title="placements (lower is better; ratio = placement / afc)", title_justify="left")
+    for col in ("placement", "inter-node", "hop-bytes", "max node out", "pred. time",
+                "time ratio"):
+        t.add_column(col, justify="left" if col == "placement" else "right")
+    for m in s["comparison"]:
+        r = s["ratio_to_afc"].get(m["placement"], {}).get("predicted_time_s")
+        t.add_row(m["placement"], _fmt_bytes(m["bytes_inter_node"]), f"{m['hop_bytes']:.3g}",
+                  _fmt_bytes(m["max_node_out_bytes"]), f"{m['predicted_time_s'] * 1e3:.3f} ms",
+                  "1.00" if r is None and m["placement"] == "afc" else
+                  (f"{r:.2f}" if r is not None else "-"))
+    console.print(t)
+
+
+def main(args, argv: list[str]) -> int:
+    """Run ``tiers map``: read the graph and the machine, map, print the
+    comparison and write the requested files.  Returns the exit status."""
+    from rich.console import Console
+
+    g = load_graph(args.comm, args.stencil)
+    if args.nodes is not None and args.hostfile:
+        raise TiersError("give either --nodes or --hostfile, not both")
+    if args.links:
+        raise TiersError("--links (measured inter-node costs) is not supported yet")
+    topo_doc = topo.measure(args.machine)
+    out = plan(g, topo_doc, nodes=args.nodes, hostfile=args.hostfile, seed=args.seed,
+               oversubscribe=args.oversubscribe, allow_disconnected=args.allow_disconnected,
+               layer_costs=args.layer_cost)
+    params = {"comm": args.comm, "stencil": args.stencil, "machine": args.machine,
+              "nodes": args.nodes, "hostfile": args.hostfile, "seed": args.seed,
+              "oversubscribe": args.oversubscribe, "layer_cost": args.layer_cost}
+    doc = document(g, out, params, argv)
+    best, mach = out["placements"][0], out["machine"]
+    paths = {}
+    if args.rankfile:
+        paths["rankfile"] = str(writers.write_rankfile(args.rankfile, best, mach))
+    if args.hydra:
+        paths["hydra"] = str(writers.write_hosts_per_rank(args.hydra, best, mach))
+    if args.slurm:
+        paths["slurm"] = str(writers.write_hosts_per_rank(args.slurm, best, mach))
+    if args.table:
+        paths["table"] = str(writers.write_table(args.table, best, mach))
+    if args.permutation:
+        paths["permutation"] = str(writers.write_permutation(
+            args.permutation, placement.permutation(best)))
+    doc["summary"]["files"] = paths
+    doc["summary"]["commands"] = writers.commands(paths, best, mach, g.n)
+    console = Console()
+    render(doc, console)
+    for name, cmd in doc["summary"]["commands"].items():
+        console.print(f"{name}: {cmd}", no_wrap=True, crop=False, soft_wrap=True)
+    if args.json:
+        path = result.write(doc, args.json)
+        console.print(f"wrote {path}", style="dim")
+    if args.launch:
+        return _launch(args.launch, paths, best, mach, g.n)
+    return 0
+
+
+def _launch(command: list[str], paths: dict, best, mach, n: int) -> int:
+    """Run the user's launcher command with the placement applied (Open MPI:
+    the rankfile option; others not yet)."""
+    import tempfile
+
+    from .. import launch
+
+    cmd = [w for w in command if w != "--"]
+    lau = launch.launcher_of(cmd)
+    if lau is None or lau.kind != "openmpi":
+        raise TiersError("--launch supports Open MPI's mpirun for now")
+    rf = paths.get("rankfile")
+    if rf is None:
+        rf = tempfile.NamedTemporaryFile("w", suffix=".rankfile", delete=False).name
+        writers.write_rankfile(rf, best, mach)
+    i = launch.find_launcher_word(cmd)
+    opts = ["--map-by", f"rankfile:file={rf}"] if lau.major >= 5 else ["-rf", rf]
+    full = cmd[:i + 1] + opts + cmd[i + 1:]
+    res = launch.run_command(full, stream=True, ranks=n)
+    return res.returncode

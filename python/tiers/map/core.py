@@ -1,0 +1,139 @@
+"""The native mapping core (``tiers_map_*`` in libtiers, see
+native/include/tiers/map.h), called through ctypes.
+
+Why ctypes and not a native tool: the graph stays in numpy CSR arrays that
+libtiers reads in place, so a 65,536-rank stencil costs its edges once in
+memory (no JSON or text copy of the graph, no second process holding
+another copy).  Memory is linear in ranks plus edges throughout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import tempfile
+
+import numpy as np
+
+from .. import native
+from ..errors import TiersError
+
+_ERRORS = {1: "invalid argument", 2: "out of memory", 5: "malformed input", 6: "not supported"}
+
+
+class _Graph(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int), ("xadj", ctypes.c_void_p), ("adjncy", ctypes.c_void_p),
+                ("adjwgt", ctypes.c_void_p)]
+
+
+class _Node(ctypes.Structure):
+    _fields_ = [("levels", ctypes.c_int), ("arity", ctypes.c_void_p), ("cost", ctypes.c_void_p)]
+
+
+_lib = None
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        path = native.lib_path("libtiers.so")
+        if not path.is_file():
+            raise TiersError(f"libtiers is missing from {path.parent}; reinstall tiers with "
+                             "'make build'")
+        try:
+            lib = ctypes.CDLL(str(path))
+            for name in ("tiers_map_check", "tiers_map_group", "tiers_map_place"):
+                getattr(lib, name).restype = ctypes.c_int
+        except (OSError, AttributeError) as exc:
+            raise TiersError(f"cannot load the mapping core from {path}: {exc}") from None
+        lib.tiers_last_error.restype = ctypes.c_char_p
+        _lib = lib
+    return _lib
+
+
+@contextlib.contextmanager
+def _stderr_captured(box: list):
+    """Send fd 2 to a temporary file while Scotch runs (it prints its own
+    diagnostics there); the text ends up in ``box`` so that a failure can be
+    reported as one line."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            box.append(tmp.read().decode("utf-8", "replace"))
+
+
+def _call(name: str, *args) -> None:
+    lib = _library()
+    box: list[str] = []
+    with _stderr_captured(box):
+        rc = getattr(lib, name)(*args)
+    if rc != 0:
+        message = (lib.tiers_last_error() or b"").decode("utf-8", "replace")
+        message = message.removeprefix("map: ")
+        scotch = [ln.strip() for ln in "".join(box).splitlines() if ln.strip()]
+        if scotch:
+            message += f" (Scotch: {scotch[-1]})"
+        raise TiersError(message or f"{name} failed: {_ERRORS.get(rc, rc)}")
+
+
+def _graph(graph) -> tuple[_Graph, tuple]:
+    xadj = np.ascontiguousarray(graph.xadj, dtype=np.int64)
+    adj = np.ascontiguousarray(graph.adjncy, dtype=np.int32)
+    w = np.ascontiguousarray(graph.adjwgt, dtype=np.float64)
+    g = _Graph(graph.n, xadj.ctypes.data, adj.ctypes.data if adj.size else None,
+               w.ctypes.data if w.size else None)
+    return g, (xadj, adj, w)   # keep the arrays alive as long as g
+
+
+def check(graph) -> tuple[int, np.ndarray]:
+    """Check a graph (indices, weights, symmetry) and return ``(count,
+    component)``: the number of connected components and, per rank, the
+    index of its component.  Raise TiersError on a malformed graph."""
+    g, keep = _graph(graph)
+    comp = np.empty(graph.n, dtype=np.int32)
+    count = ctypes.c_int(0)
+    _call("tiers_map_check", ctypes.byref(g), ctypes.byref(count),
+          comp.ctypes.data_as(ctypes.c_void_p))
+    del keep
+    return count.value, comp
+
+
+def group(graph, capacity, seed: int = 1) -> np.ndarray:
+    """Return, per rank, the node it is grouped on (seed 002 step 3)."""
+    g, keep = _graph(graph)
+    cap = np.ascontiguousarray(capacity, dtype=np.int32)
+    out = np.empty(graph.n, dtype=np.int32)
+    _call("tiers_map_group", ctypes.byref(g), ctypes.c_int(len(cap)),
+          cap.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(seed),
+          out.ctypes.data_as(ctypes.c_void_p))
+    del keep
+    return out
+
+
+def place(graph, node_of, nodes: int, arity, cost, seed: int = 1) -> np.ndarray:
+    """Return, per rank, its core within its node (seed 002 step 4): the
+    group of each node mapped onto the node's tree of ``arity`` children
+    per level with ``cost`` per level (root first)."""
+    g, keep = _graph(graph)
+    part = np.ascontiguousarray(node_of, dtype=np.int32)
+    ar = np.ascontiguousarray(arity, dtype=np.int32)
+    co = np.ascontiguousarray(cost, dtype=np.float64)
+    node = _Node(len(ar), ar.ctypes.data if ar.size else None,
+                 co.ctypes.data if co.size else None)
+    out = np.empty(graph.n, dtype=np.int32)
+    _call("tiers_map_place", ctypes.byref(g), part.ctypes.data_as(ctypes.c_void_p),
+          ctypes.c_int(nodes), ctypes.byref(node), ctypes.c_uint64(seed),
+          out.ctypes.data_as(ctypes.c_void_p))
+    del keep
+    return out

@@ -1,0 +1,263 @@
+"""tiers map: grouping and placement on synthetic machines with known
+optima, every placement a bijection onto distinct slots within capacity,
+input readers that agree, bad input as one line, and a real mpirun whose
+ranks read back the binding the generated rankfile asked for."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_line_error, run_tiers
+from tiers import launch, native, topo
+from tiers.map import graph as G
+from tiers.map import machine as M
+from tiers.map import placement as P
+from tiers.map import plan, writers
+
+NODE8 = "synthetic:pack:2 core:4 pu:1"      # the seed's RICC node: 2 x 4-core packages
+NODE4 = "synthetic:pack:2 core:2 pu:1"
+
+
+@pytest.fixture(scope="module")
+def node8():
+    return topo.measure(NODE8)
+
+
+@pytest.fixture(scope="module")
+def node4():
+    return topo.measure(NODE4)
+
+
+def cut_bytes(g, node):
+    u, v, w = g.edge_list()
+    return float(w[node[u] != node[v]].sum())
+
+
+def assert_bijection(p, mach, n):
+    assert p.node.shape == (n,) and p.slot.shape == (n,)
+    assert np.all((p.node >= 0) & (p.node < mach.nodes))
+    assert np.all((p.slot >= 0) & (p.slot < mach.slots_per_node))
+    keys = set(zip(p.node.tolist(), p.slot.tolist()))
+    assert len(keys) == n, f"{p.name}: two ranks share a slot"
+    counts = np.bincount(p.node, minlength=mach.nodes)
+    assert np.all(counts <= np.asarray(mach.capacity)), p.name
+
+
+def test_node_tree_from_synthetic(node8):
+    arity, layers, depths, pus, cores = M.node_tree(node8)
+    assert arity == [2, 4]
+    assert layers == ["machine", "package"]
+    assert pus == list(range(8))
+
+
+def test_stencil_graph_weights():
+    g = G.stencil([2, 3, 1], [10, 20, 30])
+    # x faces: 20*30 points, y faces: 10*30 points, 8 bytes, both directions
+    u, v, w = g.edge_list()
+    xs = w[(v - u) == 1]
+    ys = w[(v - u) == 2]
+    assert g.n == 6 and g.edges == 3 + 4
+    assert set(xs.tolist()) == {2 * 600 * 8.0}
+    assert set(ys.tolist()) == {2 * 300 * 8.0}
+
+
+def test_cube_on_two_nodes_cuts_the_minimum(node4):
+    """A 2x2x2 stencil on 2 nodes x 4 cores: the best cut is one face plane
+    of 4 edges; the mapped grouping must cut exactly that."""
+    g = G.stencil([2, 2, 2], [10, 10, 10])
+    out = plan(g, node4, nodes=2)
+    afc = out["placements"][0]
+    face = 2 * 100 * 8.0
+    assert cut_bytes(g, afc.node) == 4 * face
+    assert out["metrics"][0]["bytes_inter_node"] == 4 * face
+    # inside a node the group is a 4-cycle: at best 2 of its edges stay in a package
+    levels = P.edge_layers(g, out["machine"], afc)[3]
+    assert int((levels == 1).sum()) == 4   # 2 per node
+
+
+def test_heavy_axis_is_never_cut(node8):
+    """A 8x2x2 grid with heavy x faces on 4 nodes of 8: the optimum puts each
+    x-row pair (2 rows of 8 along x... ) together: cut only light faces."""
+    g = G.stencil([4, 2, 2], [1000, 10, 10])   # x faces 10*10, y/z faces 1000*10: x is light
+    out = plan(g, node8, nodes=2)
+    afc = out["placements"][0]
+    u, v, w = g.edge_list()
+    cut = afc.node[u] != afc.node[v]
+    # the minimum bisection of 4x2x2 with light x faces cuts the 4 x edges in the middle
+    assert cut.sum() == 4 and set(np.unique(v[cut] - u[cut]).tolist()) == {1}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_every_placement_is_a_bijection(node8, seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 60))
+    nodes = int(-(-n // 8) + rng.integers(0, 2))
+    # random connected graph: a path plus random extra edges with random weights
+    rows = list(range(n - 1)) + rng.integers(0, n, 3 * n).tolist()
+    cols = list(range(1, n)) + rng.integers(0, n, 3 * n).tolist()
+    w = rng.integers(1, 10_000, len(rows)).astype(float)
+    g = G.from_coo(n, rows, cols, w)
+    out = plan(g, node8, nodes=nodes, seed=seed)
+    for p in out["placements"]:
+        assert_bijection(p, out["machine"], n)
+    # the mapped grouping never crosses more than block does on a random graph by much
+    m = {x["placement"]: x for x in out["metrics"]}
+    assert m["afc"]["bytes_inter_node"] <= m["random"]["bytes_inter_node"]
+
+
+def test_oversubscribed_placement_only_when_asked(node4):
+    g = G.stencil([3, 3], [4, 4])
+    with pytest.raises(Exception) as exc:
+        plan(g, node4, nodes=2)
+    assert "more than the 8 cores" in str(exc.value)
+    out = plan(g, node4, nodes=2, oversubscribe=True)
+    mach = out["machine"]
+    assert mach.oversubscribed == 2 and mach.slots_per_node == 8
+    for p in out["placements"]:
+        assert_bijection(p, mach, 9)
+
+
+def test_readers_agree(tmp_path):
+    m = np.array([[0, 5, 0, 1], [3, 0, 2, 0], [0, 2, 0, 7], [1, 0, 7, 0]], dtype=float)
+    expect = G.from_dense(m)
+    (tmp_path / "m.csv").write_text("\n".join(",".join(str(int(x)) for x in r) for r in m))
+    (tmp_path / "s.json").write_text(json.dumps({"comm_matrix": {"ranks": 4,
+                                                                 "bytes": m.tolist()}}))
+    rows, cols = np.nonzero(m)
+    (tmp_path / "m.mtx").write_text("%%MatrixMarket matrix coordinate real general\n4 4 "
+                                    f"{rows.size}\n" + "".join(
+                                        f"{r + 1} {c + 1} {m[r, c]}\n" for r, c in zip(rows, cols)))
+    sym = m + m.T
+    lines = []
+    for r in range(4):
+        lines.append(" ".join(f"{c + 1} {int(sym[r, c])}" for c in range(4) if sym[r, c]))
+    (tmp_path / "g.graph").write_text(f"4 {int((sym > 0).sum() // 2)} 001\n" + "\n".join(lines))
+    for name in ("m.csv", "s.json", "m.mtx", "g.graph"):
+        g = G.read(str(tmp_path / name))
+        assert g.n == 4
+        assert np.array_equal(g.xadj, expect.xadj), name
+        assert np.array_equal(g.adjncy, expect.adjncy), name
+        assert np.allclose(g.adjwgt, expect.adjwgt), name
+    # symmetrised: 0<->1 exchanged 5 + 3 bytes
+    u, v, w = expect.edge_list()
+    assert w[(u == 0) & (v == 1)][0] == 8
+
+
+def test_permutation_reproduces_the_placement(node8):
+    g = G.stencil([4, 4, 4], [8, 8, 8])
+    out = plan(g, node8, nodes=8)
+    afc = out["placements"][0]
+    new = P.permutation(afc)
+    assert sorted(new.tolist()) == list(range(64))
+    blk = P.block(64, out["machine"])
+    # new rank new[s] launched in block order sits where afc put subdomain s
+    assert np.array_equal(blk.node[new], afc.node)
+
+
+def test_mapping_beats_block_and_random_on_case2_shape(node8):
+    """Seed 002 Case 2 at 512 ranks (8x8x8 subdomains of 1024x256x256):
+    block lines each node's 8 ranks along x; the mapped grouping packs 2x2x2
+    cubes and must send fewer bytes across nodes than block and random."""
+    g = G.stencil([8, 8, 8], [1024, 256, 256])
+    out = plan(g, node8, nodes=64)
+    m = {x["placement"]: x for x in out["metrics"]}
+    assert m["afc"]["bytes_inter_node"] < m["block"]["bytes_inter_node"]
+    assert m["afc"]["bytes_inter_node"] < m["random"]["bytes_inter_node"]
+    assert m["afc"]["hop_bytes"] < m["random"]["hop_bytes"]
+    assert m["afc"]["predicted_time_s"] <= m["random"]["predicted_time_s"]
+
+
+# --------------------------------------------------------------------------
+# Command line and bad input
+
+
+def test_cli_writes_rankfile_table_and_document(tmp_path):
+    rf, tab, doc = tmp_path / "rf", tmp_path / "t.json", tmp_path / "d.json"
+    r = run_tiers("map", "--stencil", "3d:2,2,2:10,10,10", "--machine", NODE4, "--nodes", "2",
+                  "--rankfile", str(rf), "--table", str(tab), "--json", str(doc))
+    assert r.returncode == 0, r.stderr
+    lines = rf.read_text().splitlines()
+    assert len(lines) == 8 and all(ln.startswith(f"rank {i}=node") for i, ln in
+                                   enumerate(lines))
+    table = json.loads(tab.read_text())["ranks"]
+    assert len({(e["host"], e["core"]) for e in table}) == 8
+    d = json.loads(doc.read_text())
+    assert d["schema"] == "tiers.map/1"
+    assert d["summary"]["comparison"][0]["placement"] == "afc"
+    assert d["summary"]["comparison"][0]["bytes_inter_node"] == 4 * 2 * 100 * 8.0
+
+
+@pytest.mark.parametrize("content,suffix,fragment", [
+    ("0,1\n-1,0\n", ".csv", "negative weight"),
+    ("0,x\n1,0\n", ".csv", "non-numeric"),
+    ("0,1,2\n1,0\n", ".csv", "different lengths"),
+    ('{"comm_matrix": {"ranks": 3, "bytes": [[0,1],[1,0]]}}', ".json", "says 3 ranks"),
+    ('{"other": 1}', ".json", "no \"comm_matrix\""),
+    ("0 1\n1 0\n", ".xyz", "unknown communication file format"),
+    ("0,1,0,0\n1,0,0,0\n0,0,0,1\n0,0,1,0\n", ".csv", "disconnected"),
+])
+def test_bad_comm_input_is_one_line(tmp_path, content, suffix, fragment):
+    f = tmp_path / f"comm{suffix}"
+    f.write_text(content)
+    r = run_tiers("map", "--comm", str(f), "--machine", NODE4)
+    assert_one_line_error(r, fragment)
+
+
+def test_too_many_ranks_is_one_line():
+    r = run_tiers("map", "--stencil", "3d:3,3,1:4,4,4", "--machine", NODE4, "--nodes", "2")
+    assert_one_line_error(r, "--oversubscribe")
+
+
+def test_bad_stencil_and_missing_file_are_one_line(tmp_path):
+    assert_one_line_error(run_tiers("map", "--stencil", "3d:2,2:4,4,4", "--machine", NODE4),
+                          "bad stencil")
+    assert_one_line_error(run_tiers("map", "--comm", str(tmp_path / "nope.csv"),
+                                    "--machine", NODE4), "no such file")
+    assert_one_line_error(run_tiers("map", "--machine", NODE4), "either --comm")
+
+
+def test_disconnected_allowed_when_asked(tmp_path):
+    f = tmp_path / "two.csv"
+    f.write_text("0,1,0,0\n1,0,0,0\n0,0,0,1\n0,0,1,0\n")
+    r = run_tiers("map", "--comm", str(f), "--machine", NODE4, "--allow-disconnected",
+                  "--table", str(tmp_path / "t.json"))
+    assert r.returncode == 0, r.stderr
+    ranks = json.loads((tmp_path / "t.json").read_text())["ranks"]
+    assert len({e["core"] for e in ranks}) == 4
+
+
+# --------------------------------------------------------------------------
+# A real mpirun with a generated rankfile
+
+
+def _whoami():
+    return str(native.tool_path("tiers-whoami"))
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_rankfile_binding_read_back(tmp_path, ranks):
+    """Map a ring of ``ranks`` onto this machine (oversubscribed when it has
+    fewer cores), write the rankfile, run tiers-whoami with it, and check
+    every rank is bound to the PU the table says."""
+    try:
+        lau = launch.detect("openmpi")
+    except Exception as exc:   # pragma: no cover - depends on the machine
+        pytest.skip(f"no Open MPI: {exc}")
+    doc = topo.measure("this")
+    n = ranks
+    g = G.from_coo(n, list(range(n)), [(i + 1) % n for i in range(n)], [1000.0] * n)
+    out = plan(g, doc, nodes=1, oversubscribe=True)
+    afc, mach = out["placements"][0], out["machine"]
+    # a placement that differs from the launcher's default: reverse the slots
+    rev = P.Placement("reversed", afc.node, (mach.slots_per_node - 1 - afc.slot) %
+                      mach.slots_per_node)
+    for p in (afc, rev):
+        rf = tmp_path / f"{p.name}.rankfile"
+        writers.write_rankfile(str(rf), p, mach)
+        report = launch.launch_json([_whoami()], n, launcher=lau, rankfile=str(rf), timeout=120)
+        table = writers.table(p, mach)
+        got = {e["rank"]: e["cpuset"] for e in report["ranks"]}
+        assert got == {e["rank"]: str(e["pu"]) for e in table}, (p.name, got, table)
