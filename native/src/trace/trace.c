@@ -1,0 +1,981 @@
+/*
+ * libtiers-trace: the recording runtime behind the generated PMPI wrappers.
+ *
+ * Design (see docs/trace.md):
+ * - Each rank keeps ONE buffer of compact binary records (16 to 48 bytes,
+ *   fixed layout, local CLOCK_MONOTONIC nanoseconds) of at most the budget.
+ *   The buffer is the only trace memory that grows with run length; OTF2
+ *   is written after the run from these records (tiers.trace.convert), so
+ *   the budget is exact and the only I/O during the run is a plain write()
+ *   of the buffer at a swap-out.
+ * - Swap-out appends the buffer to DIR/raw/rank-NNNNNN.tev.  Records are
+ *   whole and self-describing, so a file cut short by kill -9 reads back up
+ *   to the last swap-out.
+ * - Policies: sync (the seed's method: after each collective on
+ *   MPI_COMM_WORLD one MPI_Allreduce on a private communicator decides
+ *   whether all ranks swap out; each swap-out is padded to tau), full
+ *   (write when this rank's buffer is full), off (grow in memory, write at
+ *   the end).
+ * - Thread safety: with MPI_THREAD_MULTIPLE one mutex serialises the
+ *   recording (documented lock); records carry the thread's index.
+ * - Failures (no space, write error, buffer overflow under sync) stop the
+ *   tracing with one line on stderr; the program is never stopped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tiers/trace.h"
+#include "tracer.h"
+
+/* ------------------------------------------------------------------ */
+/* Record layout: the raw event file format, version 1 (docs/trace.md) */
+
+enum {
+  REC_ENTER = 1, REC_LEAVE = 2, REC_SEND = 3, REC_RECV = 4, REC_ISEND = 5,
+  REC_ISEND_DONE = 6, REC_IRECV_POST = 7, REC_IRECV_DONE = 8, REC_COLL_BEGIN = 9,
+  REC_COLL_END = 10, REC_COMM = 11, REC_SWAP = 12, REC_CLOCK = 13, REC_STOP = 14,
+  REC_INFO = 15
+};
+#define FN_SWAPOUT 0xFFFFu /* region id of the tracer's own swap-out */
+
+typedef struct {
+  uint8_t kind, flags;
+  uint16_t thread, func, words; /* words: record length in 8-byte units */
+  int64_t t;
+} rec_head_t;
+
+typedef struct { rec_head_t h; int32_t comm, peer, tag, pad; uint64_t bytes, req; } rec_msg_t;
+typedef struct { rec_head_t h; uint64_t req; } rec_req_t;
+typedef struct { rec_head_t h; int32_t comm, root; uint32_t op, pad; uint64_t sent, recvd; } rec_coll_t;
+typedef struct { rec_head_t h; int32_t id, parent, size, flags; } rec_comm_t; /* + members */
+typedef struct { rec_head_t h; uint64_t bytes, write_ns, total_ns; } rec_swap_t;
+typedef struct { rec_head_t h; int64_t offset_ns, rtt_ns; int32_t phase, pad; } rec_clock_t;
+typedef struct { rec_head_t h; int32_t reason, pad; } rec_stop_t;
+typedef struct { rec_head_t h; int32_t provided, policy; uint64_t budget; double tau, threshold; } rec_info_t;
+
+#define RAW_MAGIC "TIERSTEV"
+#define RAW_VERSION 1u
+
+enum { POLICY_SYNC = 0, POLICY_FULL = 1, POLICY_OFF = 2 };
+enum { STOP_WRITE = 1, STOP_OVERFLOW = 2, STOP_NOMEM = 3, STOP_SIGNAL = 4, STOP_ABORT = 5,
+       STOP_PEER = 6 };
+
+#define HEADROOM 128 /* bytes kept free for the swap-out's own records */
+#define CLOCK_ROUNDS 8
+
+/* ------------------------------------------------------------------ */
+/* State */
+
+static struct {
+  int initialised;   /* after_init ran */
+  int finished;      /* final flush done */
+  volatile sig_atomic_t stopped; /* tracing stopped for good */
+  int paused;
+  int policy;
+  int threaded;      /* MPI_THREAD_MULTIPLE: take the lock */
+  int provided;
+  int rank, size;
+  int fd;
+  uint8_t *buf;
+  size_t cap;        /* bytes; records use at most cap - HEADROOM */
+  volatile size_t used; /* committed bytes: what a signal handler may write */
+  uint64_t budget;
+  double tau, threshold;
+  double largest_write_s;
+  uint64_t swapouts;
+  MPI_Comm priv;     /* private duplicate of MPI_COMM_WORLD */
+  int sync_active;   /* sync policy and still checking at collectives */
+  int next_comm_id;
+  uint64_t next_req_id;
+  int next_thread;
+  pthread_mutex_t lock;
+  struct sigaction old_term, old_int;
+} S = { .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static _Thread_local int t_depth;      /* > 0: inside a wrapper */
+static _Thread_local int t_thread = -1; /* this thread's index */
+static _Thread_local int t_sync_due;   /* a world collective just ended */
+
+static inline int64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t tiers_trace_clock(void) { return now_ns(); }
+
+static void lock(void)
+{
+  if (S.threaded)
+    pthread_mutex_lock(&S.lock);
+}
+
+static void unlock(void)
+{
+  if (S.threaded)
+    pthread_mutex_unlock(&S.lock);
+}
+
+/* One line on stderr, at most once per reason per process. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = snprintf(line, sizeof line, "tiers-trace: rank %d: ", S.rank);
+  if (n < 0)
+    n = 0;
+  vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  va_end(ap);
+  size_t len = strlen(line);
+  if (len < sizeof line - 1)
+    line[len++] = '\n';
+  ssize_t w = write(2, line, len);
+  (void)w;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+  const uint8_t *c = p;
+  while (n > 0) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (w == 0) {
+      errno = ENOSPC;
+      return -1;
+    }
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static void stop_tracing(int reason, const char *why)
+{
+  if (S.stopped)
+    return;
+  if (why)
+    say("%s; tracing stopped, the program continues", why);
+  /* the STOP record tells the reader the trace ends early */
+  if (S.buf && S.used + sizeof(rec_stop_t) <= S.cap) {
+    rec_stop_t r = { { REC_STOP, 0, 0, 0, sizeof(rec_stop_t) / 8, now_ns() }, reason, 0 };
+    memcpy(S.buf + S.used, &r, sizeof r);
+    S.used += sizeof r;
+  }
+  if (S.fd >= 0 && S.used > 0 && reason != STOP_WRITE)
+    (void)write_all(S.fd, S.buf, S.used);
+  S.used = 0;
+  S.stopped = 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Buffer */
+
+static int thread_index(void)
+{
+  if (t_thread < 0)
+    t_thread = __atomic_fetch_add(&S.next_thread, 1, __ATOMIC_RELAXED);
+  return t_thread;
+}
+
+/* Write the buffer to the file and empty it.  Returns 0, or -1 after
+ * stopping the tracing on a write error. */
+static int write_buffer(void)
+{
+  if (S.fd < 0 || S.used == 0)
+    return 0;
+  if (write_all(S.fd, S.buf, S.used) != 0) {
+    char why[200];
+    snprintf(why, sizeof why, "cannot write the trace file (%s)", strerror(errno));
+    stop_tracing(STOP_WRITE, why);
+    return -1;
+  }
+  S.used = 0;
+  return 0;
+}
+
+static void put(const void *rec, size_t len);
+
+/* Swap-out: write the buffer, then wait until tau_ns has passed since the
+ * start (0: no padding).  Recorded as region FN_SWAPOUT plus a REC_SWAP. */
+static void swapout(int64_t tau_ns)
+{
+  int64_t t0 = now_ns();
+  rec_head_t enter = { REC_ENTER, 0, (uint16_t)thread_index(), FN_SWAPOUT, 2, t0 };
+  memcpy(S.buf + S.used, &enter, sizeof enter); /* the headroom holds it */
+  S.used += sizeof enter;
+  uint64_t bytes = S.used;
+  if (write_buffer() != 0)
+    return;
+  int64_t t1 = now_ns();
+  int64_t t2 = t1;
+  while (t2 - t0 < tau_ns)
+    t2 = now_ns();
+  double ws = (double)(t1 - t0) * 1e-9;
+  if (ws > S.largest_write_s)
+    S.largest_write_s = ws;
+  S.swapouts++;
+  rec_head_t leave = { REC_LEAVE, 0, (uint16_t)thread_index(), FN_SWAPOUT, 2, t2 };
+  put(&leave, sizeof leave);
+  rec_swap_t sw = { { REC_SWAP, tau_ns > 0, (uint16_t)thread_index(), 0, sizeof(rec_swap_t) / 8, t0 },
+                    bytes, (uint64_t)(t1 - t0), (uint64_t)(t2 - t0) };
+  put(&sw, sizeof sw);
+}
+
+/* Make room for len bytes by the policy; 0 when there is room now. */
+static int make_room(size_t len)
+{
+  if (S.used + len + HEADROOM <= S.cap)
+    return 0;
+  if (S.policy == POLICY_OFF) {
+    size_t cap = S.cap * 2;
+    while (S.used + len + HEADROOM > cap)
+      cap *= 2;
+    uint8_t *nb = realloc(S.buf, cap);
+    if (!nb) {
+      stop_tracing(STOP_NOMEM, "out of memory for the trace buffer (policy off)");
+      return -1;
+    }
+    S.buf = nb;
+    S.cap = cap;
+    return 0;
+  }
+  if (S.policy == POLICY_FULL) {
+    swapout(0);
+    return S.stopped ? -1 : 0;
+  }
+  char why[240];
+  snprintf(why, sizeof why, "the trace buffer (budget %llu bytes) filled up between two "
+           "collectives on MPI_COMM_WORLD (use a larger --budget or --policy full)",
+           (unsigned long long)S.budget);
+  stop_tracing(STOP_OVERFLOW, why);
+  return -1;
+}
+
+/* Append one record (lock held). */
+static void put(const void *rec, size_t len)
+{
+  if (S.stopped || !S.buf)
+    return;
+  if (make_room(len) != 0)
+    return;
+  memcpy(S.buf + S.used, rec, len);
+  __atomic_store_n(&S.used, S.used + len, __ATOMIC_RELEASE);
+}
+
+static rec_head_t head(int kind, int func, size_t len, int64_t t)
+{
+  rec_head_t h = { (uint8_t)kind, 0, (uint16_t)thread_index(), (uint16_t)func,
+                   (uint16_t)(len / 8), t };
+  return h;
+}
+
+/* ------------------------------------------------------------------ */
+/* Hash maps: communicator and request handles -> small data */
+
+typedef struct { uint64_t key, a, b; int state; } slot_t; /* state 0 free, 1 used, 2 deleted */
+typedef struct { slot_t *s; size_t n, used; } map_t;
+
+static map_t comms, reqs;
+
+static uint64_t hkey(const void *handle, size_t size)
+{
+  uint64_t k = 0;
+  memcpy(&k, handle, size < sizeof k ? size : sizeof k);
+  return k;
+}
+
+static size_t hslot(uint64_t k, size_t n)
+{
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  return (size_t)k & (n - 1);
+}
+
+static slot_t *map_find(map_t *m, uint64_t key)
+{
+  if (!m->s)
+    return NULL;
+  for (size_t i = hslot(key, m->n), c = 0; c < m->n; i = (i + 1) & (m->n - 1), c++) {
+    if (m->s[i].state == 0)
+      return NULL;
+    if (m->s[i].state == 1 && m->s[i].key == key)
+      return &m->s[i];
+  }
+  return NULL;
+}
+
+static int map_put(map_t *m, uint64_t key, uint64_t a, uint64_t b)
+{
+  if (!m->s || (m->used + 1) * 2 > m->n) {
+    size_t n = m->s ? m->n * 2 : 256;
+    slot_t *ns = calloc(n, sizeof *ns);
+    if (!ns)
+      return -1;
+    map_t nm = { ns, n, 0 };
+    for (size_t i = 0; m->s && i < m->n; i++)
+      if (m->s[i].state == 1)
+        map_put(&nm, m->s[i].key, m->s[i].a, m->s[i].b);
+    free(m->s);
+    *m = nm;
+  }
+  size_t i = hslot(key, m->n);
+  while (m->s[i].state == 1 && m->s[i].key != key)
+    i = (i + 1) & (m->n - 1);
+  if (m->s[i].state != 1)
+    m->used++;
+  m->s[i] = (slot_t){ key, a, b, 1 };
+  return 0;
+}
+
+static void map_del(map_t *m, uint64_t key)
+{
+  slot_t *s = map_find(m, key);
+  if (s)
+    s->state = 2; /* deleted slots stay counted in used until a rehash */
+}
+
+/* ------------------------------------------------------------------ */
+/* Communicators: a local id per communicator, defined once in the file */
+
+static int comm_register(MPI_Comm comm, int parent)
+{
+  int inter = 0;
+  MPI_Group g, world;
+  PMPI_Comm_test_inter(comm, &inter);
+  if ((inter ? PMPI_Comm_remote_group(comm, &g) : PMPI_Comm_group(comm, &g)) != MPI_SUCCESS)
+    return -1;
+  int n = 0;
+  PMPI_Group_size(g, &n);
+  size_t len = sizeof(rec_comm_t) + (((size_t)n * 4 + 7) & ~(size_t)7);
+  if (len / 8 > 0xFFFF) { /* too many members for one record: keep only the size */
+    len = sizeof(rec_comm_t);
+  }
+  uint8_t *rec = calloc(1, len);
+  int *ranks = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  if (!rec || !ranks) {
+    free(rec);
+    free(ranks);
+    PMPI_Group_free(&g);
+    return -1;
+  }
+  int id = S.next_comm_id++;
+  rec_comm_t *c = (rec_comm_t *)rec;
+  c->h = head(REC_COMM, 0, len, now_ns());
+  c->id = id;
+  c->parent = parent;
+  c->size = n;
+  c->flags = inter ? 1 : 0;
+  if (len > sizeof(rec_comm_t)) {
+    for (int i = 0; i < n; i++)
+      ranks[i] = i;
+    PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    int *out = (int *)(rec + sizeof(rec_comm_t));
+    PMPI_Group_translate_ranks(g, n, ranks, world, out);
+    PMPI_Group_free(&world);
+  } else {
+    c->flags |= 2; /* members left out */
+  }
+  PMPI_Group_free(&g);
+  free(ranks);
+  put(rec, len);
+  free(rec);
+  map_put(&comms, hkey(&comm, sizeof comm), (uint64_t)id, 0);
+  return id;
+}
+
+static int comm_id(MPI_Comm comm)
+{
+  if (comm == MPI_COMM_WORLD)
+    return 0;
+  slot_t *s = map_find(&comms, hkey(&comm, sizeof comm));
+  if (s)
+    return (int)s->a;
+  return comm_register(comm, -1);
+}
+
+void tiers_trace_comm_new(MPI_Comm parent, MPI_Comm comm)
+{
+  if (t_depth != 1)
+    return;
+  lock();
+  int p = comm_id(parent);
+  map_del(&comms, hkey(&comm, sizeof comm));
+  comm_register(comm, p);
+  unlock();
+}
+
+void tiers_trace_comm_free(MPI_Comm comm)
+{
+  lock();
+  map_del(&comms, hkey(&comm, sizeof comm));
+  unlock();
+}
+
+/* ------------------------------------------------------------------ */
+/* Entry points for the wrappers */
+
+/* t_depth is 1 in a recording wrapper, 2 in one that records nothing but
+ * must still reach the sync decision after a world collective (a paused or
+ * stopped rank under the sync policy: the others wait for its vote). */
+int tiers_trace_begin(int func)
+{
+  if (t_depth > 0 || !S.initialised || S.finished)
+    return 0;
+  if (S.stopped || S.paused) {
+    if (!S.sync_active)
+      return 0;
+    t_depth = 2;
+    return 1;
+  }
+  t_depth = 1;
+  rec_head_t h = head(REC_ENTER, func, sizeof h, now_ns());
+  lock();
+  put(&h, sizeof h);
+  unlock();
+  return 1;
+}
+
+static void sync_point(void);
+
+void tiers_trace_end(int func)
+{
+  if (t_depth == 1) {
+    rec_head_t h = head(REC_LEAVE, func, sizeof h, now_ns());
+    lock();
+    put(&h, sizeof h);
+    unlock();
+  }
+  if (t_sync_due) {
+    t_sync_due = 0;
+    sync_point();
+  }
+  t_depth = 0;
+}
+
+uint64_t tiers_trace_type_size(MPI_Datatype t)
+{
+  int s = 0;
+  if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &s) != MPI_SUCCESS || s < 0)
+    return 0;
+  return (uint64_t)s;
+}
+
+int tiers_trace_comm_size(MPI_Comm comm)
+{
+  int n = 0;
+  PMPI_Comm_size(comm, &n);
+  return n;
+}
+
+int tiers_trace_comm_rank(MPI_Comm comm)
+{
+  int r = 0;
+  PMPI_Comm_rank(comm, &r);
+  return r;
+}
+
+uint64_t tiers_trace_sum(const int *a, MPI_Comm comm)
+{
+  uint64_t s = 0;
+  int n = tiers_trace_comm_size(comm);
+  for (int i = 0; a && i < n; i++)
+    s += a[i] > 0 ? (uint64_t)a[i] : 0;
+  return s;
+}
+
+static void msg(int kind, int peer, int tag, MPI_Comm comm, uint64_t bytes, uint64_t req)
+{
+  if (t_depth != 1)
+    return;
+  rec_msg_t r;
+  memset(&r, 0, sizeof r);
+  lock();
+  r.h = head(kind, 0, sizeof r, now_ns());
+  r.comm = comm_id(comm);
+  r.peer = peer;
+  r.tag = tag;
+  r.bytes = bytes;
+  r.req = req;
+  put(&r, sizeof r);
+  unlock();
+}
+
+void tiers_trace_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type)
+{
+  if (dest == MPI_PROC_NULL)
+    return;
+  msg(REC_SEND, dest, tag, comm, (uint64_t)(count > 0 ? count : 0) * tiers_trace_type_size(type), 0);
+}
+
+static uint64_t status_bytes(const MPI_Status *st)
+{
+  int n = 0;
+  if (PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS || n < 0)
+    return 0;
+  return (uint64_t)n;
+}
+
+void tiers_trace_recv(const MPI_Status *st, MPI_Comm comm)
+{
+  if (st->MPI_SOURCE == MPI_PROC_NULL || st->MPI_SOURCE < 0)
+    return;
+  msg(REC_RECV, st->MPI_SOURCE, st->MPI_TAG, comm, status_bytes(st), 0);
+}
+
+/* Requests: a = our request id, b = kind (REC_ISEND or REC_IRECV_POST) << 32 | comm id */
+void tiers_trace_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type,
+                       MPI_Request req)
+{
+  if (t_depth != 1 || dest == MPI_PROC_NULL || req == MPI_REQUEST_NULL)
+    return;
+  uint64_t bytes = (uint64_t)(count > 0 ? count : 0) * tiers_trace_type_size(type);
+  lock();
+  uint64_t id = ++S.next_req_id;
+  int cid = comm_id(comm);
+  map_put(&reqs, hkey(&req, sizeof req), id, ((uint64_t)REC_ISEND << 32) | (uint32_t)cid);
+  unlock();
+  msg(REC_ISEND, dest, tag, comm, bytes, id);
+}
+
+void tiers_trace_irecv(MPI_Comm comm, MPI_Request req)
+{
+  if (t_depth != 1 || req == MPI_REQUEST_NULL)
+    return;
+  rec_req_t r;
+  lock();
+  uint64_t id = ++S.next_req_id;
+  int cid = comm_id(comm);
+  map_put(&reqs, hkey(&req, sizeof req), id, ((uint64_t)REC_IRECV_POST << 32) | (uint32_t)cid);
+  r.h = head(REC_IRECV_POST, 0, sizeof r, now_ns());
+  r.req = id;
+  put(&r, sizeof r);
+  unlock();
+}
+
+void tiers_trace_complete(MPI_Request saved, const MPI_Status *st)
+{
+  if (t_depth != 1 || saved == MPI_REQUEST_NULL)
+    return;
+  lock();
+  slot_t *s = map_find(&reqs, hkey(&saved, sizeof saved));
+  if (!s) {
+    unlock();
+    return;
+  }
+  uint64_t id = s->a;
+  int kind = (int)(s->b >> 32);
+  int cid = (int)(uint32_t)s->b;
+  s->state = 2;
+  int cancelled = 0;
+  if (st != MPI_STATUS_IGNORE)
+    PMPI_Test_cancelled(st, &cancelled);
+  if (kind == REC_ISEND) {
+    rec_req_t r = { head(REC_ISEND_DONE, 0, sizeof r, now_ns()), id };
+    if (cancelled)
+      r.h.flags = 1;
+    put(&r, sizeof r);
+  } else if (st != MPI_STATUS_IGNORE && !cancelled && st->MPI_SOURCE >= 0) {
+    rec_msg_t r;
+    memset(&r, 0, sizeof r);
+    r.h = head(REC_IRECV_DONE, 0, sizeof r, now_ns());
+    r.comm = cid;
+    r.peer = st->MPI_SOURCE;
+    r.tag = st->MPI_TAG;
+    r.bytes = status_bytes(st);
+    r.req = id;
+    put(&r, sizeof r);
+  }
+  unlock();
+}
+
+MPI_Status *tiers_trace_reqs_save(tiers_reqsave_t *sv, int count, const MPI_Request *req,
+                                  MPI_Status *st)
+{
+  sv->count = count > 0 ? count : 0;
+  sv->req = sv->req_stack;
+  sv->st = sv->st_stack;
+  if (sv->count > TIERS_REQ_STACK) {
+    sv->req = malloc(sizeof(MPI_Request) * (size_t)sv->count);
+    sv->st = malloc(sizeof(MPI_Status) * (size_t)sv->count);
+    if (!sv->req || !sv->st) { /* no copies: completions go unrecorded */
+      free(sv->req);
+      free(sv->st);
+      sv->req = NULL;
+      sv->st = NULL;
+      sv->count = 0;
+      return st;
+    }
+  }
+  if (sv->count > 0)
+    memcpy(sv->req, req, sizeof(MPI_Request) * (size_t)sv->count);
+  if (st == MPI_STATUSES_IGNORE)
+    return sv->st;
+  sv->st = NULL; /* the caller's statuses are used */
+  return st;
+}
+
+void tiers_trace_reqs_done(tiers_reqsave_t *sv, int nidx, const int *idx)
+{
+  if (!sv->req)
+    return;
+  MPI_Status *st = sv->st;
+  for (int k = 0; k < nidx && k < sv->count; k++) {
+    int i = idx ? idx[k] : k;
+    if (i < 0 || i >= sv->count)
+      continue;
+    /* the statuses array given to PMPI: ours when the caller ignored them */
+    const MPI_Status *s = st ? &st[i] : NULL;
+    tiers_trace_complete(sv->req[i], s ? s : MPI_STATUS_IGNORE);
+  }
+}
+
+void tiers_trace_reqs_release(tiers_reqsave_t *sv)
+{
+  if (sv->req && sv->req != sv->req_stack)
+    free(sv->req);
+  if (sv->st && sv->st != sv->st_stack)
+    free(sv->st);
+}
+
+void tiers_trace_coll_begin(void)
+{
+  if (t_depth != 1)
+    return;
+  rec_head_t h = head(REC_COLL_BEGIN, 0, sizeof h, now_ns());
+  lock();
+  put(&h, sizeof h);
+  unlock();
+}
+
+void tiers_trace_coll_end(int op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd)
+{
+  if (comm == MPI_COMM_WORLD && S.sync_active)
+    t_sync_due = 1;
+  if (t_depth != 1)
+    return;
+  rec_coll_t r;
+  memset(&r, 0, sizeof r);
+  lock();
+  r.h = head(REC_COLL_END, 0, sizeof r, now_ns());
+  r.comm = comm_id(comm);
+  r.root = root;
+  r.op = (uint32_t)op;
+  r.sent = sent;
+  r.recvd = recvd;
+  put(&r, sizeof r);
+  unlock();
+}
+
+/* ------------------------------------------------------------------ */
+/* The sync policy: a collective decision after collectives on the world */
+
+static void sync_point(void)
+{
+  if (!S.sync_active)
+    return;
+  lock();
+  /* fill, largest write so far, stop flag, bytes to write */
+  double v[4] = { S.cap ? (double)S.used / (double)(S.cap - HEADROOM) : 0.0,
+                  S.largest_write_s, S.stopped ? 1.0 : 0.0, (double)S.used };
+  double m[4];
+  if (PMPI_Allreduce(v, m, 4, MPI_DOUBLE, MPI_MAX, S.priv) != MPI_SUCCESS) {
+    S.sync_active = 0;
+    unlock();
+    return;
+  }
+  if (m[2] > 0) { /* some rank stopped: all stop, and the checks end here */
+    if (!S.stopped)
+      stop_tracing(STOP_PEER, NULL);
+    S.sync_active = 0;
+  } else if (m[0] >= S.threshold) {
+    double tau = S.tau;
+    if (tau <= 0) { /* auto: 1.5x the largest write so far, at least bytes at 500 MB/s */
+      tau = 1.5 * m[1];
+      if (m[3] / 500e6 > tau)
+        tau = m[3] / 500e6;
+    }
+    swapout((int64_t)(tau * 1e9));
+  }
+  unlock();
+}
+
+/* ------------------------------------------------------------------ */
+/* Clock offsets: rank 0 is the reference; offset = rank0_time - local_time */
+
+static void clock_sync(int phase)
+{
+  int64_t best_off = 0, best_rtt = 0;
+  for (int r = 1; r < S.size; r++) {
+    if (S.rank == 0) {
+      for (int k = 0; k < CLOCK_ROUNDS; k++) {
+        int64_t x;
+        PMPI_Recv(&x, 1, MPI_INT64_T, r, 77, S.priv, MPI_STATUS_IGNORE);
+        x = now_ns();
+        PMPI_Send(&x, 1, MPI_INT64_T, r, 78, S.priv);
+      }
+    } else if (S.rank == r) {
+      best_rtt = INT64_MAX;
+      for (int k = 0; k < CLOCK_ROUNDS; k++) {
+        int64_t t1 = now_ns(), x = t1;
+        PMPI_Send(&x, 1, MPI_INT64_T, 0, 77, S.priv);
+        PMPI_Recv(&x, 1, MPI_INT64_T, 0, 78, S.priv, MPI_STATUS_IGNORE);
+        int64_t t2 = now_ns();
+        if (t2 - t1 < best_rtt) {
+          best_rtt = t2 - t1;
+          best_off = x - (t1 + (t2 - t1) / 2);
+        }
+      }
+    }
+  }
+  rec_clock_t c;
+  memset(&c, 0, sizeof c);
+  c.h = head(REC_CLOCK, 0, sizeof c, now_ns());
+  c.offset_ns = best_off;
+  c.rtt_ns = best_rtt;
+  c.phase = phase;
+  if (S.stopped)
+    return;
+  lock();
+  put(&c, sizeof c);
+  unlock();
+}
+
+/* ------------------------------------------------------------------ */
+/* Life cycle */
+
+static void on_signal(int sig)
+{
+  /* async-signal-safe: write what is committed, then let the signal act */
+  if (!S.stopped && S.fd >= 0 && S.used > 0) {
+    size_t n = __atomic_load_n(&S.used, __ATOMIC_ACQUIRE);
+    (void)write_all(S.fd, S.buf, n);
+  }
+  S.stopped = 1;
+  struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
+  sigaction(sig, old, NULL);
+  raise(sig);
+}
+
+static void at_exit(void)
+{
+  /* exit() without MPI_Finalize: keep what was recorded */
+  if (S.initialised && !S.finished && !S.stopped) {
+    lock();
+    write_buffer();
+    S.finished = 1;
+    unlock();
+  }
+}
+
+static int parse_policy(const char *s)
+{
+  if (!s || !*s || strcmp(s, "sync") == 0)
+    return POLICY_SYNC;
+  if (strcmp(s, "full") == 0)
+    return POLICY_FULL;
+  if (strcmp(s, "off") == 0)
+    return POLICY_OFF;
+  return -1;
+}
+
+static int open_file(const char *dir)
+{
+  char path[4096];
+  snprintf(path, sizeof path, "%s/raw", dir);
+  if (mkdir(path, 0777) != 0 && errno != EEXIST)
+    return -1;
+  snprintf(path, sizeof path, "%s/raw/rank-%06d.tev", dir, S.rank);
+  return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
+}
+
+static int write_header(void)
+{
+  /* magic, version, rank, size, region count, region names, host name */
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  size_t names = 0;
+  for (int i = 0; i < tiers_trace_fn_count; i++)
+    names += strlen(tiers_trace_fn_names[i]) + 1;
+  size_t hostlen = strlen(host) + 1;
+  size_t len = 8 + 4 * 6 + names + hostlen;
+  len = (len + 7) & ~(size_t)7;
+  uint8_t *h = calloc(1, len);
+  if (!h)
+    return -1;
+  uint32_t hdr[6] = { RAW_VERSION, (uint32_t)len, (uint32_t)S.rank, (uint32_t)S.size,
+                      (uint32_t)tiers_trace_fn_count, (uint32_t)hostlen };
+  memcpy(h, RAW_MAGIC, 8);
+  memcpy(h + 8, hdr, sizeof hdr);
+  size_t off = 8 + sizeof hdr;
+  for (int i = 0; i < tiers_trace_fn_count; i++) {
+    size_t n = strlen(tiers_trace_fn_names[i]) + 1;
+    memcpy(h + off, tiers_trace_fn_names[i], n);
+    off += n;
+  }
+  memcpy(h + off, host, hostlen);
+  int rc = write_all(S.fd, h, len);
+  free(h);
+  return rc;
+}
+
+void tiers_trace_after_init(int provided, int func, int64_t t_enter)
+{
+  const char *dir = getenv(TIERS_TRACE_ENV_DIR);
+  if (!dir || !*dir || S.initialised)
+    return;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &S.rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &S.size);
+  S.provided = provided;
+  S.threaded = provided == MPI_THREAD_MULTIPLE;
+  S.policy = parse_policy(getenv(TIERS_TRACE_ENV_POLICY));
+  const char *b = getenv(TIERS_TRACE_ENV_BUDGET);
+  S.budget = b ? strtoull(b, NULL, 10) : 64ull << 20;
+  const char *tau = getenv(TIERS_TRACE_ENV_TAU);
+  S.tau = tau ? strtod(tau, NULL) : 0.0;
+  const char *th = getenv(TIERS_TRACE_ENV_THRESHOLD);
+  S.threshold = th ? strtod(th, NULL) : 0.5;
+  if (!(S.threshold > 0 && S.threshold <= 1))
+    S.threshold = 0.5;
+  /* Every rank takes the same collective steps below, whatever fails
+   * locally, so that the sync reductions always match up. */
+  int bad = 0;
+  if (S.policy < 0) {
+    say("unknown policy '%s' (use sync, full or off); tracing is off", getenv(TIERS_TRACE_ENV_POLICY));
+    bad = 1;
+    S.policy = POLICY_FULL;
+  }
+  if (S.budget < TIERS_TRACE_MIN_BUDGET) {
+    say("budget %llu bytes is below the minimum of %d; tracing is off",
+        (unsigned long long)S.budget, TIERS_TRACE_MIN_BUDGET);
+    bad = 1;
+  }
+  if (PMPI_Comm_dup(MPI_COMM_WORLD, &S.priv) != MPI_SUCCESS) {
+    say("cannot duplicate MPI_COMM_WORLD; tracing is off");
+    S.stopped = 1;
+    return;
+  }
+  S.sync_active = S.policy == POLICY_SYNC;
+  if (!bad) {
+    S.fd = open_file(dir);
+    if (S.fd < 0) {
+      say("cannot create the trace file in %s/raw (%s); tracing is off", dir, strerror(errno));
+      bad = 1;
+    } else if (write_header() != 0) {
+      say("cannot write the trace file (%s); tracing is off", strerror(errno));
+      bad = 1;
+    }
+  }
+  if (!bad) {
+    S.cap = S.policy == POLICY_OFF ? (1u << 20) : (size_t)S.budget;
+    S.buf = malloc(S.cap);
+    if (!S.buf) {
+      say("cannot allocate the trace buffer of %llu bytes; tracing is off",
+          (unsigned long long)S.budget);
+      bad = 1;
+    }
+  }
+  S.initialised = 1;
+  S.next_comm_id = 0;
+  if (bad) {
+    S.stopped = 1; /* still takes part in the clock and sync steps, saying stop */
+    clock_sync(0);
+    return;
+  }
+  rec_info_t info;
+  memset(&info, 0, sizeof info);
+  info.h = head(REC_INFO, 0, sizeof info, t_enter);
+  info.provided = provided;
+  info.policy = S.policy;
+  info.budget = S.budget;
+  info.tau = S.tau;
+  info.threshold = S.threshold;
+  lock();
+  put(&info, sizeof info);
+  comm_register(MPI_COMM_WORLD, -1); /* id 0 */
+  comm_register(MPI_COMM_SELF, -1);  /* id 1 */
+  rec_head_t e = head(REC_ENTER, func, sizeof e, t_enter);
+  put(&e, sizeof e);
+  unlock();
+  clock_sync(0);
+  rec_head_t l = head(REC_LEAVE, func, sizeof l, now_ns());
+  lock();
+  put(&l, sizeof l);
+  unlock();
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, &S.old_term);
+  sigaction(SIGINT, &sa, &S.old_int);
+  atexit(at_exit);
+}
+
+void tiers_trace_before_finalize(void)
+{
+  if (!S.initialised || S.finished)
+    return;
+  clock_sync(1); /* every rank: rank 0 waits for each */
+  lock();
+  if (!S.stopped)
+    write_buffer();
+  S.finished = 1;
+  S.sync_active = 0;
+  if (S.fd >= 0)
+    close(S.fd);
+  S.fd = -1;
+  unlock();
+  sigaction(SIGTERM, &S.old_term, NULL);
+  sigaction(SIGINT, &S.old_int, NULL);
+  if (S.priv != MPI_COMM_NULL)
+    PMPI_Comm_free(&S.priv);
+}
+
+void tiers_trace_at_abort(void)
+{
+  if (!S.initialised || S.stopped)
+    return;
+  lock();
+  write_buffer();
+  S.stopped = 1;
+  unlock();
+}
+
+/* ------------------------------------------------------------------ */
+/* Public control API (tiers/trace.h) */
+
+void tiers_trace_pause(void) { __atomic_store_n(&S.paused, 1, __ATOMIC_RELAXED); }
+
+void tiers_trace_resume(void) { __atomic_store_n(&S.paused, 0, __ATOMIC_RELAXED); }
+
+int tiers_trace_flush(void)
+{
+  if (!S.initialised || S.stopped || S.finished)
+    return -1;
+  lock();
+  int rc = write_buffer();
+  unlock();
+  return rc;
+}
+
+int tiers_trace_active(void)
+{
+  return S.initialised && !S.stopped && !S.finished && !S.paused;
+}

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Generate native/src/trace/wrappers.c from mpi_functions.txt.
+
+    python3 wrapgen.py            write wrappers.c next to this script
+    python3 wrapgen.py --check    exit 1 (and say why) when wrappers.c differs
+                                  from what the table gives
+    python3 wrapgen.py --stdout   print the generated file
+
+Every wrapper has the same shape: if tiers_trace_begin() refuses (tracing
+off, or a call from inside another wrapper) it calls PMPI_ straight away;
+otherwise it records what its KIND says (see the table's header), calls
+PMPI_, records the outcome and calls tiers_trace_end().
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TABLE = HERE / "mpi_functions.txt"
+OUTPUT = HERE / "wrappers.c"
+
+
+def parse_table(text: str) -> list[dict]:
+    """Return the table's entries: kind, name, params (list of (type, name)), options."""
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = [f.strip() for f in line.split("|")]
+        head = fields[0].split()
+        if len(head) != 2 or len(fields) < 2:
+            raise SystemExit(f"{TABLE.name}:{lineno}: expected 'KIND NAME | params [| opts]'")
+        kind, name = head
+        params = []
+        if fields[1]:
+            for p in fields[1].split(","):
+                m = re.match(r"^(.*?)(\w+)(\[\])?$", p.strip())
+                if not m:
+                    raise SystemExit(f"{TABLE.name}:{lineno}: bad parameter '{p}'")
+                params.append((m.group(1).strip(), m.group(2), bool(m.group(3))))
+        opts = {}
+        if len(fields) > 2 and fields[2]:
+            for m in re.finditer(r"(\w+)=(\S+)", fields[2]):
+                opts[m.group(1)] = m.group(2)
+        out.append({"kind": kind, "name": name, "params": params, "opts": opts})
+    return out
+
+
+def decl(params) -> str:
+    if not params:
+        return "void"
+    return ", ".join(f"{t} {n}{'[]' if arr else ''}" if not t.endswith("*") else f"{t}{n}{'[]' if arr else ''}"
+                     for t, n, arr in params)
+
+
+def call_args(params) -> str:
+    return ", ".join(n for _, n, _ in params)
+
+
+def coll_expr(expr: str, comm: str) -> str:
+    expr = expr.replace("NP", "tiers_np_").replace("ME", "tiers_me_")
+    expr = re.sub(r"\bTS\((\w+)\)", r"tiers_trace_type_size(\1)", expr)
+    expr = re.sub(r"\bSUM\((\w+)\)", rf"tiers_trace_sum(\1, {comm})", expr)
+    return expr
+
+
+def body(e: dict, fid: str) -> str:
+    kind, name, params, o = e["kind"], e["name"], e["params"], e["opts"]
+    args = call_args(params)
+    pm = f"PMPI_{name}({args})"
+    lines = []
+    w = lines.append
+    if kind in ("init", "init_thread"):
+        w("  int64_t tiers_t0_ = tiers_trace_clock();")
+        w(f"  int rc = {pm};")
+        w("  if (rc == MPI_SUCCESS)")
+        w(f"    tiers_trace_after_init({'*provided' if kind == 'init_thread' else 'MPI_THREAD_SINGLE'}, "
+          f"{fid}, tiers_t0_);")
+        w("  return rc;")
+        return "\n".join(lines)
+    if kind in ("finalize", "abort"):  # always reach the tracer: its last steps
+        w(f"  if (tiers_trace_begin({fid}))")
+        w(f"    tiers_trace_end({fid});")
+        w("  tiers_trace_before_finalize();" if kind == "finalize" else "  tiers_trace_at_abort();")
+        w(f"  return {pm};")
+        return "\n".join(lines)
+    w(f"  if (!tiers_trace_begin({fid}))")
+    w(f"    return {pm};")
+    pre, post = [], []
+    status_fix = None
+    if kind == "send":
+        pre.append("  tiers_trace_send(dest, tag, comm, count, datatype);")
+    elif kind == "recv":
+        status_fix = "status"
+        post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_recv(status, comm);")
+    elif kind == "isend":
+        post.append("  if (rc == MPI_SUCCESS)\n"
+                    "    tiers_trace_isend(dest, tag, comm, count, datatype, *request);")
+    elif kind == "irecv":
+        post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_irecv(comm, *request);")
+    elif kind == "sendrecv":
+        status_fix = "status"
+        sc, st = o.get("sendcount", "sendcount"), o.get("sendtype", "sendtype")
+        pre.append(f"  tiers_trace_send(dest, sendtag, comm, {sc}, {st});")
+        post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_recv(status, comm);")
+    elif kind in ("wait", "test"):
+        status_fix = "status"
+        pre.append("  MPI_Request tiers_saved_ = *request;")
+        cond = "rc == MPI_SUCCESS" + (" && *flag" if kind == "test" else "")
+        post.append(f"  if ({cond})\n    tiers_trace_complete(tiers_saved_, status);")
+    elif kind in ("waitany", "testany"):
+        status_fix = "status"
+        pre.append("  tiers_reqsave_t tiers_sv_;\n"
+                   "  tiers_trace_reqs_save(&tiers_sv_, count, array_of_requests, NULL);")
+        cond = "rc == MPI_SUCCESS && *index != MPI_UNDEFINED" + (" && *flag" if kind == "testany" else "")
+        post.append(f"  if ({cond})\n    tiers_trace_complete(tiers_sv_.req[*index], status);\n"
+                    "  tiers_trace_reqs_release(&tiers_sv_);")
+    elif kind in ("waitall", "testall"):
+        pre.append("  tiers_reqsave_t tiers_sv_;\n"
+                   "  array_of_statuses = tiers_trace_reqs_save(&tiers_sv_, count, array_of_requests,\n"
+                   "                                            array_of_statuses);")
+        cond = "(rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)" + (" && *flag" if kind == "testall" else "")
+        post.append(f"  if ({cond})\n    tiers_trace_reqs_done(&tiers_sv_, count, NULL);\n"
+                    "  tiers_trace_reqs_release(&tiers_sv_);")
+    elif kind in ("waitsome", "testsome"):
+        pre.append("  tiers_reqsave_t tiers_sv_;\n"
+                   "  array_of_statuses = tiers_trace_reqs_save(&tiers_sv_, incount, array_of_requests,\n"
+                   "                                            array_of_statuses);")
+        post.append("  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)\n"
+                    "    tiers_trace_reqs_done(&tiers_sv_, *outcount, array_of_indices);\n"
+                    "  tiers_trace_reqs_release(&tiers_sv_);")
+    elif kind == "coll":
+        comm = "comm"
+        pre.append("  tiers_trace_coll_begin();")
+        root = o["root"]
+        uses = o["sent"] + o["recv"]
+        if "NP" in uses or "SUM(" in uses:
+            pre.append(f"  int tiers_np_ = tiers_trace_comm_size({comm});")
+        if "ME" in uses:
+            pre.append(f"  int tiers_me_ = tiers_trace_comm_rank({comm});")
+        pre.append(f"  uint64_t tiers_sent_ = {coll_expr(o['sent'], comm)};")
+        pre.append(f"  uint64_t tiers_recv_ = {coll_expr(o['recv'], comm)};")
+        if "tiers_np_" in "".join(pre) and "tiers_np_" not in coll_expr(uses, comm):
+            pre.append("  (void)tiers_np_;")
+        post.append(f"  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "
+                    f"{root if root != '-' else 'OTF2_UNDEFINED_UINT32'}, tiers_sent_, tiers_recv_);")
+    elif kind == "comm_new":
+        out = o["out"]
+        parent = params[0][1]
+        post.append(f"  if (rc == MPI_SUCCESS && *{out} != MPI_COMM_NULL)\n"
+                    f"    tiers_trace_comm_new({parent}, *{out});")
+    elif kind == "comm_free":
+        pre.append("  tiers_trace_comm_free(*comm);")
+    elif kind == "plain":
+        pass
+    else:
+        raise SystemExit(f"{TABLE.name}: unknown kind '{kind}' for {name}")
+    if status_fix:
+        pre.insert(0, f"  MPI_Status tiers_status_;\n  if ({status_fix} == MPI_STATUS_IGNORE)\n"
+                      f"    {status_fix} = &tiers_status_;")
+    lines += pre
+    w(f"  int rc = {pm};")
+    lines += post
+    w(f"  tiers_trace_end({fid});")
+    w("  return rc;")
+    return "\n".join(lines)
+
+
+def generate(entries: list[dict]) -> str:
+    """Return the text of wrappers.c for the table's entries."""
+    out = ["/* Generated by native/src/trace/wrapgen.py from mpi_functions.txt: do not edit. */",
+           "#include <mpi.h>", "#include <stddef.h>", "#include <stdint.h>",
+           "#include <otf2/OTF2_Events.h>", "", '#include "tracer.h"', "",
+           "enum {"]
+    for i, e in enumerate(entries):
+        out.append(f"  TIERS_FN_{e['name']} = {i},")
+    out.append("};")
+    out.append("")
+    out.append("const char *const tiers_trace_fn_names[] = {")
+    for e in entries:
+        out.append(f'  "MPI_{e["name"]}",')
+    out.append("};")
+    out.append(f"const int tiers_trace_fn_count = {len(entries)};")
+    for e in entries:
+        out.append("")
+        out.append(f"TIERS_EXPORT int MPI_{e['name']}({decl(e['params'])})")
+        out.append("{")
+        out.append(body(e, f"TIERS_FN_{e['name']}"))
+        out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = generate(parse_table(TABLE.read_text(encoding="utf-8")))
+    if "--stdout" in argv:
+        sys.stdout.write(text)
+        return 0
+    if "--check" in argv:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        if current != text:
+            print(f"{OUTPUT} is out of date: run python3 {Path(__file__).name} "
+                  "and commit the result", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,288 @@
+"""``tiers trace``: bounded-memory MPI tracing of unmodified programs.
+
+    tiers trace [--budget 64M] [--policy sync|full|off] [--tau S] [--out DIR] -- CMD...
+    tiers trace stats DIR
+    tiers trace export --chrome DIR [--output FILE]
+
+The command runs CMD (a launcher line such as ``mpirun -n 4 ./app``, or a
+single program) with libtiers-trace.so preloaded in every rank, then turns
+the per-rank raw event files into an OTF2 archive and ``summary.json``
+(schema ``tiers.trace/1``).  See docs/trace.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from .. import launch, native, result
+from ..errors import TiersError
+from . import convert, raw
+
+MIN_BUDGET = 64 * 1024          # TIERS_TRACE_MIN_BUDGET in tiers/trace.h
+DEFAULT_BUDGET = "64M"
+POLICIES = ("sync", "full", "off")
+LIBRARY = "libtiers-trace.so"
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """Return the byte count of a size such as ``64M``, ``512K``, ``1G``
+    or ``100000`` (binary units; a trailing ``B``/``iB`` is accepted)."""
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", str(text), re.IGNORECASE)
+    if not m:
+        raise TiersError(f"'{text}' is not a size (use e.g. 64M, 512K, 1G)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def split_command(words: list[str]) -> tuple[str | None, list[str]]:
+    """Return ``(subcommand, rest)`` for the words after ``tiers trace``:
+    ``("stats", [DIR])``, ``("export", [...])``, or ``(None, CMD)`` for a
+    command to trace (a leading ``--`` dropped)."""
+    words = list(words)
+    if words and words[0] == "--":
+        return None, words[1:]
+    if words and words[0] in ("stats", "export"):
+        return words[0], words[1:]
+    return None, words
+
+
+def prepare_folder(out: str | None, force: bool) -> Path:
+    """Create and return the output folder; refuse an existing trace folder
+    unless ``force`` (then its old trace files are removed)."""
+    if out is None:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = f"tiers-trace-{stamp}"
+    folder = Path(out).absolute()
+    if folder.exists() and not folder.is_dir():
+        raise TiersError(f"{out} exists and is not a folder")
+    if folder.is_dir() and any(folder.iterdir()):
+        if not force:
+            raise TiersError(f"{out} already exists and is not empty: choose another --out "
+                             "or add --force to replace the trace in it")
+        for name in ("raw", convert.ARCHIVE_NAME):
+            shutil.rmtree(folder / name, ignore_errors=True)
+        for name in (f"{convert.ARCHIVE_NAME}.otf2", f"{convert.ARCHIVE_NAME}.def",
+                     "summary.json", "trace.chrome.json"):
+            (folder / name).unlink(missing_ok=True)
+    try:
+        (folder / "raw").mkdir(parents=True, exist_ok=True)
+        probe = folder / "raw" / ".tiers-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise TiersError(f"cannot write to {out}: {exc.strerror or exc}") from None
+    return folder
+
+
+def trace_env(folder: Path, budget: int, policy: str, tau: float | None,
+              threshold: float | None) -> dict[str, str]:
+    """Return the environment that turns the tracer on in every rank."""
+    lib = native.lib_path(LIBRARY)
+    if not lib.is_file():
+        raise TiersError(f"the tracer library {lib} is missing; reinstall tiers with 'make build'")
+    preload = str(lib)
+    if os.environ.get("LD_PRELOAD"):
+        preload += ":" + os.environ["LD_PRELOAD"]
+    env = {"LD_PRELOAD": preload, "TIERS_TRACE_DIR": str(folder),
+           "TIERS_TRACE_BUDGET": str(budget), "TIERS_TRACE_POLICY": policy}
+    if tau is not None:
+        env["TIERS_TRACE_TAU"] = repr(float(tau))
+    if threshold is not None:
+        env["TIERS_TRACE_THRESHOLD"] = repr(float(threshold))
+    return env
+
+
+def build_summary(folder: Path, params: dict, argv: list[str] | None = None,
+                  otf2: bool = True) -> dict:
+    """Convert ``folder``'s raw files: write the OTF2 archive (when ``otf2``)
+    and ``summary.json``; return the summary document."""
+    logs = raw.read_all(folder)
+    if not logs:
+        raise TiersError(f"{folder} holds no raw trace files")
+    summary = convert.summarize(logs)
+    per_rank = summary.pop("per_rank")
+    if otf2:
+        anchor = convert.write_otf2(logs, folder)
+        summary["archive"] = anchor.name
+    doc = result.new_document("trace", params=params, samples={"ranks": per_rank},
+                              summary=summary, argv=argv)
+    result.write(doc, folder / "summary.json")
+    return doc
+
+
+def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUDGET,
+        policy: str = "sync", tau: float | None = None, threshold: float | None = None,
+        force: bool = False, timeout: float | None = None, argv: list[str] | None = None,
+        stream: bool = True) -> tuple[int, dict | None, Path]:
+    """Trace ``command``; return ``(exit status of the command, summary
+    document or None, output folder)``.  Raise TiersError on bad input or
+    when no rank was traced."""
+    if not command:
+        raise TiersError("no command to trace: tiers trace [options] -- mpirun -n N ./app")
+    nbytes = parse_size(budget)
+    if nbytes < MIN_BUDGET:
+        raise TiersError(f"--budget {budget} is below the minimum of {MIN_BUDGET // 1024}K")
+    if policy not in POLICIES:
+        raise TiersError(f"unknown --policy {policy}: use one of {', '.join(POLICIES)}")
+    if tau is not None and tau < 0:
+        raise TiersError("--tau must be zero (automatic) or positive")
+    if threshold is not None and not 0 < threshold <= 1:
+        raise TiersError("--threshold must lie in (0, 1]")
+    folder = prepare_folder(out, force)
+    env = trace_env(folder, nbytes, policy, tau, threshold)
+    cmd = launch.inject_env(command, env)
+    label = launch.guess_program(command)
+    res = launch.run_command(cmd, timeout=timeout, stream=stream, check=False, label=label)
+    rc = res.returncode
+    if not raw.read_all(folder):
+        if rc != 0:
+            raise TiersError(f"{label} exited with code {rc} before any rank was traced",
+                             code=rc if 0 < rc < 256 else 1)
+        raise TiersError(f"no rank was traced: {label} made no MPI calls through the MPI "
+                         "library tiers was built with (is it an MPI program?)")
+    params = {"command": list(command), "budget": nbytes, "policy": policy, "tau_s": tau,
+              "threshold": threshold, "returncode": rc}
+    doc = build_summary(folder, params, argv)
+    return rc, doc, folder
+
+
+# --------------------------------------------------------------------------
+# stats and export
+
+
+def load(folder: str | Path) -> dict:
+    """Return the summary document of trace folder ``folder``."""
+    p = Path(folder)
+    if not (p / "summary.json").is_file():
+        if (p / "raw").is_dir():
+            return build_summary(p, {"rebuilt": True}, otf2=False)
+        raise TiersError(f"{folder} is not a tiers trace folder (no summary.json)")
+    return result.read(p / "summary.json", "trace")
+
+
+def format_stats(doc: dict) -> str:
+    """Return the summary as plain-text tables."""
+    s = doc["summary"]
+    lines = [f"ranks {s['ranks']}   events {s['events']}   duration {s['duration_s']:.6f} s",
+             f"point-to-point {_human(s['p2p_bytes'])} in {s['p2p_messages']} messages"
+             + (f"   {_human(s['data_rate_bytes_per_s'])}/s, {s['message_rate_per_s']:.0f} msg/s"
+                if s.get("data_rate_bytes_per_s") else ""),
+             "receiver-first share of p2p bytes: "
+             + ("-" if s.get("receiver_first_share") is None
+                else f"{100 * s['receiver_first_share']:.1f} %"),
+             f"collective bytes {_human(s['coll_bytes'])}",
+             f"swap-outs {s['swapouts']['count']}   {_human(s['swapouts']['bytes'])}   "
+             f"{s['swapouts']['time_s']:.6f} s", ""]
+    lines.append(f"{'function':<26}{'calls':>10}{'bytes':>16}{'time (s)':>14}")
+    for name, e in s["functions"].items():
+        lines.append(f"{name:<26}{e['calls']:>10}{e['bytes']:>16}{e['time_s']:>14.6f}")
+    lines.append("")
+    lines.append(f"{'rank':>6}{'events':>10}{'swap-outs':>11}{'swap bytes':>14}{'swap s':>12}  note")
+    for r in doc["samples"]["ranks"]:
+        sw = r["swapouts"]
+        note = f"stopped: {r['stopped']}" if r["stopped"] else (
+            "" if r["finalized"] else "did not finalize")
+        lines.append(f"{r['rank']:>6}{r['events']:>10}{sw['count']:>11}{sw['bytes']:>14}"
+                     f"{sw['time_s']:>12.6f}  {note}")
+    cm = s["comm_matrix"]
+    if cm["ranks"] <= 16:
+        lines.append("")
+        lines.append("bytes sent (row: from rank, column: to rank)")
+        lines.append("      " + "".join(f"{j:>12}" for j in range(cm["ranks"])))
+        for i, row in enumerate(cm["bytes"]):
+            lines.append(f"{i:>6}" + "".join(f"{v:>12}" for v in row))
+    return "\n".join(lines)
+
+
+def export_chrome(folder: str | Path, output: str | Path | None = None) -> Path:
+    """Write the trace as Chrome trace-event JSON (one complete event per
+    MPI call, instant events for messages); return the file written."""
+    logs = raw.read_all(folder)
+    if not logs:
+        raise TiersError(f"{folder} is not a tiers trace folder (no raw/ files)")
+    t0 = min((log.to_global(e[3]) for log in logs for e in log.events[:1]), default=0)
+    events = []
+    for log in logs:
+        events.append({"ph": "M", "name": "process_name", "pid": log.rank,
+                       "args": {"name": f"rank {log.rank} ({log.host})"}})
+        stacks = {}
+        for kind, th, func, t, p in log.events:
+            us = (log.to_global(t) - t0) / 1000.0
+            st = stacks.setdefault(th, [])
+            if kind == raw.ENTER:
+                st.append((func, us))
+            elif kind == raw.LEAVE and st and st[-1][0] == func:
+                _, start = st.pop()
+                events.append({"ph": "X", "name": log.region_name(func), "pid": log.rank,
+                               "tid": th, "ts": start, "dur": max(us - start, 0.0),
+                               "cat": "tiers" if func == raw.FN_SWAPOUT else "MPI"})
+            elif kind in (raw.SEND, raw.ISEND, raw.RECV, raw.IRECV_DONE):
+                name = "send" if kind in (raw.SEND, raw.ISEND) else "recv"
+                events.append({"ph": "i", "s": "t", "name": name, "pid": log.rank, "tid": th,
+                               "ts": us, "args": {"peer": p[1], "tag": p[2], "bytes": p[3],
+                                                  "comm": p[0]}})
+    out = Path(output) if output else Path(folder) / "trace.chrome.json"
+    try:
+        out.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}) + "\n",
+                       encoding="utf-8")
+    except OSError as exc:
+        raise TiersError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def _sub_parser(name: str) -> argparse.ArgumentParser:
+    from ..cli import _Parser
+    return _Parser(prog=f"tiers trace {name}")
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    """Run ``tiers trace`` from parsed arguments; return the exit status."""
+    sub, rest = split_command(args.cmd)
+    if sub == "stats":
+        p = _sub_parser("stats")
+        p.add_argument("dir")
+        a = p.parse_args(rest)
+        print(format_stats(load(a.dir)))
+        return 0
+    if sub == "export":
+        p = _sub_parser("export")
+        p.add_argument("--chrome", action="store_true", required=True,
+                       help="Chrome trace-event JSON (the only format for now)")
+        p.add_argument("--output", "-o", metavar="FILE")
+        p.add_argument("dir")
+        a = p.parse_args(rest)
+        print(export_chrome(a.dir, a.output))
+        return 0
+    rc, doc, folder = run(rest, out=args.out, budget=args.budget, policy=args.policy,
+                          tau=args.tau, threshold=args.threshold, force=args.force,
+                          timeout=args.timeout, argv=argv)
+    s = doc["summary"]
+    print(f"tiers trace: {folder}: {s['ranks']} ranks, {s['events']} events, "
+          f"{_human(s['p2p_bytes'])} point-to-point, {s['swapouts']['count']} swap-outs",
+          file=sys.stderr)
+    for r in doc["samples"]["ranks"]:
+        if r["stopped"]:
+            print(f"tiers trace: rank {r['rank']}: tracing stopped early ({r['stopped']})",
+                  file=sys.stderr)
+            break
+    if rc != 0:
+        print(f"tiers trace: the program exited with code {rc}; the trace holds what was "
+              "recorded until then", file=sys.stderr)
+    if rc < 0:       # killed by a signal: the shell's convention
+        return 128 - rc
+    return rc if rc < 256 else 1

@@ -1,0 +1,267 @@
+"""Turning the tracer's raw event files into an OTF2 archive and a summary.
+
+The tracer writes compact records during the run (native/src/trace); this
+module, run by ``tiers trace`` after the program ended, converts them:
+
+- :func:`write_otf2` writes ``DIR/traces.otf2`` (+ ``traces.def`` and
+  ``traces/``) with the ``otf2`` package (the OTF2 3.x library's Python
+  bindings): one location group per rank, one location per thread, one
+  communicator per MPI communicator (the same one on every member rank),
+  timestamps in nanoseconds on rank 0's clock;
+- :func:`summarize` returns the per-rank and per-function figures, the
+  point-to-point communication matrix and the receiver-first share.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from ..errors import TiersError
+from . import raw
+from .raw import (COLL_BEGIN, COLL_END, ENTER, FN_SWAPOUT, IRECV_DONE, IRECV_POST, ISEND,
+                  ISEND_DONE, LEAVE, RECV, SEND, SWAP)
+
+ARCHIVE_NAME = "traces"
+
+
+def unify_comms(logs: list[raw.RankLog]) -> tuple[dict, dict]:
+    """Return ``(gid_of, comms)``: ``gid_of[(rank, local_id)]`` is the global
+    id of a rank's communicator, and ``comms[gid] = (members, parent_gid)``
+    with members as world ranks.  Communicators are the same when their
+    members are the same and they are the k-th such one each member
+    defined (communicators are created collectively, in the same order)."""
+    gid_of, comms, key_gid = {}, {}, {}
+    for log in logs:
+        seen = collections.Counter()
+        for cid in log.comm_order:
+            parent, members, flags = log.comms[cid]
+            key = (tuple(members), flags & 1)
+            k = (key, seen[key])
+            seen[key] += 1
+            if k not in key_gid:
+                key_gid[k] = len(comms)
+                comms[key_gid[k]] = (list(members), None if parent < 0 else (log.rank, parent))
+            gid_of[(log.rank, cid)] = key_gid[k]
+    for gid, (members, parent) in list(comms.items()):
+        comms[gid] = (members, gid_of.get(parent) if parent is not None else None)
+    return gid_of, comms
+
+
+def _world(comms: dict, gid: int, peer: int) -> int | None:
+    members = comms[gid][0]
+    return members[peer] if 0 <= peer < len(members) else None
+
+
+def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
+    """Write the OTF2 archive of ``logs`` into ``folder``; return the path of
+    its anchor file (``traces.otf2``).  Raise TiersError when the otf2
+    package is missing."""
+    try:
+        import otf2
+        from otf2.enums import (CollectiveOp, GroupType, LocationGroupType, LocationType,
+                                Paradigm, RegionRole)
+    except ImportError:
+        raise TiersError("the Python package otf2 is missing: pip install otf2 "
+                         "(the OTF2 archive needs it)") from None
+    folder = Path(folder)
+    gid_of, comms = unify_comms(logs)
+    undefined_root = 0xFFFFFFFF
+    with otf2.writer.open(str(folder), archive_name=ARCHIVE_NAME,
+                          timer_resolution=1_000_000_000) as trace:
+        defs = trace.definitions
+        machine = defs.system_tree_node("machine")
+        nodes, groups, locations = {}, {}, {}
+        for log in logs:
+            if log.host not in nodes:
+                nodes[log.host] = defs.system_tree_node(log.host, class_name="node",
+                                                        parent=machine)
+            groups[log.rank] = defs.location_group(
+                f"MPI Rank {log.rank}", location_group_type=LocationGroupType.PROCESS,
+                system_tree_parent=nodes[log.host])
+        for log in logs:
+            threads = sorted({e[1] for e in log.events} | {0})
+            for th in threads:
+                name = "Master thread" if th == 0 else f"Thread {th}"
+                locations[(log.rank, th)] = defs.location(
+                    name, type=LocationType.CPU_THREAD, group=groups[log.rank])
+        rank_locs = [locations[(log.rank, 0)] for log in logs]
+        defs.group("MPI_COMM_WORLD locations", group_type=GroupType.COMM_LOCATIONS,
+                   paradigm=Paradigm.MPI, members=rank_locs)
+        rank_index = {log.rank: i for i, log in enumerate(logs)}
+        otf2_comms = {}
+        for gid in sorted(comms):
+            members, parent = comms[gid]
+            name = "MPI_COMM_WORLD" if gid == 0 else (
+                "MPI_COMM_SELF" if len(members) == 1 and gid in
+                {gid_of.get((r, 1)) for r in rank_index} else f"MPI_Comm {gid}")
+            grp = defs.group(f"{name} group", group_type=GroupType.COMM_GROUP,
+                             paradigm=Paradigm.MPI,
+                             members=[rank_index[m] for m in members if m in rank_index])
+            otf2_comms[gid] = defs.comm(name, group=grp,
+                                        parent=otf2_comms.get(parent) if parent is not None
+                                        else None)
+        regions = {}
+
+        def region(log, func):
+            name = log.region_name(func)
+            if name not in regions:
+                if func == FN_SWAPOUT:
+                    regions[name] = defs.region(name, region_role=RegionRole.ARTIFICIAL,
+                                                paradigm=Paradigm.MEASUREMENT_SYSTEM)
+                else:
+                    regions[name] = defs.region(name, region_role=RegionRole.FUNCTION,
+                                                paradigm=Paradigm.MPI)
+            return regions[name]
+
+        for log in logs:
+            writers = {th: trace.event_writer_from_location(loc)
+                       for (r, th), loc in locations.items() if r == log.rank}
+            g = log.to_global
+            last = collections.defaultdict(int)
+            for kind, th, func, t, p in log.events:
+                w = writers[th]
+                ts = max(g(t), last[th])  # OTF2 wants non-decreasing time per location
+                last[th] = ts
+                if kind == ENTER:
+                    w.enter(ts, region(log, func))
+                elif kind == LEAVE:
+                    w.leave(ts, region(log, func))
+                elif kind == SEND:
+                    w.mpi_send(ts, p[1], otf2_comms[gid_of[(log.rank, p[0])]], p[2], p[3])
+                elif kind == RECV:
+                    w.mpi_recv(ts, p[1], otf2_comms[gid_of[(log.rank, p[0])]], p[2], p[3])
+                elif kind == ISEND:
+                    w.mpi_isend(ts, p[1], otf2_comms[gid_of[(log.rank, p[0])]], p[2], p[3], p[4])
+                elif kind == ISEND_DONE:
+                    w.mpi_isend_complete(ts, p[0])
+                elif kind == IRECV_POST:
+                    w.mpi_irecv_request(ts, p[0])
+                elif kind == IRECV_DONE:
+                    w.mpi_irecv(ts, p[1], otf2_comms[gid_of[(log.rank, p[0])]], p[2], p[3], p[4])
+                elif kind == COLL_BEGIN:
+                    w.mpi_collective_begin(ts)
+                elif kind == COLL_END:
+                    root = p[1] if p[1] >= 0 else undefined_root
+                    w.mpi_collective_end(ts, CollectiveOp(p[2]),
+                                         otf2_comms[gid_of[(log.rank, p[0])]], root, p[3], p[4])
+    return folder / f"{ARCHIVE_NAME}.otf2"
+
+
+def summarize(logs: list[raw.RankLog]) -> dict:
+    """Return the figures of a trace as plain data:
+
+    ``ranks``     per rank: events, per-function calls/bytes/time, swap-outs,
+                  clock offsets, whether tracing stopped early and why
+    ``functions`` the same per-function figures summed over ranks
+    ``comm_matrix`` point-to-point ``bytes`` and ``messages`` from row rank
+                  to column rank (world ranks, counted at the sender)
+    and the totals: p2p bytes and messages, collective bytes, duration,
+    data and message rates, receiver-first share, swap-outs."""
+    if not logs:
+        raise TiersError("no rank left a trace")
+    n = max(log.size for log in logs)
+    gid_of, comms = unify_comms(logs)
+    mbytes = [[0] * n for _ in range(n)]
+    mmsgs = [[0] * n for _ in range(n)]
+    total_fn = {}
+    ranks_out = []
+    sends = collections.defaultdict(list)   # (src, dst, gid, tag) -> [(start, bytes)]
+    recvs = collections.defaultdict(list)   # (src, dst, gid, tag) -> [posted]
+    first, last = None, None
+    coll_bytes = 0
+    for log in logs:
+        g = log.to_global
+        fn = {}
+        stacks = collections.defaultdict(list)  # thread -> [(func, t_enter)]
+        posted = {}
+        swaps = {"count": 0, "bytes": 0, "time_s": 0.0, "write_s": 0.0}
+        for kind, th, func, t, p in log.events:
+            gt = g(t)
+            first = gt if first is None or gt < first else first
+            last = gt if last is None or gt > last else last
+            st = stacks[th]
+            if kind == ENTER:
+                st.append((func, gt))
+                continue
+            if kind == LEAVE:
+                if st and st[-1][0] == func:
+                    f, t0 = st.pop()
+                    if f != FN_SWAPOUT:
+                        e = fn.setdefault(log.region_name(f), {"calls": 0, "bytes": 0, "time_s": 0.0})
+                        e["calls"] += 1
+                        e["time_s"] += (gt - t0) * 1e-9
+                continue
+            current = next((f for f, _ in reversed(st) if f != FN_SWAPOUT), None)
+            start = st[-1][1] if st else gt
+            nbytes = 0
+            if kind in (SEND, ISEND):
+                gid = gid_of[(log.rank, p[0])]
+                dst = _world(comms, gid, p[1])
+                nbytes = p[3]
+                if dst is not None and dst < n:
+                    mbytes[log.rank][dst] += nbytes
+                    mmsgs[log.rank][dst] += 1
+                    sends[(log.rank, dst, gid, p[2])].append((start, nbytes))
+            elif kind == IRECV_POST:
+                posted[p[0]] = start
+            elif kind in (RECV, IRECV_DONE):
+                gid = gid_of[(log.rank, p[0])]
+                src = _world(comms, gid, p[1])
+                nbytes = p[3]
+                when = start if kind == RECV else posted.pop(p[4], start)
+                if src is not None:
+                    recvs[(src, log.rank, gid, p[2])].append(when)
+            elif kind == COLL_END:
+                nbytes = p[3] + p[4]
+                coll_bytes += nbytes
+            elif kind == SWAP:
+                swaps["count"] += 1
+                swaps["bytes"] += p[0]
+                swaps["write_s"] += p[1] * 1e-9
+                swaps["time_s"] += p[2] * 1e-9
+            if nbytes and current is not None:
+                e = fn.setdefault(log.region_name(current), {"calls": 0, "bytes": 0, "time_s": 0.0})
+                e["bytes"] += nbytes
+        for name, e in fn.items():
+            t = total_fn.setdefault(name, {"calls": 0, "bytes": 0, "time_s": 0.0})
+            for k in t:
+                t[k] += e[k]
+        ranks_out.append({
+            "rank": log.rank, "host": log.host, "events": len(log.events),
+            "functions": dict(sorted(fn.items())), "swapouts": swaps,
+            "clock_offset_ns": {"init": log.clocks.get(0, (None,))[0],
+                                "finalize": log.clocks.get(1, (None,))[0]},
+            "thread_level": log.info.get("thread_level"),
+            "stopped": log.stopped, "truncated": log.truncated,
+            "finalized": 1 in log.clocks,
+        })
+    matched = rf_bytes = 0
+    for key, slist in sends.items():
+        rlist = sorted(recvs.get(key, []))
+        for (start, nbytes), posted_at in zip(sorted(slist), rlist):
+            matched += nbytes
+            if posted_at < start:
+                rf_bytes += nbytes
+    p2p_bytes = sum(map(sum, mbytes))
+    p2p_msgs = sum(map(sum, mmsgs))
+    duration = ((last - first) * 1e-9) if first is not None else 0.0
+    swap_tot = {k: sum(r["swapouts"][k] for r in ranks_out)
+                for k in ("count", "bytes", "time_s", "write_s")}
+    return {
+        "ranks": n,
+        "events": sum(r["events"] for r in ranks_out),
+        "duration_s": duration,
+        "p2p_bytes": p2p_bytes,
+        "p2p_messages": p2p_msgs,
+        "coll_bytes": coll_bytes,
+        "data_rate_bytes_per_s": p2p_bytes / duration if duration > 0 else None,
+        "message_rate_per_s": p2p_msgs / duration if duration > 0 else None,
+        "receiver_first_share": rf_bytes / matched if matched else None,
+        "matched_p2p_bytes": matched,
+        "swapouts": swap_tot,
+        "stopped_ranks": [r["rank"] for r in ranks_out if r["stopped"]],
+        "functions": dict(sorted(total_fn.items())),
+        "comm_matrix": {"ranks": n, "bytes": mbytes, "messages": mmsgs},
+        "per_rank": ranks_out,
+    }

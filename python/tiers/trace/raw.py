@@ -1,0 +1,148 @@
+"""Reading the tracer's raw event files (``DIR/raw/rank-NNNNNN.tev``).
+
+The layout is written by native/src/trace/trace.c and described in
+docs/trace.md.  A file cut short (kill -9, full disk) reads back up to its
+last whole record."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import TiersError
+
+MAGIC = b"TIERSTEV"
+VERSION = 1
+
+ENTER, LEAVE, SEND, RECV, ISEND, ISEND_DONE, IRECV_POST, IRECV_DONE, COLL_BEGIN, \
+    COLL_END, COMM, SWAP, CLOCK, STOP, INFO = range(1, 16)
+FN_SWAPOUT = 0xFFFF
+SWAPOUT_NAME = "tiers_swapout"
+POLICIES = {0: "sync", 1: "full", 2: "off"}
+STOP_REASONS = {1: "write error", 2: "buffer overflow between collectives", 3: "out of memory",
+                4: "signal", 5: "MPI_Abort", 6: "another rank stopped"}
+
+_HEAD = struct.Struct("<BBHHHq")
+_MSG = struct.Struct("<iiiiQQ")
+_REQ = struct.Struct("<Q")
+_COLL = struct.Struct("<iiIIQQ")
+_COMM = struct.Struct("<iiii")
+_SWAP = struct.Struct("<QQQ")
+_CLOCK = struct.Struct("<qqii")
+_STOP = struct.Struct("<ii")
+_INFO = struct.Struct("<iiQdd")
+
+
+@dataclass
+class RankLog:
+    """Everything one rank's raw file holds: header fields, definitions
+    (communicators, clock offsets, settings) and the event list.
+
+    ``events`` is a list of tuples ``(kind, thread, func, t_ns, payload)``
+    in file order, with ``payload`` a tuple whose meaning depends on kind:
+    SEND/RECV/ISEND/IRECV_DONE ``(comm, peer, tag, bytes, req)``,
+    ISEND_DONE/IRECV_POST ``(req,)``, COLL_END ``(comm, root, op, sent,
+    recvd)``, SWAP ``(bytes, write_ns, total_ns, padded)``, others ``()``."""
+
+    rank: int
+    size: int
+    host: str
+    functions: list[str]
+    events: list = field(default_factory=list)
+    comms: dict = field(default_factory=dict)   # local id -> (parent, members, flags)
+    comm_order: list = field(default_factory=list)  # local ids in definition order
+    clocks: dict = field(default_factory=dict)  # phase -> (offset_ns, rtt_ns, t_ns)
+    info: dict = field(default_factory=dict)
+    stopped: str | None = None
+    truncated: bool = False
+
+    def region_name(self, func: int) -> str:
+        """Return the name of region ``func`` (an MPI function or the swap-out)."""
+        if func == FN_SWAPOUT:
+            return SWAPOUT_NAME
+        return self.functions[func] if 0 <= func < len(self.functions) else f"region{func}"
+
+    def to_global(self, t_ns: int) -> int:
+        """Return local time ``t_ns`` on rank 0's clock: the offsets measured
+        at MPI_Init and MPI_Finalize, interpolated linearly (only the first
+        when the run did not finalize)."""
+        if 0 not in self.clocks:
+            return t_ns
+        o0, _, t0 = self.clocks[0]
+        if 1 not in self.clocks:
+            return t_ns + o0
+        o1, _, t1 = self.clocks[1]
+        if t1 <= t0:
+            return t_ns + o0
+        return t_ns + int(round(o0 + (o1 - o0) * (t_ns - t0) / (t1 - t0)))
+
+
+def read(path: str | Path) -> RankLog:
+    """Return the :class:`RankLog` of one raw file; raise TiersError when the
+    file is not a tiers raw event file."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise TiersError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if len(data) < 32 or data[:8] != MAGIC:
+        raise TiersError(f"{p} is not a tiers raw trace file")
+    version, hlen, rank, size, nfn, hostlen = struct.unpack_from("<6I", data, 8)
+    if version != VERSION:
+        raise TiersError(f"{p}: raw trace version {version}, this tiers reads {VERSION}")
+    off = 32
+    names = []
+    for _ in range(nfn):
+        end = data.index(b"\0", off)
+        names.append(data[off:end].decode())
+        off = end + 1
+    host = data[off:off + hostlen - 1].decode(errors="replace")
+    log = RankLog(rank=rank, size=size, host=host, functions=names)
+    pos, n = hlen, len(data)
+    ev = log.events
+    while pos + 16 <= n:
+        kind, flags, thread, func, words, t = _HEAD.unpack_from(data, pos)
+        length = words * 8
+        if length < 16 or pos + length > n:
+            log.truncated = pos + length > n
+            break
+        b = pos + 16
+        if kind in (ENTER, LEAVE, COLL_BEGIN):
+            ev.append((kind, thread, func, t, ()))
+        elif kind in (SEND, RECV, ISEND, IRECV_DONE):
+            comm, peer, tag, _, nbytes, req = _MSG.unpack_from(data, b)
+            ev.append((kind, thread, func, t, (comm, peer, tag, nbytes, req)))
+        elif kind in (ISEND_DONE, IRECV_POST):
+            ev.append((kind, thread, func, t, (_REQ.unpack_from(data, b)[0], flags)))
+        elif kind == COLL_END:
+            comm, root, op, _, sent, recvd = _COLL.unpack_from(data, b)
+            ev.append((kind, thread, func, t, (comm, root, op, sent, recvd)))
+        elif kind == COMM:
+            cid, parent, csize, cflags = _COMM.unpack_from(data, b)
+            members = list(struct.unpack_from(f"<{csize}i", data, b + 16)) \
+                if not cflags & 2 else []
+            log.comms[cid] = (parent, members, cflags)
+            log.comm_order.append(cid)
+        elif kind == SWAP:
+            nbytes, wns, tns = _SWAP.unpack_from(data, b)
+            ev.append((kind, thread, func, t, (nbytes, wns, tns, flags)))
+        elif kind == CLOCK:
+            off_ns, rtt, phase, _ = _CLOCK.unpack_from(data, b)
+            log.clocks[phase] = (off_ns, rtt, t)
+        elif kind == STOP:
+            reason = _STOP.unpack_from(data, b)[0]
+            log.stopped = STOP_REASONS.get(reason, f"reason {reason}")
+        elif kind == INFO:
+            provided, policy, budget, tau, threshold = _INFO.unpack_from(data, b)
+            log.info = {"thread_level": provided, "policy": POLICIES.get(policy, str(policy)),
+                        "budget": budget, "tau_s": tau, "threshold": threshold, "t0": t}
+        pos += length
+    return log
+
+
+def read_all(folder: str | Path) -> list[RankLog]:
+    """Return the logs of every rank in ``folder/raw``, ordered by rank."""
+    raw = Path(folder) / "raw"
+    files = sorted(raw.glob("rank-*.tev")) if raw.is_dir() else []
+    return sorted((read(f) for f in files), key=lambda log: log.rank)
