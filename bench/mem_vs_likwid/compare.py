@@ -1,0 +1,291 @@
+"""tiers probe mem vs likwid-bench: STREAM Copy and Triad, same run.
+
+For every thread count, each round runs tiers (regular stores, then
+non-temporal stores) and every likwid-bench variant of ``copy`` and
+``stream`` (STREAM's Triad is likwid's ``stream``; likwid's ``triad`` is a
+different four-stream kernel) that this CPU can run, alternating tools
+within the round.  Working sets match: tiers' --size is bytes per array;
+likwid's -w S0:SIZE:THREADS SIZE is all arrays together (2 for copy, 3 for
+stream).  Both count data volume as STREAM does, without write-allocate
+traffic (16 B per element for copy, 24 for triad), in MB/s with MB = 10^6 B.
+
+likwid reports one rate over all its iterations, a mean; tiers reports the
+best repetition (STREAM's "Best Rate") and the min/avg/max times.  The
+ratios therefore use tiers' mean rate (bytes / average time), like for like;
+tiers' best rate is shown beside it.  Medians over the rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+KERNELS = {"copy": ("copy", 2), "triad": ("stream", 3)}  # tiers kernel -> likwid test, arrays
+TARGET = 0.95
+
+
+def fail(msg: str) -> None:
+    print(f"mem_vs_likwid: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def tiers_command() -> list[str]:
+    cmd = os.environ.get("TIERS")
+    if cmd:
+        return shlex.split(cmd)
+    found = shutil.which("tiers")
+    if not found:
+        fail("tiers is not on PATH; set TIERS to its command line")
+    return [found]
+
+
+def cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def likwid_variants(test: str) -> list[str]:
+    """likwid-bench's double-precision variants of ``test`` this CPU can run."""
+    out = subprocess.run(["likwid-bench", "-a"], capture_output=True, text=True).stdout
+    names = [ln.split(" - ")[0].strip() for ln in out.splitlines() if " - " in ln]
+    flags = cpu_flags()
+    keep = []
+    for name in names:
+        if name != test and not name.startswith(test + "_"):
+            continue
+        parts = name.split("_")[1:]
+        if "sp" in parts:
+            continue  # single precision
+        need = {"avx": "avx", "avx512": "avx512f", "fma": "fma", "sse": "sse2"}
+        if any(p in need and need[p] not in flags for p in parts):
+            continue
+        keep.append(name)
+    return keep
+
+
+def run_likwid(variant: str, bytes_total: int, threads: int, iters: int) -> float | str:
+    """likwid's MByte/s for one run, or a string saying why the run failed
+    (some variants crash in likwid 5.2, e.g. stream_mem with SIGSEGV)."""
+    cmd = ["likwid-bench", "-t", variant, "-w", f"S0:{bytes_total}B:{threads}", "-i", str(iters)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"^MByte/s:\s*([0-9.]+)", proc.stdout, re.M)
+    if proc.returncode != 0 or not m:
+        if proc.returncode < 0:
+            return f"killed by signal {-proc.returncode}"
+        return f"exit status {proc.returncode}"
+    return float(m.group(1))
+
+
+def run_tiers(tiers: list[str], stores: str, threads: int, array_bytes: int, ntimes: int,
+              placement: str) -> dict:
+    """Returns {kernel: (best MB/s, mean MB/s)} and the document's params."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "mem.json")
+        cmd = [*tiers, "probe", "mem", "--threads", str(threads), "--pin", "compact",
+               "--placement", placement, "--kernels", ",".join(KERNELS), "--size",
+               str(array_bytes), "--ntimes", str(ntimes), "--stores", stores, "--json", path,
+               "--plot", os.path.join(tmp, "mem.png")]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            fail(f"tiers failed: {proc.stderr.strip()}")
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    rates = {}
+    for res in doc["samples"][0]["results"]:
+        mean = res["bytes"] / res["avg_time_s"] / 1e6
+        rates[res["kernel"]] = (res["best_rate_mbps"], mean)
+    return {"rates": rates, "params": doc["params"]}
+
+
+def machine() -> dict:
+    info = {"cpu": platform.processor(), "cores": os.cpu_count(), "memory_gib": None}
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            key, _, val = line.partition(":")
+            if key.strip() == "Model name":
+                info["cpu"] = val.strip()
+            if key.strip() == "L3 cache":
+                info["l3"] = val.strip()
+            if key.strip() == "Hypervisor vendor":
+                info["hypervisor"] = val.strip()
+    except OSError:
+        pass
+    try:
+        info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                                   / 2**30, 1)
+    except (ValueError, OSError):
+        pass
+    ver = subprocess.run(["likwid-bench", "-v"], capture_output=True, text=True).stdout.strip()
+    info["likwid"] = ver.splitlines()[0] if ver else "?"
+    return info
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
+    ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+    ap.add_argument("--array-bytes", type=int, default=160_000_000,
+                    help="bytes per array (default 160e6: more than 4x a 32 MiB L3)")
+    ap.add_argument("--ntimes", type=int, default=20,
+                    help="tiers repetitions and likwid iterations (default 20)")
+    ap.add_argument("--placement", default="master",
+                    help="tiers placement; likwid -w initialises with one thread (default master)")
+    ap.add_argument("--json", metavar="FILE", help="also write the raw rates as JSON")
+    args = ap.parse_args()
+    if shutil.which("likwid-bench") is None:
+        fail("likwid-bench is not installed (Debian package likwid)")
+    if args.rounds < 1:
+        fail("--rounds must be at least 1")
+    threads = [int(t) for t in args.threads.split(",")]
+    tiers = tiers_command()
+    variants = {k: likwid_variants(test) for k, (test, _) in KERNELS.items()}
+
+    info = machine()
+    guest = f", {info['hypervisor']} guest" if "hypervisor" in info else ""
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, "
+          f"L3 {info.get('l3', '?')}{guest}")
+    print(f"anchor: {info['likwid']}; tiers: {' '.join(tiers)}")
+    print(f"array {args.array_bytes} B (copy working set {2 * args.array_bytes} B, triad "
+          f"{3 * args.array_bytes} B); {args.ntimes} repetitions/iterations; {args.rounds} rounds; "
+          f"tiers --pin compact --placement {args.placement}, likwid -w S0:SIZE:THREADS")
+    print("likwid variants: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in variants.items()))
+
+    # samples[(tool, kernel, threads)] -> list of (best, mean) or rate
+    samples: dict[tuple, list] = {}
+    broken: dict[str, str] = {}
+    default_stores = None
+    total = args.rounds * len(threads)
+    step = 0
+    for rnd in range(args.rounds):
+        for t in threads:
+            step += 1
+            print(f"round {rnd + 1}/{args.rounds}, {t} thread(s) ... ", end="", file=sys.stderr,
+                  flush=True)
+            # Alternate: tiers regular, likwid copy variants, tiers nt, likwid stream variants.
+            order = [("tiers", "regular"), ("likwid", "copy"), ("tiers", "nt"),
+                     ("likwid", "triad")]
+            for tool, what in order:
+                if tool == "tiers":
+                    out = run_tiers(tiers, what, t, args.array_bytes, args.ntimes, args.placement)
+                    default_stores = out["params"].get("default_stores")
+                    for k, rate in out["rates"].items():
+                        samples.setdefault((f"tiers {what}", k, t), []).append(rate)
+                else:
+                    arrays = KERNELS[what][1]
+                    for v in list(variants[what]):
+                        r = run_likwid(v, arrays * args.array_bytes, t, args.ntimes)
+                        if isinstance(r, str):  # a broken variant leaves the comparison
+                            broken[v] = r
+                            variants[what].remove(v)
+                            for tt in threads:
+                                samples.pop((v, what, tt), None)
+                            continue
+                        samples.setdefault((v, what, t), []).append(r)
+            print(f"done ({step}/{total})", file=sys.stderr)
+
+    med = {}
+    for key, vals in samples.items():
+        if key[0].startswith("tiers"):
+            med[key] = (statistics.median(v[0] for v in vals),
+                        statistics.median(v[1] for v in vals))
+        else:
+            med[key] = statistics.median(vals)
+
+    print()
+    print("Medians, MB/s (10^6 B/s).  likwid: mean over its iterations; tiers: mean "
+          "(bytes/avg time) and, in brackets, STREAM's best rate.")
+    cols = [(k, t) for k in KERNELS for t in threads]
+    head = f"{'variant':<22}" + "".join(f"{k + ' ' + str(t) + 't':>22}" for k, t in cols)
+    print(head)
+    print("-" * len(head))
+    for tool in ("tiers regular", "tiers nt"):
+        row = f"{tool:<22}"
+        for k, t in cols:
+            best, mean = med[(tool, k, t)]
+            row += f"{mean:>12,.0f} ({best:>7,.0f})"
+        print(row)
+    for k in KERNELS:
+        for v in variants[k]:
+            row = f"{v:<22}"
+            for kk, t in cols:
+                row += f"{med[(v, k, t)]:>22,.0f}" if kk == k else f"{'':>22}"
+            print(row)
+
+    for v, why in broken.items():
+        print(f"{v:<22}excluded: likwid-bench failed ({why})")
+
+    print()
+    print(f"Ratio of tiers to likwid's best variant (target >= {TARGET} at 1 and 2 threads); "
+          f"tiers' default stores: {default_stores}")
+    head = (f"{'kernel':<7}{'thr':>4}  {'likwid best':<28}{'likwid best regular':<28}"
+            f"{'likwid best _mem (NT)':<28}{'tiers reg':>10}{'tiers nt':>10}{'nt best':>9}"
+            f"{'reg/reg':>9}{'nt/nt':>8}  target")
+    print("(tiers reg / tiers nt: tiers' mean rate over likwid's best variant; nt best: tiers' "
+          "STREAM best rate over it;\n reg/reg and nt/nt: tiers regular over likwid's best regular "
+          "variant, tiers nt over likwid's best _mem variant)")
+    print(head)
+    print("-" * len(head))
+    table = []
+    for k in KERNELS:
+        for t in threads:
+            rates = {v: med[(v, k, t)] for v in variants[k]}
+            if not rates:
+                print(f"{k:<7}{t:>4}  no likwid variant ran")
+                continue
+            best_v = max(rates, key=rates.get)
+            reg = {v: r for v, r in rates.items() if "_mem" not in v}
+            nt = {v: r for v, r in rates.items() if "_mem" in v}
+            reg_v = max(reg, key=reg.get) if reg else None
+            nt_v = max(nt, key=nt.get) if nt else None
+            lw = rates[best_v]
+            t_reg = med[("tiers regular", k, t)][1] / lw
+            t_nt = med[("tiers nt", k, t)][1] / lw
+            t_nt_best = med[("tiers nt", k, t)][0] / lw
+            reg_reg = med[("tiers regular", k, t)][1] / reg[reg_v] if reg_v else float("nan")
+            nt_nt = med[("tiers nt", k, t)][1] / nt[nt_v] if nt_v else float("nan")
+            default_ratio = t_nt if default_stores == "nt" else t_reg
+            ok = "met" if default_ratio >= TARGET else "MISSED"
+
+            def cell(v, r):
+                return f"{v} {r:,.0f}" if v else "-"
+
+            print(f"{k:<7}{t:>4}  {cell(best_v, lw):<28}"
+                  f"{cell(reg_v, reg.get(reg_v, 0)):<28}{cell(nt_v, nt.get(nt_v, 0)):<28}"
+                  f"{t_reg:>10.3f}{t_nt:>10.3f}{t_nt_best:>9.3f}{reg_reg:>9.3f}{nt_nt:>8.3f}  {ok}")
+            table.append({"kernel": k, "threads": t, "likwid_best_variant": best_v,
+                          "likwid_best_mbps": lw, "likwid_best_regular": reg_v,
+                          "likwid_best_nt": nt_v, "ratio_tiers_regular_mean": t_reg,
+                          "ratio_tiers_nt_mean": t_nt, "ratio_tiers_nt_best": t_nt_best,
+                          "ratio_regular_to_likwid_regular": reg_reg,
+                          "ratio_nt_to_likwid_nt": nt_nt,
+                          "target_met_default": default_ratio >= TARGET})
+    if args.json:
+        raw = {"machine": info, "args": vars(args), "default_stores": default_stores,
+               "likwid_failed": broken,
+               "samples": [{"tool": a, "kernel": b, "threads": c, "values": v}
+                           for (a, b, c), v in samples.items()],
+               "ratios": table}
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(raw, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""``tiers probe mem``: memory bandwidth per thread count, pinning and placement.
+
+The native tool ``tiers-probe-mem`` runs the STREAM kernels (copy, scale,
+add, triad, counted as STREAM counts them: 16, 16, 24, 24 bytes per element)
+and the read-only sum, write-only fill and ``memcpy`` of the COMPaS paper
+for every combination of thread count, pinning policy (``none``,
+``compact``, ``scatter``) and data placement (``first-touch`` by each thread,
+or ``master`` initialisation by thread 0).  Each kernel runs ``ntimes``
+times; the first run is dropped; the best rate is bytes / minimum time in
+MB/s (MB = 10**6 bytes), and the arrays are validated against the scalar
+recurrence as STREAM's checker does.
+
+This module wraps the tool's output into a ``tiers.probe.mem/1`` result
+document (see docs/schemas/probe-mem.md), prints STREAM-like tables and a
+saturation view, and plots bandwidth against threads.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+from .. import native, plot as tplot, result
+from ..errors import TiersError
+
+TOOL = "tiers-probe-mem"
+
+#: Kernels in the order one repetition runs them, with STREAM's bytes per element.
+KERNELS = {"copy": 16, "scale": 16, "add": 24, "triad": 24, "read": 8, "write": 8, "memcpy": 16}
+
+#: A series saturates at the fewest threads reaching this share of its best rate.
+SATURATION_SHARE = 0.9
+
+
+class ValidationError(TiersError):
+    """The measured arrays did not match the scalar recurrence.  ``document``
+    holds the full result document, with the failed validation in it."""
+
+    def __init__(self, message: str, document: dict):
+        super().__init__(message, code=2)
+        self.document = document
+
+
+def _as_list_text(value) -> str | None:
+    """Return a list option as the tool's comma-separated text (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Iterable):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def native_args(*, threads=None, pin=None, placement=None, kernels=None, size=None,
+                ntimes=None, stores=None, quick=False) -> list[str]:
+    """Return the tiers-probe-mem arguments for these options (lists may be
+    given as Python lists or as comma-separated text; None means the tool's
+    default)."""
+    args: list[str] = []
+    for flag, value in (("--threads", threads), ("--pin", pin), ("--placement", placement),
+                        ("--kernels", kernels)):
+        text = _as_list_text(value)
+        if text is not None:
+            args += [flag, text]
+    if size is not None:
+        args += ["--size", str(size)]
+    if ntimes is not None:
+        args += ["--ntimes", str(ntimes)]
+    if stores is not None:
+        args += ["--stores", str(stores)]
+    if quick:
+        args.append("--quick")
+    return args
+
+
+def _run_tool(args: list[str],
+              progress: Callable[[int, int], None] | None) -> tuple[dict, str | None]:
+    """Run tiers-probe-mem; return (its JSON, the validation failure message
+    or None).  Raise TiersError with the tool's own line for any other failure."""
+    cmd = [str(native.tool_path(TOOL)), *args, "--progress"]
+    other: list[str] = []
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out:
+        try:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
+        except OSError as exc:
+            raise TiersError(f"cannot run {TOOL}: {exc.strerror or exc}") from None
+        try:
+            for line in proc.stderr:
+                words = line.split()
+                if len(words) == 3 and words[0] == "progress":
+                    if progress is not None:
+                        progress(int(words[1]), int(words[2]))
+                elif line.strip():
+                    other.append(line)
+            proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        out.seek(0)
+        stdout = out.read()
+    stderr = "".join(other)
+    if proc.returncode != 0:
+        err = native.tool_error(TOOL, stderr, proc.returncode)
+        try:
+            raw = json.loads(stdout)
+        except json.JSONDecodeError:
+            raise err from None
+        if isinstance(raw, dict) and raw.get("validation_passed") is False:
+            return raw, str(err)
+        raise err
+    try:
+        return json.loads(stdout), None
+    except json.JSONDecodeError as exc:
+        raise TiersError(f"{TOOL} printed invalid JSON ({exc})") from None
+
+
+def _series(configs: list[dict]) -> list[dict]:
+    """Return one series per (kernel, pin, placement, stores): rates against
+    thread counts, per-thread rates, speed-up over the fewest threads and the
+    saturation point."""
+    groups: dict[tuple, list[tuple[int, dict]]] = {}
+    for cfg in configs:
+        for res in cfg["results"]:
+            key = (res["kernel"], cfg["pin"], cfg["placement"], res["stores"])
+            groups.setdefault(key, []).append((cfg["threads"], res))
+    out = []
+    for (kernel, pin, placement, stores), points in groups.items():
+        points.sort(key=lambda p: p[0])
+        threads = [t for t, _ in points]
+        rates = [r["best_rate_mbps"] for _, r in points]
+        per_thread = [r["per_thread_mbps"] for _, r in points]
+        top = max(rates)
+        saturation = next(t for t, r in zip(threads, rates) if r >= SATURATION_SHARE * top)
+        out.append({"kernel": kernel, "pin": pin, "placement": placement, "stores": stores,
+                    "threads": threads, "best_rate_mbps": rates, "per_thread_mbps": per_thread,
+                    "speedup": [r / rates[0] for r in rates],
+                    "saturation_threads": saturation, "max_rate_mbps": top})
+    order = list(KERNELS)
+    out.sort(key=lambda s: (order.index(s["kernel"]), s["pin"], s["placement"]))
+    return out
+
+
+def summarise(raw: dict) -> dict:
+    """Return the ``summary`` of a document from the tool's output: the
+    validation verdict, one row per configuration and kernel, the series
+    against threads with their saturation points, and each kernel's best."""
+    rows = []
+    for cfg in raw["configs"]:
+        for res in cfg["results"]:
+            rows.append({"kernel": res["kernel"], "threads": cfg["threads"], "pin": cfg["pin"],
+                         "placement": cfg["placement"], "stores": res["stores"],
+                         "best_rate_mbps": res["best_rate_mbps"],
+                         "per_thread_mbps": res["per_thread_mbps"],
+                         "min_time_s": res["min_time_s"], "avg_time_s": res["avg_time_s"],
+                         "max_time_s": res["max_time_s"],
+                         "valid": cfg["validation"]["passed"]})
+    best = {}
+    for row in rows:
+        cur = best.get(row["kernel"])
+        if cur is None or row["best_rate_mbps"] > cur["best_rate_mbps"]:
+            best[row["kernel"]] = {k: row[k] for k in ("best_rate_mbps", "threads", "pin",
+                                                        "placement", "stores")}
+    return {"validation_passed": bool(raw["validation_passed"]), "rows": rows,
+            "series": _series(raw["configs"]), "best": best,
+            "saturation_share": SATURATION_SHARE}
+
+
+def measure(*, threads=None, pin=None, placement=None, kernels=None, size=None, ntimes=None,
+            stores=None, quick: bool = False, argv: list[str] | None = None,
+            progress: Callable[[int, int], None] | None = None) -> dict:
+    """Run the memory-bandwidth probe and return its ``tiers.probe.mem/1``
+    result document.
+
+    ``threads`` (e.g. ``[1, 2]`` or ``"1-4"``), ``pin`` (among none, compact,
+    scatter), ``placement`` (first-touch, master) and ``kernels`` are lists or
+    comma-separated text; ``size`` is bytes per array (an int or text such as
+    ``"512M"``); ``ntimes`` repetitions (the first dropped); ``stores`` is
+    ``"regular"`` or ``"nt"``; ``quick`` runs 1 and all threads, compact
+    pinning, first-touch and 5 repetitions unless other options say
+    otherwise.  ``progress(done, total)`` is called after each configuration.
+
+    The document's ``params`` are the tool's parameters, ``samples`` its
+    configurations (raw times per repetition, thread bindings read back from
+    the OS, validation), ``summary`` what :func:`summarise` returns.  Raise
+    TiersError (one line) on bad input, and ValidationError, which carries the
+    document, when the results do not validate."""
+    args = native_args(threads=threads, pin=pin, placement=placement, kernels=kernels,
+                       size=size, ntimes=ntimes, stores=stores, quick=quick)
+    raw, failure = _run_tool(args, progress)
+    doc = result.new_document("probe.mem", params=raw["params"], samples=raw["configs"],
+                              summary=summarise(raw), argv=argv, native=raw.get("native", {}))
+    if failure is not None:
+        raise ValidationError(failure, doc)
+    return doc
+
+
+def _mb(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def render(doc: dict, console: Console) -> None:
+    """Print a document: its parameters, a STREAM-like table per
+    configuration (Function, Best Rate MB/s, Avg/Min/Max time) and the
+    saturation view (total and per-thread MB/s against threads)."""
+    p = doc["params"]
+    console.print(f"Array size {p['array_elements']:,} elements x {p['element_bytes']} B = "
+                  f"{p['array_bytes'] / 2**20:,.1f} MiB per array, {p['arrays']} arrays "
+                  f"({p['total_bytes'] / 2**20:,.1f} MiB); last-level caches "
+                  f"{p['llc_total_bytes'] / 2**20:,.1f} MiB.")
+    console.print(f"Each kernel ran {p['ntimes']} times, the first dropped; stores: "
+                  f"{p['stores']} ({p['isa']} kernels); MB = 10^6 bytes.")
+    if not p.get("size_meets_stream_rule", True):
+        console.print("[yellow]Arrays are smaller than 4x the last-level caches: the rates "
+                      "include cache bandwidth.[/yellow]")
+    for cfg in doc["samples"]:
+        valid = cfg["validation"]["passed"]
+        title = (f"{cfg['threads']} thread{'s' if cfg['threads'] != 1 else ''}, pin "
+                 f"{cfg['pin']}, placement {cfg['placement']}, stores {cfg['stores']}")
+        table = Table(title=title, title_justify="left")
+        table.add_column("Function")
+        table.add_column("Best Rate MB/s", justify="right")
+        table.add_column("Avg time", justify="right")
+        table.add_column("Min time", justify="right")
+        table.add_column("Max time", justify="right")
+        table.add_column("MB/s per thread", justify="right")
+        for res in cfg["results"]:
+            table.add_row(res["kernel"].capitalize() + ":", _mb(res["best_rate_mbps"]),
+                          f"{res['avg_time_s']:.6f}", f"{res['min_time_s']:.6f}",
+                          f"{res['max_time_s']:.6f}", _mb(res["per_thread_mbps"]))
+        console.print(table)
+        if valid:
+            console.print("Solution Validates: avg error less than "
+                          f"{cfg['validation']['epsilon']:g} on all arrays")
+        else:
+            bad = [a["array"] for a in cfg["validation"]["arrays"] if not a["passed"]]
+            read = cfg["validation"].get("read")
+            if read and not read["passed"]:
+                bad.append("read sums")
+            console.print(f"[red]Validation FAILED: {', '.join(bad)}[/red]")
+
+    series = doc["summary"]["series"]
+    threads = sorted({t for s in series for t in s["threads"]})
+    if len(threads) > 1:
+        table = Table(title="Saturation: total MB/s (per thread) against threads; * marks the "
+                      f"fewest threads reaching {doc['summary']['saturation_share']:.0%} of the "
+                      "best", title_justify="left")
+        table.add_column("Kernel")
+        table.add_column("Pin")
+        table.add_column("Placement")
+        for t in threads:
+            table.add_column(f"{t}", justify="right")
+        for s in series:
+            cells = []
+            by_t = dict(zip(s["threads"], zip(s["best_rate_mbps"], s["per_thread_mbps"])))
+            for t in threads:
+                if t not in by_t:
+                    cells.append("-")
+                    continue
+                total, per = by_t[t]
+                mark = "*" if t == s["saturation_threads"] else ""
+                cells.append(f"{total:,.0f} ({per:,.0f}){mark}")
+            table.add_row(s["kernel"], s["pin"], s["placement"], *cells)
+        console.print(table)
+    verdict = doc["summary"]["validation_passed"]
+    console.print("All configurations validate." if verdict
+                  else "[red]Some configurations do not validate.[/red]")
+
+
+_PIN_STYLE = {"none": ":", "compact": "-", "scatter": "--"}
+
+
+def plot(doc: dict, path) -> Path:
+    """Draw bandwidth against threads (top) and bandwidth per thread (bottom),
+    one line per kernel and pinning policy, one column per placement; save it
+    as PNG at ``path`` and return the path."""
+    series = doc["summary"]["series"]
+    placements = list(dict.fromkeys(s["placement"] for s in series)) or ["first-touch"]
+    fig, axes = tplot.figure(ncols=len(placements), nrows=2)
+    colours = {k: f"C{i}" for i, k in enumerate(KERNELS)}
+    for col, placement in enumerate(placements):
+        top, bottom = axes[0][col], axes[1][col]
+        for s in series:
+            if s["placement"] != placement:
+                continue
+            style = dict(color=colours.get(s["kernel"], "k"),
+                         linestyle=_PIN_STYLE.get(s["pin"], "-"), marker="o", markersize=3)
+            label = f"{s['kernel']} / {s['pin']}"
+            top.plot(s["threads"], [r / 1000 for r in s["best_rate_mbps"]], label=label, **style)
+            bottom.plot(s["threads"], [r / 1000 for r in s["per_thread_mbps"]], **style)
+        stores = doc["params"].get("stores", "")
+        top.set_title(f"placement {placement}, stores {stores}")
+        top.set_ylabel("best rate (GB/s)")
+        bottom.set_ylabel("per thread (GB/s)")
+        bottom.set_xlabel("threads")
+        for ax in (top, bottom):
+            ax.grid(True, alpha=0.3)
+            ax.set_ylim(bottom=0)
+            threads = sorted({t for s in series for t in s["threads"]})
+            ax.set_xticks(threads)
+        top.legend(fontsize=7, ncol=2)
+    return tplot.save(fig, path)
+
+
+def main(args, argv: list[str]) -> int:
+    """``tiers probe mem``: measure, print, and write the document (--json)
+    and the plot (--plot, or next to --json); return the exit status
+    (0, or 2 when the results do not validate)."""
+    console = Console()
+    options = dict(threads=args.threads, pin=args.pin, placement=args.placement,
+                   kernels=args.kernels, size=args.size, ntimes=args.ntimes,
+                   stores=args.stores, quick=args.quick, argv=argv)
+    failure: ValidationError | None = None
+    err_console = Console(stderr=True)
+    if err_console.is_terminal:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn("measuring"), BarColumn(),
+                       TextColumn("{task.completed}/{task.total} configurations"),
+                       TimeElapsedColumn(), console=err_console, transient=True)
+        with bar:
+            task = bar.add_task("mem", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            try:
+                doc = measure(progress=progress, **options)
+            except ValidationError as exc:
+                failure, doc = exc, exc.document
+    else:
+        try:
+            doc = measure(**options)
+        except ValidationError as exc:
+            failure, doc = exc, exc.document
+
+    render(doc, console)
+    if args.json:
+        result.write(doc, args.json)
+        console.print(f"Wrote {args.json}")
+    plot_path = tplot.default_plot_path(args.json, getattr(args, "plot", None))
+    if plot_path is not None:
+        plot(doc, plot_path)
+        console.print(f"Wrote {plot_path}")
+    if failure is not None:
+        raise TiersError(str(failure), code=2)
+    return 0
