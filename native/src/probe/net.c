@@ -1,0 +1,1196 @@
+/*
+ * tiers-probe-net: what messages cost between MPI processes.  An MPI
+ * program; rank 0 prints one JSON object on stdout (docs/schemas/probe-net.md).
+ *
+ * Three tests, chosen with --tests:
+ *
+ * pingpong  Between two ranks (--pair A,B; default 0,1), for every size of
+ *           --sizes: the round-trip time of a ping-pong as the MPI/MBCF
+ *           paper measures it (each side pre-posts MPI_Irecv; A sends and
+ *           waits for the answer, B waits and answers), averaged over the
+ *           iterations after the warm-up ones (osu_latency's loop counts:
+ *           10000 + 100 skipped up to 8 KiB, 1000 + 10 above); one-way
+ *           latency = round trip / 2.  Then the streaming bandwidth as
+ *           osu_bw measures it: A posts a window of 64 non-blocking sends,
+ *           B a window of receives; after each window B acknowledges with a
+ *           4-byte message; bandwidth = bytes of all timed windows / time.
+ *
+ * allpairs  The parallel all-pairs measurement of Ito et al. (seed 002,
+ *           §3.2).  At step k unit i exchanges with unit i XOR k; units
+ *           whose partner does not exist (>= the unit count) sit the step
+ *           out, so with 2^(m-1) < n <= 2^m every pair meets exactly once in
+ *           2^m - 1 steps.  Two phases:
+ *             intra  the units are the ranks of one node (every node at
+ *                    once); with --flat, or on one host, all ranks;
+ *             inter  the units are the nodes; only the first c ranks of a
+ *                    node take part (--cores-per-node c, default 1), rank q
+ *                    of every node measuring step r*c + q + 1 in round r, so
+ *                    that the 2^M - 1 steps take ceil((2^M - 1) / c) rounds.
+ *           Nodes are the distinct host names, or blocks of --node-size
+ *           consecutive ranks (to study the schedule on one machine).
+ *           Each pair exchanges every size of centre x factors (default
+ *           1.5 MB x 0.667, 0.8, 1, 1.25, 1.5) as --warmup untimed and then
+ *           --reps timed ping-pongs; every one-way time (round trip / 2) is
+ *           reported.  A barrier separates steps, so that one step's
+ *           exchanges run at the same time and never overlap the next's.
+ *           The least-squares fit time = latency + size / bandwidth is done
+ *           by the Python side, which reads these times.
+ *
+ * barrier   MPI_Barrier over the first p ranks, p = 2 .. n (2, 4, 8, ..., n
+ *           above 16 ranks): minimum, mean and maximum over ranks of each
+ *           rank's mean time per barrier, after warm-up barriers (as IMB).
+ *           The hybrid runtime's barrier is a hook that reports null until
+ *           that runtime exists (measure_hybrid_barrier below).
+ *
+ * No wait is unbounded: every message completion and every step barrier is
+ * a loop of MPI_Test calls against a deadline of --timeout seconds (default
+ * 60).  A rank whose deadline passes prints one line naming the peer and the
+ * test and calls MPI_Abort.  (MPI_Barrier in the barrier test is the one
+ * blocking call, since that is what is measured; a deadline-checked
+ * MPI_Ibarrier before each series makes sure every rank is still there.)
+ *
+ * Errors in the options are found by every rank alike; rank 0 prints the
+ * line "tiers-probe-net: error: ..." and every rank exits with status 2.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <mpi.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hwloc.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/tool.h"
+#include "tiers/error.h"
+#include "tiers/topo.h"
+
+#define HOST_CHARS 256
+#define SET_CHARS 256
+#define MAX_SIZES 64
+#define MAX_FACTORS 32
+#define LARGE_MESSAGE 8192 /* osu: above this, fewer iterations */
+#define TAG_PINGPONG 10
+#define TAG_BW 11
+#define TAG_ACK 12
+#define TAG_PAIR 100
+
+enum { TEST_PINGPONG, TEST_ALLPAIRS, TEST_BARRIER, NTESTS };
+static const char *test_names[NTESTS] = {"pingpong", "allpairs", "barrier"};
+enum { PHASE_INTRA, PHASE_INTER };
+static const char *phase_names[2] = {"intra", "inter"};
+
+static struct {
+  int selected[NTESTS];
+  uint64_t sizes[MAX_SIZES];
+  int nsizes;
+  long iters, skip, iters_large, skip_large; /* ping-pong loop counts */
+  long bw_iters, bw_skip, bw_iters_large, bw_skip_large;
+  long window;
+  long pair_a, pair_b;
+  double center;
+  double factors[MAX_FACTORS];
+  int nfactors;
+  long reps, warmup;
+  long cores_per_node, node_size;
+  int flat;
+  long barrier_iters, barrier_warmup;
+  double timeout;
+  int yield;
+  int quick;
+  long die_rank;   /* test hooks: a rank that exits or stalls ... */
+  int die_test;    /* ... at the start of this test */
+  int die_stall;   /* 1: stall (sleep) instead of exiting */
+} opt;
+
+static int rank, nranks;
+
+/* ------------------------------------------------------------------ */
+/* Failing                                                             */
+
+/* An error every rank found alike: rank 0 says it, every rank leaves. */
+static void __attribute__((noreturn, format(printf, 1, 2))) fail_all(const char *fmt, ...)
+{
+  if (rank == 0) {
+    va_list ap;
+    fprintf(stderr, "tiers-probe-net: error: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+  }
+  MPI_Finalize();
+  exit(TIERS_TOOL_EXIT_USAGE);
+}
+
+/* An error of this rank alone: say it and stop the whole job. */
+static void __attribute__((noreturn, format(printf, 1, 2))) fail_here(const char *fmt, ...)
+{
+  va_list ap;
+  fprintf(stderr, "tiers-probe-net: error: rank %d: ", rank);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, TIERS_TOOL_EXIT_USAGE);
+  exit(TIERS_TOOL_EXIT_USAGE);
+}
+
+/* ------------------------------------------------------------------ */
+/* Bounded waits                                                       */
+
+/*
+ * Waits for n requests with MPI_Test calls until --timeout seconds pass.
+ * A busy wait (a timed exchange) polls as fast as it can, yielding the CPU
+ * between polls with --yield (more ranks than cores); an idle wait (a rank
+ * sitting out) sleeps 20 us between polls.  "what" and "peer" (-1: all
+ * ranks) word the error.
+ */
+static void wait_all(int n, MPI_Request *req, int idle, const char *what, int peer)
+{
+  int done = 0;
+  if (n == 1) {
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (done)
+      return;
+  }
+  /* The clock is read only every 1024 polls of a busy wait (and the
+   * deadline set at the first reading), so that a short wait -- a small
+   * message's round trip -- costs no more than MPI_Test itself. */
+  double deadline = idle ? tiers_now() + opt.timeout : 0;
+  const struct timespec nap = {0, 20000};
+  for (unsigned spins = 1;; spins++) {
+    MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+    if (done)
+      return;
+    if (idle)
+      nanosleep(&nap, NULL);
+    else if (opt.yield)
+      sched_yield();
+    if (!idle && (spins & 1023) != 0)
+      continue;
+    if (deadline == 0) {
+      deadline = tiers_now() + opt.timeout;
+      continue;
+    }
+    if (tiers_now() > deadline) {
+      if (peer >= 0)
+        fail_here("no answer from rank %d within %g s (%s); a rank may have died or "
+                  "stalled, or use --timeout to wait longer", peer, opt.timeout, what);
+      fail_here("not every rank reached the end of %s within %g s; a rank may have died or "
+                "stalled, or use --timeout to wait longer", what, opt.timeout);
+    }
+  }
+}
+
+static void barrier_bounded(MPI_Comm comm, const char *what)
+{
+  MPI_Request req;
+  MPI_Ibarrier(comm, &req);
+  wait_all(1, &req, 1, what, -1);
+}
+
+/* Test hook: the chosen rank dies or stalls when a test starts. */
+static void maybe_die(int test)
+{
+  if (rank != opt.die_rank || test != opt.die_test)
+    return;
+  if (opt.die_stall) {
+    fprintf(stderr, "tiers-probe-net: rank %d stalling on purpose in %s\n", rank,
+            test_names[test]);
+    fflush(stderr);
+    for (;;)
+      sleep(1000);
+  }
+  fprintf(stderr, "tiers-probe-net: rank %d dying on purpose in %s\n", rank, test_names[test]);
+  fflush(stderr);
+  _exit(3);
+}
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+
+static int parse_test_list(const char *text, int *selected)
+{
+  char buf[256];
+  if (strlen(text) >= sizeof buf)
+    return -1;
+  strcpy(buf, text);
+  memset(selected, 0, sizeof(int) * NTESTS);
+  int any = 0;
+  for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    for (int t = 0; t < NTESTS; t++)
+      if (strcmp(w, test_names[t]) == 0)
+        selected[t] = found = any = 1;
+    if (!found)
+      return -1;
+  }
+  return any ? 0 : -1;
+}
+
+/* "0,8,1K,4M" -> sizes; a size may be 0.  Returns the count or -1. */
+static int parse_size_list(const char *text, uint64_t *out, int max)
+{
+  char buf[1024];
+  if (strlen(text) >= sizeof buf)
+    return -1;
+  strcpy(buf, text);
+  int n = 0;
+  for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    if (n == max || tiers_parse_size(w, &out[n]) != 0)
+      return -1;
+    n++;
+  }
+  return n ? n : -1;
+}
+
+static int parse_double_list(const char *text, double *out, int max)
+{
+  char buf[1024];
+  if (strlen(text) >= sizeof buf)
+    return -1;
+  strcpy(buf, text);
+  int n = 0;
+  for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    if (n == max || tiers_parse_double(w, &out[n]) != 0)
+      return -1;
+    n++;
+  }
+  return n ? n : -1;
+}
+
+static int parse_pair(const char *text, long *a, long *b)
+{
+  char buf[64];
+  if (strlen(text) >= sizeof buf)
+    return -1;
+  strcpy(buf, text);
+  char *comma = strchr(buf, ',');
+  if (!comma)
+    return -1;
+  *comma = '\0';
+  return tiers_parse_long(buf, a) == 0 && tiers_parse_long(comma + 1, b) == 0 ? 0 : -1;
+}
+
+static const char *usage =
+    "use --tests LIST (pingpong,allpairs,barrier), --sizes LIST, --iters N, --skip N, "
+    "--window N, --bw-iters N, --pair A,B, --center BYTES, --factors LIST, --reps N, "
+    "--warmup N, --cores-per-node C, --node-size P, --flat, --barrier-iters N, "
+    "--timeout S, --yield, --quick";
+
+static void parse_args(int argc, char **argv)
+{
+  int quick = 0;
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--quick") == 0)
+      quick = 1;
+  opt.quick = quick;
+  /* defaults: osu_latency / osu_bw loop counts; quick mode for surveys */
+  opt.selected[TEST_PINGPONG] = opt.selected[TEST_BARRIER] = 1;
+  opt.iters = quick ? 200 : 10000;
+  opt.skip = quick ? 20 : 100;
+  opt.iters_large = quick ? 20 : 1000;
+  opt.skip_large = quick ? 2 : 10;
+  opt.bw_iters = quick ? 10 : 100;
+  opt.bw_skip = quick ? 2 : 10;
+  opt.bw_iters_large = quick ? 4 : 20;
+  opt.bw_skip_large = quick ? 1 : 2;
+  opt.window = 64;
+  opt.pair_a = 0;
+  opt.pair_b = 1;
+  opt.center = 1.5e6;
+  const double paper_factors[] = {0.667, 0.8, 1.0, 1.25, 1.5};
+  opt.nfactors = 5;
+  memcpy(opt.factors, paper_factors, sizeof paper_factors);
+  opt.reps = quick ? 3 : 7;
+  opt.warmup = 1;
+  opt.cores_per_node = 1;
+  opt.node_size = 0;
+  opt.barrier_iters = quick ? 100 : 1000;
+  opt.barrier_warmup = quick ? 10 : 100;
+  opt.timeout = 60.0;
+  opt.die_rank = -1;
+  /* sizes: 0 and powers of two up to 4 MiB (quick: powers of four) */
+  opt.nsizes = 0;
+  opt.sizes[opt.nsizes++] = 0;
+  for (uint64_t s = 1; s <= (4u << 20); s *= quick ? 4 : 2)
+    opt.sizes[opt.nsizes++] = s;
+
+  int iters_set = 0, skip_set = 0, bw_iters_set = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = 1;
+    if (strcmp(a, "--quick") == 0) {
+      takes = 0;
+    } else if (strcmp(a, "--flat") == 0) {
+      opt.flat = 1;
+      takes = 0;
+    } else if (strcmp(a, "--yield") == 0) {
+      opt.yield = 1;
+      takes = 0;
+    } else if (!v || (strncmp(a, "--", 2) != 0)) {
+      if (strncmp(a, "--", 2) == 0 && strstr(usage, a))
+        fail_all("option %s needs a value", a);
+      fail_all("unknown option %s (%s)", a, usage);
+    } else if (strcmp(a, "--tests") == 0) {
+      if (parse_test_list(v, opt.selected) != 0)
+        fail_all("bad --tests '%s': a list among pingpong, allpairs, barrier", v);
+    } else if (strcmp(a, "--sizes") == 0) {
+      opt.nsizes = parse_size_list(v, opt.sizes, MAX_SIZES);
+      if (opt.nsizes < 0)
+        fail_all("bad --sizes '%s': a list of at most %d byte sizes such as 0,8,1K,4M", v,
+                 MAX_SIZES);
+    } else if (strcmp(a, "--iters") == 0) {
+      if (tiers_parse_long(v, &opt.iters) != 0 || opt.iters < 1)
+        fail_all("bad --iters '%s': a positive integer", v);
+      iters_set = 1;
+    } else if (strcmp(a, "--skip") == 0) {
+      if (tiers_parse_long(v, &opt.skip) != 0)
+        fail_all("bad --skip '%s': a non-negative integer", v);
+      skip_set = 1;
+    } else if (strcmp(a, "--bw-iters") == 0) {
+      if (tiers_parse_long(v, &opt.bw_iters) != 0 || opt.bw_iters < 1)
+        fail_all("bad --bw-iters '%s': a positive integer", v);
+      bw_iters_set = 1;
+    } else if (strcmp(a, "--window") == 0) {
+      if (tiers_parse_long(v, &opt.window) != 0 || opt.window < 1 || opt.window > 4096)
+        fail_all("bad --window '%s': an integer from 1 to 4096", v);
+    } else if (strcmp(a, "--pair") == 0) {
+      if (parse_pair(v, &opt.pair_a, &opt.pair_b) != 0 || opt.pair_a == opt.pair_b)
+        fail_all("bad --pair '%s': two different ranks A,B", v);
+    } else if (strcmp(a, "--center") == 0) {
+      uint64_t c;
+      if (tiers_parse_size(v, &c) != 0)
+        fail_all("bad --center '%s': a byte size such as 1500000 or 1M", v);
+      opt.center = (double)c;
+    } else if (strcmp(a, "--factors") == 0) {
+      opt.nfactors = parse_double_list(v, opt.factors, MAX_FACTORS);
+      if (opt.nfactors < 0)
+        fail_all("bad --factors '%s': at most %d positive numbers such as 0.667,1,1.5", v,
+                 MAX_FACTORS);
+    } else if (strcmp(a, "--reps") == 0) {
+      if (tiers_parse_long(v, &opt.reps) != 0 || opt.reps < 1 || opt.reps > 100000)
+        fail_all("bad --reps '%s': an integer from 1 to 100000", v);
+    } else if (strcmp(a, "--warmup") == 0) {
+      if (tiers_parse_long(v, &opt.warmup) != 0)
+        fail_all("bad --warmup '%s': a non-negative integer", v);
+    } else if (strcmp(a, "--cores-per-node") == 0) {
+      if (tiers_parse_long(v, &opt.cores_per_node) != 0 || opt.cores_per_node < 1)
+        fail_all("bad --cores-per-node '%s': a positive integer", v);
+    } else if (strcmp(a, "--node-size") == 0) {
+      if (tiers_parse_long(v, &opt.node_size) != 0 || opt.node_size < 1)
+        fail_all("bad --node-size '%s': a positive integer", v);
+    } else if (strcmp(a, "--barrier-iters") == 0) {
+      if (tiers_parse_long(v, &opt.barrier_iters) != 0 || opt.barrier_iters < 1)
+        fail_all("bad --barrier-iters '%s': a positive integer", v);
+      opt.barrier_warmup = opt.barrier_iters / 10;
+    } else if (strcmp(a, "--timeout") == 0) {
+      if (tiers_parse_double(v, &opt.timeout) != 0)
+        fail_all("bad --timeout '%s': a positive number of seconds", v);
+    } else if (strcmp(a, "--die") == 0 || strcmp(a, "--stall") == 0) {
+      /* test hook: --die R:TEST / --stall R:TEST */
+      char buf[64];
+      snprintf(buf, sizeof buf, "%s", v);
+      char *colon = strchr(buf, ':');
+      int t = -1;
+      if (colon) {
+        *colon = '\0';
+        for (int k = 0; k < NTESTS; k++)
+          if (strcmp(colon + 1, test_names[k]) == 0)
+            t = k;
+      }
+      if (t < 0 || tiers_parse_long(buf, &opt.die_rank) != 0)
+        fail_all("bad %s '%s': RANK:TEST", a, v);
+      opt.die_test = t;
+      opt.die_stall = strcmp(a, "--stall") == 0;
+    } else {
+      fail_all("unknown option %s (%s)", a, usage);
+    }
+    i += takes;
+  }
+  /* one --iters / --skip for all sizes when given, as osu's -i / -x */
+  if (iters_set)
+    opt.iters_large = opt.iters;
+  if (skip_set)
+    opt.skip_large = opt.skip;
+  if (bw_iters_set)
+    opt.bw_iters_large = opt.bw_iters;
+}
+
+/* ------------------------------------------------------------------ */
+/* Placement                                                           */
+
+typedef struct {
+  char host[HOST_CHARS];
+  char cpuset[SET_CHARS]; /* OS indices, hwloc list syntax */
+  char pus[SET_CHARS];    /* logical indices, hwloc list syntax */
+} place_t;
+
+static place_t *places; /* every rank's, on every rank */
+static int *node_of, *local_of; /* per rank */
+static int nnodes;
+static int **node_ranks; /* per node, its ranks in order */
+static int *node_count;
+
+static void read_own_place(place_t *me)
+{
+  memset(me, 0, sizeof *me);
+  gethostname(me->host, sizeof me->host - 1);
+  hwloc_topology_t hw;
+  if (hwloc_topology_init(&hw) != 0)
+    return;
+  if (hwloc_topology_load(hw) == 0) {
+    hwloc_bitmap_t set = hwloc_bitmap_alloc(), logical = hwloc_bitmap_alloc();
+    if (set && logical && hwloc_get_cpubind(hw, set, HWLOC_CPUBIND_PROCESS) == 0) {
+      hwloc_bitmap_list_snprintf(me->cpuset, sizeof me->cpuset, set);
+      int os;
+      hwloc_bitmap_foreach_begin(os, set) {
+        hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(hw, (unsigned)os);
+        if (pu)
+          hwloc_bitmap_set(logical, pu->logical_index);
+      }
+      hwloc_bitmap_foreach_end();
+      hwloc_bitmap_list_snprintf(me->pus, sizeof me->pus, logical);
+    }
+    hwloc_bitmap_free(set);
+    hwloc_bitmap_free(logical);
+  }
+  hwloc_topology_destroy(hw);
+}
+
+/* Gathers every rank's place and groups ranks into nodes. */
+static void find_placement(void)
+{
+  place_t me;
+  read_own_place(&me);
+  places = calloc((size_t)nranks, sizeof *places);
+  node_of = calloc((size_t)nranks, sizeof *node_of);
+  local_of = calloc((size_t)nranks, sizeof *local_of);
+  node_count = calloc((size_t)nranks, sizeof *node_count);
+  node_ranks = calloc((size_t)nranks, sizeof *node_ranks);
+  if (!places || !node_of || !local_of || !node_count || !node_ranks)
+    fail_here("out of memory for the placement of %d ranks", nranks);
+  MPI_Request req;
+  MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, places, (int)sizeof me, MPI_BYTE,
+                 MPI_COMM_WORLD, &req);
+  wait_all(1, &req, 1, "start-up", -1);
+
+  nnodes = 0;
+  for (int r = 0; r < nranks; r++) {
+    int node = -1;
+    if (opt.flat) {
+      node = 0;
+    } else if (opt.node_size > 0) {
+      node = (int)(r / opt.node_size);
+    } else {
+      for (int q = 0; q < r && node < 0; q++)
+        if (strcmp(places[q].host, places[r].host) == 0)
+          node = node_of[q];
+      if (node < 0)
+        node = nnodes;
+    }
+    if (node >= nnodes)
+      nnodes = node + 1;
+    node_of[r] = node;
+    local_of[r] = node_count[node]++;
+  }
+  for (int nd = 0; nd < nnodes; nd++) {
+    node_ranks[nd] = malloc(sizeof(int) * (size_t)(node_count[nd] ? node_count[nd] : 1));
+    if (!node_ranks[nd])
+      fail_here("out of memory");
+  }
+  for (int r = 0; r < nranks; r++)
+    node_ranks[node_of[r]][local_of[r]] = r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Ping-pong and streaming bandwidth                                   */
+
+typedef struct {
+  uint64_t bytes;
+  long iters, skip, bw_iters, bw_skip;
+  double rtt_us, bw_mbps;
+} pp_row_t;
+
+static char *sbuf, *rbuf;
+
+/*
+ * Sends a ping-pong message.  Messages up to EAGER_BYTES go with MPI_Send:
+ * every MPI library sends them eagerly (buffered, without waiting for the
+ * receiver), so the call cannot block on a dead or stalled peer, and it
+ * takes the library's fast path for short blocking sends, as osu_latency
+ * does.  Longer messages go with MPI_Isend and a bounded wait.
+ */
+#define EAGER_BYTES 1024
+static void send_bounded(int count, int peer, MPI_Request *req)
+{
+  if (count <= EAGER_BYTES) {
+    MPI_Send(sbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD);
+    return;
+  }
+  MPI_Isend(sbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, req);
+  wait_all(1, req, 0, "ping-pong", peer);
+}
+
+static void pingpong_size(uint64_t bytes, pp_row_t *row)
+{
+  int a = (int)opt.pair_a, b = (int)opt.pair_b;
+  int large = bytes > LARGE_MESSAGE;
+  row->bytes = bytes;
+  row->iters = large ? opt.iters_large : opt.iters;
+  row->skip = large ? opt.skip_large : opt.skip;
+  row->bw_iters = large ? opt.bw_iters_large : opt.bw_iters;
+  row->bw_skip = large ? opt.bw_skip_large : opt.bw_skip;
+  row->rtt_us = row->bw_mbps = NAN;
+  int count = (int)bytes;
+  MPI_Request req[4096 + 1];
+
+  /* round trips */
+  if (rank == a || rank == b) {
+    int peer = rank == a ? b : a;
+    double t0 = 0;
+    for (long i = 0; i < row->iters + row->skip; i++) {
+      if (i == row->skip)
+        t0 = tiers_now();
+      if (rank == a) {
+        /* send completes first (at once when eager); one request per wait
+         * keeps each poll as cheap as a blocking receive's */
+        MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
+        send_bounded(count, peer, &req[1]);
+        wait_all(1, req, 0, "ping-pong", peer);
+      } else {
+        MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
+        wait_all(1, req, 0, "ping-pong", peer);
+        send_bounded(count, peer, &req[1]);
+      }
+    }
+    row->rtt_us = (tiers_now() - t0) * 1e6 / (double)row->iters;
+
+    /* streaming bandwidth, osu_bw's window (no data in a 0-byte window) */
+    if (bytes > 0) {
+      int w = (int)opt.window;
+      char ack[4] = {0};
+      for (long i = 0; i < row->bw_iters + row->bw_skip; i++) {
+        if (i == row->bw_skip)
+          t0 = tiers_now();
+        if (rank == a) {
+          for (int k = 0; k < w; k++)
+            MPI_Isend(sbuf, count, MPI_BYTE, peer, TAG_BW, MPI_COMM_WORLD, &req[k]);
+          wait_all(w, req, 0, "streaming bandwidth", peer);
+          MPI_Irecv(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, &req[0]);
+          wait_all(1, req, 0, "streaming bandwidth", peer);
+        } else {
+          for (int k = 0; k < w; k++)
+            MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_BW, MPI_COMM_WORLD, &req[k]);
+          wait_all(w, req, 0, "streaming bandwidth", peer);
+          MPI_Isend(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, &req[0]);
+          wait_all(1, req, 0, "streaming bandwidth", peer);
+        }
+      }
+      double dt = tiers_now() - t0;
+      row->bw_mbps = (double)bytes * (double)w * (double)row->bw_iters / dt / 1e6;
+    }
+  }
+  /* the rates are known on rank a; rank 0 needs them */
+  if (a != 0) {
+    double v[2] = {row->rtt_us, row->bw_mbps};
+    MPI_Request r;
+    if (rank == a) {
+      MPI_Isend(v, 2, MPI_DOUBLE, 0, TAG_PINGPONG, MPI_COMM_WORLD, &r);
+      wait_all(1, &r, 1, "ping-pong report", 0);
+    } else if (rank == 0) {
+      MPI_Irecv(v, 2, MPI_DOUBLE, a, TAG_PINGPONG, MPI_COMM_WORLD, &r);
+      wait_all(1, &r, 1, "ping-pong report", a);
+      row->rtt_us = v[0];
+      row->bw_mbps = v[1];
+    }
+  }
+  barrier_bounded(MPI_COMM_WORLD, "a ping-pong size");
+}
+
+/* ------------------------------------------------------------------ */
+/* All pairs                                                           */
+
+typedef struct {
+  int phase, units, m, steps, rounds, cores;
+  double seconds;
+} phase_t;
+
+/* One measured pair, kept by the initiating (lower) rank:
+ * [phase, step, round, a, b, one-way times in us (size-major, reps each)]. */
+#define PAIR_HEAD 5
+static double *pair_recs;
+static int pair_nrec, pair_cap, pair_len;
+static uint64_t ap_sizes[MAX_FACTORS];
+
+static int ceil_log2(int n)
+{
+  int m = 0;
+  while ((1 << m) < n)
+    m++;
+  return m;
+}
+
+static void exchange_pair(int phase, int step, int round, int peer)
+{
+  int initiator = rank < peer;
+  double *rec = NULL;
+  if (initiator) {
+    if (pair_nrec == pair_cap) {
+      pair_cap = pair_cap ? 2 * pair_cap : 16;
+      double *grown = realloc(pair_recs, sizeof(double) * (size_t)pair_cap * (size_t)pair_len);
+      if (!grown)
+        fail_here("out of memory for the all-pairs results");
+      pair_recs = grown;
+    }
+    rec = pair_recs + (size_t)pair_nrec++ * (size_t)pair_len;
+    rec[0] = phase;
+    rec[1] = step;
+    rec[2] = round;
+    rec[3] = rank;
+    rec[4] = peer;
+  }
+  int tag = TAG_PAIR + (phase * 4096 + step) % 30000;
+  MPI_Request req[2];
+  for (int f = 0; f < opt.nfactors; f++) {
+    int count = (int)ap_sizes[f];
+    for (long i = 0; i < opt.warmup + opt.reps; i++) {
+      double t0 = tiers_now();
+      if (initiator) {
+        MPI_Irecv(rbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[0]);
+        MPI_Isend(sbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
+        wait_all(2, req, 0, "all-pairs exchange", peer);
+        if (i >= opt.warmup)
+          rec[PAIR_HEAD + f * opt.reps + (i - opt.warmup)] = (tiers_now() - t0) * 1e6 / 2;
+      } else {
+        MPI_Irecv(rbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[0]);
+        wait_all(1, req, 0, "all-pairs exchange", peer);
+        MPI_Isend(sbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
+        wait_all(1, req + 1, 0, "all-pairs exchange", peer);
+      }
+    }
+  }
+}
+
+/* Runs both phases; fills phases[0..1]. */
+static void all_pairs(phase_t *phases)
+{
+  pair_len = PAIR_HEAD + opt.nfactors * (int)opt.reps;
+  int me_node = node_of[rank], me_local = local_of[rank];
+
+  /* intra: the ranks of every node, all nodes at once */
+  int max_local = 0;
+  for (int nd = 0; nd < nnodes; nd++)
+    if (node_count[nd] > max_local)
+      max_local = node_count[nd];
+  phase_t *p = &phases[PHASE_INTRA];
+  p->phase = PHASE_INTRA;
+  p->units = max_local;
+  p->m = ceil_log2(max_local);
+  p->steps = (1 << p->m) - 1;
+  p->cores = 1;
+  p->rounds = p->steps;
+  double t0 = MPI_Wtime();
+  for (int k = 1; k <= p->steps; k++) {
+    int partner = me_local ^ k;
+    if (partner < node_count[me_node])
+      exchange_pair(PHASE_INTRA, k, k, node_ranks[me_node][partner]);
+    barrier_bounded(MPI_COMM_WORLD, "an all-pairs step");
+  }
+  p->seconds = MPI_Wtime() - t0;
+
+  /* inter: the nodes, c ranks of each at once */
+  p = &phases[PHASE_INTER];
+  p->phase = PHASE_INTER;
+  p->units = nnodes;
+  p->m = ceil_log2(nnodes);
+  p->steps = (1 << p->m) - 1;
+  p->cores = (int)opt.cores_per_node;
+  p->rounds = (p->steps + p->cores - 1) / p->cores;
+  t0 = MPI_Wtime();
+  for (int r = 0; r < p->rounds; r++) {
+    int k = r * p->cores + me_local + 1;
+    if (me_local < p->cores && k <= p->steps) {
+      int partner_node = me_node ^ k;
+      if (partner_node < nnodes)
+        exchange_pair(PHASE_INTER, k, r + 1, node_ranks[partner_node][me_local]);
+    }
+    barrier_bounded(MPI_COMM_WORLD, "an all-pairs round");
+  }
+  p->seconds = MPI_Wtime() - t0;
+}
+
+/* Brings every rank's pair records to rank 0; returns their count there. */
+static int gather_pairs(double **all)
+{
+  int mine = pair_nrec * pair_len;
+  int *counts = rank == 0 ? calloc((size_t)nranks, sizeof(int)) : NULL;
+  int *offsets = rank == 0 ? calloc((size_t)nranks, sizeof(int)) : NULL;
+  if (rank == 0 && (!counts || !offsets))
+    fail_here("out of memory");
+  MPI_Request req;
+  MPI_Igather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+  wait_all(1, &req, 1, "gathering the all-pairs results", -1);
+  long total = 0;
+  if (rank == 0) {
+    for (int r = 0; r < nranks; r++) {
+      offsets[r] = (int)total;
+      total += counts[r];
+    }
+    if (total > (long)INT32_MAX)
+      fail_here("too many all-pairs results to gather (use fewer --reps or factors)");
+    *all = malloc(sizeof(double) * (size_t)(total ? total : 1));
+    if (!*all)
+      fail_here("out of memory for the all-pairs results");
+  }
+  MPI_Igatherv(pair_recs, mine, MPI_DOUBLE, rank == 0 ? *all : NULL, counts, offsets,
+               MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
+  wait_all(1, &req, 1, "gathering the all-pairs results", -1);
+  free(counts);
+  free(offsets);
+  return rank == 0 ? (int)(total / pair_len) : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Barrier                                                             */
+
+typedef struct {
+  int ranks;
+  double min_us, avg_us, max_us;
+} barrier_row_t;
+
+static int barrier_counts(int *counts)
+{
+  int n = 0;
+  if (nranks <= 16) {
+    for (int p = 2; p <= nranks; p++)
+      counts[n++] = p;
+  } else {
+    for (int p = 2; p < nranks; p *= 2)
+      counts[n++] = p;
+    counts[n++] = nranks;
+  }
+  return n;
+}
+
+static void mpi_barrier_series(int p, barrier_row_t *row)
+{
+  barrier_bounded(MPI_COMM_WORLD, "the barrier test");
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
+  double mine = 0;
+  if (sub != MPI_COMM_NULL) {
+    for (long i = 0; i < opt.barrier_warmup; i++)
+      MPI_Barrier(sub);
+    double t0 = tiers_now();
+    for (long i = 0; i < opt.barrier_iters; i++)
+      MPI_Barrier(sub);
+    mine = (tiers_now() - t0) * 1e6 / (double)opt.barrier_iters;
+    double lo, hi, sum;
+    MPI_Request req[3];
+    MPI_Ireduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, sub, &req[0]);
+    MPI_Ireduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, sub, &req[1]);
+    MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req[2]);
+    wait_all(3, req, 1, "the barrier test", -1);
+    row->ranks = p;
+    row->min_us = lo;
+    row->max_us = hi;
+    row->avg_us = sum / p;
+    MPI_Comm_free(&sub);
+  }
+}
+
+/*
+ * Hook for the hybrid runtime's barrier (threads inside a node, messages
+ * between nodes): not measured yet, since that runtime does not exist yet.
+ * When it does, measure it here over the same rank counts and return 1;
+ * the JSON then carries its rows under barrier.hybrid instead of null.
+ */
+static int measure_hybrid_barrier(int p, barrier_row_t *row)
+{
+  (void)p;
+  (void)row;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Output                                                              */
+
+static void json_sizes(tiers_json_t *j, const char *key, const uint64_t *v, int n)
+{
+  tiers_json_key(j, key);
+  tiers_json_array_begin(j);
+  for (int i = 0; i < n; i++)
+    tiers_json_int(j, (int64_t)v[i]);
+  tiers_json_array_end(j);
+}
+
+static void write_params(tiers_json_t *j)
+{
+  char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+  int len = 0;
+  MPI_Get_library_version(library, &len);
+  char *nl = strchr(library, '\n');
+  if (nl)
+    *nl = '\0';
+  tiers_json_key(j, "params");
+  tiers_json_object_begin(j);
+  tiers_json_kv_int(j, "ranks", nranks);
+  tiers_json_key(j, "tests");
+  tiers_json_array_begin(j);
+  for (int t = 0; t < NTESTS; t++)
+    if (opt.selected[t])
+      tiers_json_string(j, test_names[t]);
+  tiers_json_array_end(j);
+  tiers_json_kv_bool(j, "quick", opt.quick);
+  tiers_json_kv_double(j, "timeout_s", opt.timeout);
+  tiers_json_kv_bool(j, "yield", opt.yield);
+  tiers_json_kv_string(j, "mpi_library", library);
+  tiers_json_kv_string(j, "clock", "clock_gettime(CLOCK_MONOTONIC)");
+  tiers_json_key(j, "pingpong");
+  tiers_json_object_begin(j);
+  json_sizes(j, "sizes", opt.sizes, opt.nsizes);
+  int64_t pair[2] = {opt.pair_a, opt.pair_b};
+  tiers_json_kv_int_array(j, "pair", pair, 2);
+  tiers_json_kv_int(j, "iters", opt.iters);
+  tiers_json_kv_int(j, "skip", opt.skip);
+  tiers_json_kv_int(j, "iters_large", opt.iters_large);
+  tiers_json_kv_int(j, "skip_large", opt.skip_large);
+  tiers_json_kv_int(j, "large_above_bytes", LARGE_MESSAGE);
+  tiers_json_kv_int(j, "bw_iters", opt.bw_iters);
+  tiers_json_kv_int(j, "bw_skip", opt.bw_skip);
+  tiers_json_kv_int(j, "bw_iters_large", opt.bw_iters_large);
+  tiers_json_kv_int(j, "bw_skip_large", opt.bw_skip_large);
+  tiers_json_kv_int(j, "window", opt.window);
+  tiers_json_object_end(j);
+  tiers_json_key(j, "allpairs");
+  tiers_json_object_begin(j);
+  tiers_json_kv_double(j, "center_bytes", opt.center);
+  tiers_json_kv_double_array(j, "factors", opt.factors, (size_t)opt.nfactors);
+  json_sizes(j, "sizes", ap_sizes, opt.nfactors);
+  tiers_json_kv_int(j, "reps", opt.reps);
+  tiers_json_kv_int(j, "warmup", opt.warmup);
+  tiers_json_kv_int(j, "cores_per_node", opt.cores_per_node);
+  tiers_json_kv_int(j, "node_size", opt.node_size);
+  tiers_json_kv_bool(j, "flat", opt.flat);
+  tiers_json_kv_string(j, "time", "one-way time = round trip / 2, per repetition");
+  tiers_json_object_end(j);
+  tiers_json_key(j, "barrier");
+  tiers_json_object_begin(j);
+  tiers_json_kv_int(j, "iters", opt.barrier_iters);
+  tiers_json_kv_int(j, "warmup", opt.barrier_warmup);
+  tiers_json_object_end(j);
+  tiers_json_object_end(j);
+}
+
+static void write_placement(tiers_json_t *j)
+{
+  tiers_json_key(j, "placement");
+  tiers_json_array_begin(j);
+  for (int r = 0; r < nranks; r++) {
+    tiers_json_object_begin(j);
+    tiers_json_kv_int(j, "rank", r);
+    tiers_json_kv_string(j, "host", places[r].host);
+    tiers_json_kv_string(j, "cpuset", places[r].cpuset);
+    tiers_json_kv_string(j, "pus", places[r].pus);
+    tiers_json_kv_int(j, "node", node_of[r]);
+    tiers_json_kv_int(j, "local", local_of[r]);
+    tiers_json_object_end(j);
+  }
+  tiers_json_array_end(j);
+  tiers_json_key(j, "nodes");
+  tiers_json_array_begin(j);
+  for (int nd = 0; nd < nnodes; nd++) {
+    tiers_json_object_begin(j);
+    tiers_json_kv_int(j, "node", nd);
+    tiers_json_kv_string(j, "host", places[node_ranks[nd][0]].host);
+    tiers_json_key(j, "ranks");
+    tiers_json_array_begin(j);
+    for (int q = 0; q < node_count[nd]; q++)
+      tiers_json_int(j, node_ranks[nd][q]);
+    tiers_json_array_end(j);
+    tiers_json_object_end(j);
+  }
+  tiers_json_array_end(j);
+}
+
+static int cmp_rec(const void *x, const void *y)
+{
+  const double *a = x, *b = y;
+  for (int k = 0; k < PAIR_HEAD; k++)
+    if (a[k] != b[k])
+      return a[k] < b[k] ? -1 : 1;
+  return 0;
+}
+
+static void write_allpairs(tiers_json_t *j, const phase_t *phases, double *recs, int nrec)
+{
+  qsort(recs, (size_t)nrec, sizeof(double) * (size_t)pair_len, cmp_rec);
+  tiers_json_key(j, "allpairs");
+  tiers_json_object_begin(j);
+  json_sizes(j, "sizes", ap_sizes, opt.nfactors);
+  tiers_json_kv_int(j, "reps", opt.reps);
+  tiers_json_key(j, "phases");
+  tiers_json_array_begin(j);
+  for (int ph = 0; ph < 2; ph++) {
+    const phase_t *p = &phases[ph];
+    tiers_json_object_begin(j);
+    tiers_json_kv_string(j, "phase", phase_names[ph]);
+    tiers_json_kv_int(j, "units", p->units);
+    tiers_json_kv_int(j, "m", p->m);
+    tiers_json_kv_int(j, "steps", p->steps);
+    tiers_json_kv_int(j, "cores_per_node", p->cores);
+    tiers_json_kv_int(j, "rounds", p->rounds);
+    tiers_json_kv_double(j, "seconds", p->seconds);
+    tiers_json_object_end(j);
+  }
+  tiers_json_array_end(j);
+  /* the schedule that ran: per phase and step, the pairs that exchanged */
+  tiers_json_key(j, "schedule");
+  tiers_json_array_begin(j);
+  for (int i = 0; i < nrec;) {
+    const double *head = recs + (size_t)i * (size_t)pair_len;
+    tiers_json_object_begin(j);
+    tiers_json_kv_string(j, "phase", phase_names[(int)head[0]]);
+    tiers_json_kv_int(j, "step", (int64_t)head[1]);
+    tiers_json_kv_int(j, "round", (int64_t)head[2]);
+    tiers_json_key(j, "pairs");
+    tiers_json_array_begin(j);
+    int k = i;
+    for (; k < nrec; k++) {
+      const double *r = recs + (size_t)k * (size_t)pair_len;
+      if (r[0] != head[0] || r[1] != head[1])
+        break;
+      int64_t ab[2] = {(int64_t)r[3], (int64_t)r[4]};
+      tiers_json_array_begin(j);
+      tiers_json_int(j, ab[0]);
+      tiers_json_int(j, ab[1]);
+      tiers_json_array_end(j);
+    }
+    tiers_json_array_end(j);
+    tiers_json_object_end(j);
+    i = k;
+  }
+  tiers_json_array_end(j);
+  tiers_json_key(j, "pairs");
+  tiers_json_array_begin(j);
+  for (int i = 0; i < nrec; i++) {
+    const double *r = recs + (size_t)i * (size_t)pair_len;
+    tiers_json_object_begin(j);
+    tiers_json_kv_int(j, "a", (int64_t)r[3]);
+    tiers_json_kv_int(j, "b", (int64_t)r[4]);
+    tiers_json_kv_string(j, "phase", phase_names[(int)r[0]]);
+    tiers_json_kv_int(j, "step", (int64_t)r[1]);
+    tiers_json_kv_int(j, "round", (int64_t)r[2]);
+    tiers_json_key(j, "times_us");
+    tiers_json_array_begin(j);
+    for (int f = 0; f < opt.nfactors; f++) {
+      tiers_json_array_begin(j);
+      for (long q = 0; q < opt.reps; q++)
+        tiers_json_double(j, r[PAIR_HEAD + f * opt.reps + q]);
+      tiers_json_array_end(j);
+    }
+    tiers_json_array_end(j);
+    tiers_json_object_end(j);
+  }
+  tiers_json_array_end(j);
+  tiers_json_object_end(j);
+}
+
+/* ------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+  tiers_tool_init(argv[0]);
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  parse_args(argc, argv);
+  double start = MPI_Wtime();
+
+  if (nranks < 2)
+    fail_all("a single rank cannot measure anything: run tiers-probe-net on at least 2 ranks");
+  if (opt.selected[TEST_PINGPONG] && (opt.pair_a >= nranks || opt.pair_b >= nranks))
+    fail_all("--pair %ld,%ld names a rank beyond the %d ranks", opt.pair_a, opt.pair_b, nranks);
+  uint64_t need = 0;
+  if (opt.selected[TEST_PINGPONG])
+    for (int i = 0; i < opt.nsizes; i++)
+      if (opt.sizes[i] > need)
+        need = opt.sizes[i];
+  for (int f = 0; f < opt.nfactors; f++) {
+    double s = round(opt.center * opt.factors[f]);
+    if (opt.selected[TEST_ALLPAIRS] && !(s >= 1))
+      fail_all("all-pairs message size %.0f B (centre %.0f x factor %g) is zero: the fit "
+               "needs messages of at least 1 byte", s, opt.center, opt.factors[f]);
+    ap_sizes[f] = s >= 1 ? (uint64_t)s : 0;
+    if (opt.selected[TEST_ALLPAIRS] && ap_sizes[f] > need)
+      need = ap_sizes[f];
+  }
+  if (need > (uint64_t)INT32_MAX)
+    fail_all("message size %llu B is larger than one MPI message of MPI_BYTE can be "
+             "(at most %d B)", (unsigned long long)need, INT32_MAX);
+
+  /* memory: two buffers per rank, on every rank of this host */
+  MPI_Comm host_comm;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host_comm);
+  int on_host = 1;
+  MPI_Comm_size(host_comm, &on_host);
+  MPI_Comm_free(&host_comm);
+  double want = 2.0 * (double)(need ? need : 1) * on_host;
+  size_t avail = tiers_topo_available_memory();
+  int too_big = avail > 0 && want > 0.9 * (double)avail;
+  int any_too_big = 0;
+  MPI_Allreduce(&too_big, &any_too_big, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any_too_big)
+    fail_all("messages of %llu B need %.1f GiB of buffers for the ranks of one host, more "
+             "than its free memory: choose smaller sizes", (unsigned long long)need,
+             want / (1 << 30));
+  sbuf = malloc(need ? need : 1);
+  rbuf = malloc(need ? need : 1);
+  if (!sbuf || !rbuf)
+    fail_here("cannot allocate two buffers of %llu B", (unsigned long long)need);
+  memset(sbuf, 'a' + rank % 26, need ? need : 1);
+  memset(rbuf, 0, need ? need : 1);
+
+  find_placement();
+  if (opt.selected[TEST_ALLPAIRS] && nnodes > 1) {
+    for (int nd = 0; nd < nnodes; nd++)
+      if (node_count[nd] < opt.cores_per_node)
+        fail_all("--cores-per-node %ld, but node %d (%s) has only %d rank%s", opt.cores_per_node,
+                 nd, places[node_ranks[nd][0]].host, node_count[nd],
+                 node_count[nd] == 1 ? "" : "s");
+  }
+
+  pp_row_t *pp = calloc((size_t)opt.nsizes, sizeof *pp);
+  int bcounts[64];
+  int nbarrier = barrier_counts(bcounts);
+  barrier_row_t brows[64], hrows[64];
+  int have_hybrid = 0;
+  phase_t phases[2];
+  memset(phases, 0, sizeof phases);
+  double *recs = NULL;
+  int nrec = 0;
+  double seconds[NTESTS] = {0};
+  if (!pp)
+    fail_here("out of memory");
+
+  barrier_bounded(MPI_COMM_WORLD, "start-up");
+  if (opt.selected[TEST_PINGPONG]) {
+    double t0 = MPI_Wtime();
+    maybe_die(TEST_PINGPONG);
+    for (int i = 0; i < opt.nsizes; i++)
+      pingpong_size(opt.sizes[i], &pp[i]);
+    seconds[TEST_PINGPONG] = MPI_Wtime() - t0;
+  }
+  if (opt.selected[TEST_ALLPAIRS]) {
+    double t0 = MPI_Wtime();
+    maybe_die(TEST_ALLPAIRS);
+    all_pairs(phases);
+    nrec = gather_pairs(&recs);
+    seconds[TEST_ALLPAIRS] = MPI_Wtime() - t0;
+  }
+  if (opt.selected[TEST_BARRIER]) {
+    double t0 = MPI_Wtime();
+    maybe_die(TEST_BARRIER);
+    for (int i = 0; i < nbarrier; i++)
+      mpi_barrier_series(bcounts[i], &brows[i]);
+    have_hybrid = 1;
+    for (int i = 0; i < nbarrier; i++)
+      have_hybrid &= measure_hybrid_barrier(bcounts[i], &hrows[i]);
+    seconds[TEST_BARRIER] = MPI_Wtime() - t0;
+  }
+  barrier_bounded(MPI_COMM_WORLD, "the end of the measurements");
+
+  if (rank == 0) {
+    tiers_json_t j;
+    tiers_json_init(&j, stdout);
+    tiers_json_object_begin(&j);
+    tiers_tool_json_native(&j);
+    write_params(&j);
+    write_placement(&j);
+    if (opt.selected[TEST_PINGPONG]) {
+      tiers_json_key(&j, "pingpong");
+      tiers_json_object_begin(&j);
+      int64_t pair[2] = {opt.pair_a, opt.pair_b};
+      tiers_json_kv_int_array(&j, "pair", pair, 2);
+      tiers_json_key(&j, "rows");
+      tiers_json_array_begin(&j);
+      for (int i = 0; i < opt.nsizes; i++) {
+        const pp_row_t *r = &pp[i];
+        tiers_json_object_begin(&j);
+        tiers_json_kv_int(&j, "bytes", (int64_t)r->bytes);
+        tiers_json_kv_int(&j, "iters", r->iters);
+        tiers_json_kv_int(&j, "skip", r->skip);
+        tiers_json_kv_double(&j, "rtt_us", r->rtt_us);
+        tiers_json_kv_double(&j, "latency_us", r->rtt_us / 2);
+        /* ping-pong bandwidth: bytes per one-way time (bytes/us = MB/s) */
+        tiers_json_kv_double(&j, "pingpong_mbps",
+                             r->bytes ? (double)r->bytes / (r->rtt_us / 2) : NAN);
+        tiers_json_kv_int(&j, "bw_iters", r->bytes ? r->bw_iters : 0);
+        tiers_json_kv_int(&j, "bw_skip", r->bytes ? r->bw_skip : 0);
+        tiers_json_kv_int(&j, "bw_window", opt.window);
+        tiers_json_kv_double(&j, "bw_mbps", r->bw_mbps);
+        tiers_json_object_end(&j);
+      }
+      tiers_json_array_end(&j);
+      tiers_json_kv_double(&j, "seconds", seconds[TEST_PINGPONG]);
+      tiers_json_object_end(&j);
+    }
+    if (opt.selected[TEST_ALLPAIRS]) {
+      write_allpairs(&j, phases, recs, nrec);
+    }
+    if (opt.selected[TEST_BARRIER]) {
+      tiers_json_key(&j, "barrier");
+      tiers_json_object_begin(&j);
+      tiers_json_kv_int(&j, "iters", opt.barrier_iters);
+      tiers_json_key(&j, "mpi");
+      tiers_json_array_begin(&j);
+      for (int i = 0; i < nbarrier; i++) {
+        tiers_json_object_begin(&j);
+        tiers_json_kv_int(&j, "ranks", brows[i].ranks);
+        tiers_json_kv_double(&j, "min_us", brows[i].min_us);
+        tiers_json_kv_double(&j, "avg_us", brows[i].avg_us);
+        tiers_json_kv_double(&j, "max_us", brows[i].max_us);
+        tiers_json_object_end(&j);
+      }
+      tiers_json_array_end(&j);
+      tiers_json_key(&j, "hybrid");
+      if (have_hybrid) {
+        tiers_json_array_begin(&j);
+        for (int i = 0; i < nbarrier; i++) {
+          tiers_json_object_begin(&j);
+          tiers_json_kv_int(&j, "ranks", hrows[i].ranks);
+          tiers_json_kv_double(&j, "avg_us", hrows[i].avg_us);
+          tiers_json_object_end(&j);
+        }
+        tiers_json_array_end(&j);
+      } else {
+        tiers_json_null(&j);
+      }
+      tiers_json_kv_double(&j, "seconds", seconds[TEST_BARRIER]);
+      tiers_json_object_end(&j);
+    }
+    tiers_json_kv_double(&j, "seconds", MPI_Wtime() - start);
+    tiers_json_object_end(&j);
+    if (tiers_json_finish(&j) != 0)
+      fail_here("cannot write the report to stdout");
+  }
+  free(recs);
+  free(pair_recs);
+  free(pp);
+  free(sbuf);
+  free(rbuf);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,477 @@
+"""``tiers probe net``: what messages cost between every pair of processes.
+
+The native MPI program ``tiers-probe-net``, started through the launching
+module (:mod:`tiers.launch`), measures
+
+- **ping-pong** between two ranks for sizes 0 B .. 4 MiB: round-trip time,
+  one-way latency (round trip / 2) and the streaming bandwidth of a window
+  of non-blocking sends (as ``osu_latency`` and ``osu_bw`` do), warm-up
+  iterations skipped;
+- **all pairs in parallel** (``--all-pairs``; seed 002 §3.2): at step k rank
+  i exchanges with rank i XOR k, so every pair meets once in 2^m - 1 steps;
+  between nodes one core per node takes part (``--cores-per-node c``: c
+  steps at once); each pair exchanges sizes around a centre (1.5 MB x
+  0.667, 0.8, 1, 1.25, 1.5) several times;
+- **barrier**: ``MPI_Barrier`` time over 2..n ranks.
+
+This module fits time = latency + size / bandwidth for every pair
+(:mod:`tiers.probe.netfit`), classifies each pair by the layer that joins it
+(hwloc and host names), summarises per layer, builds the rank x rank
+matrices ``tiers map`` takes as link costs, prints seed-001-style tables and
+draws heat maps.  The document is ``tiers.probe.net/1``
+(docs/schemas/probe-net.md).
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from .. import launch, native, plot as tplot, result
+from ..errors import TiersError
+from . import netfit
+
+TOOL = "tiers-probe-net"
+TESTS = ("pingpong", "allpairs", "barrier")
+DEFAULT_CENTER = 1_500_000
+DEFAULT_FACTORS = (0.667, 0.8, 1.0, 1.25, 1.5)
+DEFAULT_TIMEOUT_S = 60.0
+MAX_MESSAGE = 2**31 - 1
+
+_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text) -> int:
+    """Return the bytes of a size: an int, or text such as ``"4096"``,
+    ``"64K"``, ``"4M"`` (powers of 1024, as the native tools read them)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise TiersError(f"bad size {text}: sizes cannot be negative")
+        return text
+    t = str(text).strip().upper()
+    for tail in ("IB", "B"):
+        if t.endswith(tail) and len(t) > len(tail):
+            t = t[: -len(tail)]
+            break
+    unit = t[-1] if t and t[-1] in _SUFFIX else ""
+    number = t[: -1] if unit else t
+    try:
+        value = float(number)
+    except ValueError:
+        raise TiersError(f"bad size '{text}': use bytes such as 4096, 64K or 4M") from None
+    if not value >= 0 or math.isinf(value):
+        raise TiersError(f"bad size '{text}': sizes cannot be negative")
+    return int(value * _SUFFIX[unit])
+
+
+def _list(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [w for w in value.split(",") if w.strip()]
+    return [str(v) for v in value]
+
+
+def default_ranks() -> int:
+    """Return the rank count used when none is given: the cores of this
+    machine, at least 2."""
+    return max(2, launch.local_slots())
+
+
+def native_args(*, tests=None, sizes=None, iters=None, window=None, pair=None, center=None,
+                factors=None, reps=None, cores_per_node=None, node_size=None,
+                flat=False, barrier_iters=None, timeout=None, quick=False,
+                yield_cpu=False, extra=()) -> list[str]:
+    """Return the tiers-probe-net arguments for these options (lists as
+    Python lists or comma-separated text; None: the tool's default) after
+    checking them: one line of TiersError for sizes the tool cannot
+    measure, an all-pairs size of zero, or fewer than two distinct
+    all-pairs sizes."""
+    args: list[str] = []
+    tests_l = _list(tests)
+    for t in tests_l:
+        if t not in TESTS:
+            raise TiersError(f"unknown test '{t}': choose among {', '.join(TESTS)}")
+    if tests_l:
+        args += ["--tests", ",".join(tests_l)]
+    if sizes is not None:
+        sz = [parse_size(s) for s in _list(sizes)]
+        if not sz:
+            raise TiersError("--sizes is empty")
+        for s in sz:
+            if s > MAX_MESSAGE:
+                raise TiersError(f"message size {s} B is larger than one MPI message can be "
+                                 f"(at most {MAX_MESSAGE} B)")
+        args += ["--sizes", ",".join(str(s) for s in sz)]
+    c = parse_size(center) if center is not None else DEFAULT_CENTER
+    fs = [float(f) for f in _list(factors)] if factors is not None else list(DEFAULT_FACTORS)
+    if any(not f > 0 for f in fs) or not fs:
+        raise TiersError("all-pairs factors must be positive numbers")
+    ap_sizes = [round(c * f) for f in fs]
+    if not tests_l or "allpairs" in tests_l:
+        if c == 0 or min(ap_sizes) < 1:
+            raise TiersError(f"all-pairs message size {min(ap_sizes)} B is zero: the "
+                             "latency/bandwidth fit needs messages of at least 1 byte")
+        if max(ap_sizes) > MAX_MESSAGE:
+            raise TiersError(f"all-pairs message size {max(ap_sizes)} B is larger than one MPI "
+                             f"message can be (at most {MAX_MESSAGE} B)")
+        if "allpairs" in tests_l and len(set(ap_sizes)) < 2:
+            raise TiersError("the all-pairs fit needs at least two different sizes "
+                             "(give --factors with two or more values)")
+    if center is not None:
+        args += ["--center", str(c)]
+    if factors is not None:
+        args += ["--factors", ",".join(f"{f:g}" for f in fs)]
+    for flag, value, low in (("--iters", iters, 1), ("--window", window, 1), ("--reps", reps, 1),
+                             ("--cores-per-node", cores_per_node, 1),
+                             ("--node-size", node_size, 1),
+                             ("--barrier-iters", barrier_iters, 1)):
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise TiersError(f"{flag} must be a positive integer, not {value!r}")
+        args += [flag, str(value)]
+    if pair is not None:
+        a, b = (int(x) for x in (_list(pair) if not isinstance(pair, (tuple, list)) else pair))
+        args += ["--pair", f"{a},{b}"]
+    if timeout is not None:
+        if not timeout > 0:
+            raise TiersError(f"--timeout must be a positive number of seconds, not {timeout}")
+        args += ["--timeout", f"{float(timeout):g}"]
+    if flat:
+        args.append("--flat")
+    if quick:
+        args.append("--quick")
+    if yield_cpu:
+        args.append("--yield")
+    return args + [str(e) for e in extra]
+
+
+def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, sizes=None,
+            iters=None, window=None, pair=None, center=None, factors=None, reps=None,
+            cores_per_node=None, node_size=None, flat: bool = False, barrier_iters=None,
+            timeout: float | None = None, time_limit: float | None = None,
+            quick: bool = False, launcher=None, hostfile=None,
+            launcher_args: Sequence[str] | str = (), native_extra: Sequence[str] = (),
+            topology: str = "this", argv: list[str] | None = None) -> dict:
+    """Run the message probe on ``ranks`` ranks (default: the cores, at
+    least 2) and return its ``tiers.probe.net/1`` result document.
+
+    ``tests`` picks among pingpong, allpairs, barrier (default pingpong and
+    barrier; ``all_pairs=True`` adds allpairs).  Ping-pong: ``sizes`` (list
+    or "0,8,1K"), ``iters`` per size, streaming ``window``, ``pair`` of
+    ranks.  All pairs: ``center`` bytes, ``factors``, ``reps`` per size,
+    ``cores_per_node``, ``node_size`` (treat blocks of that many ranks as
+    nodes), ``flat`` (one XOR schedule over all ranks).  ``barrier_iters``.
+    ``timeout`` bounds every wait inside the program (seconds, default 60);
+    ``time_limit`` the whole run (default 1800 s).  ``launcher`` (kind or
+    :class:`tiers.launch.Launcher`), ``hostfile`` and ``launcher_args``
+    (extra launcher options, a list or one string) go to the launching
+    module; with more ranks than cores Open MPI ranks yield the CPU when
+    idle.  ``topology`` is the hwloc source used to classify pairs on one
+    host ("this": the machine).  Raise TiersError (one line) on bad input
+    and :class:`tiers.launch.LaunchError` when a rank fails or stalls."""
+    ranks = default_ranks() if ranks is None else ranks
+    if not isinstance(ranks, int) or isinstance(ranks, bool):
+        raise TiersError(f"the number of ranks must be an integer, not {ranks!r}")
+    if ranks < 2:
+        raise TiersError(f"tiers probe net needs at least 2 ranks (got {ranks}): a single "
+                         "rank cannot measure anything")
+    selected = _list(tests) or ["pingpong", "barrier"]
+    if all_pairs and "allpairs" not in selected:
+        selected.append("allpairs")
+    selected = [t for t in TESTS if t in selected] + [t for t in selected if t not in TESTS]
+    if pair is not None:
+        pa, pb = (int(x) for x in (_list(pair) if not isinstance(pair, (tuple, list)) else pair))
+        if pa == pb or not (0 <= pa < ranks and 0 <= pb < ranks):
+            raise TiersError(f"--pair {pa},{pb} must name two different ranks below {ranks}")
+        pair = (pa, pb)
+    oversubscribed = ranks > launch.local_slots() and hostfile is None
+    args = native_args(tests=selected, sizes=sizes, iters=iters, window=window, pair=pair,
+                       center=center, factors=factors, reps=reps,
+                       cores_per_node=cores_per_node, node_size=node_size, flat=flat,
+                       barrier_iters=barrier_iters, timeout=timeout, quick=quick,
+                       yield_cpu=oversubscribed, extra=native_extra)
+    program = [str(native.tool_path(TOOL)), *args]
+    lau = launcher if isinstance(launcher, launch.Launcher) else launch.detect(launcher)
+    extra = shlex.split(launcher_args) if isinstance(launcher_args, str) else list(launcher_args)
+    mca = {"mpi_yield_when_idle": "1"} if oversubscribed and lau.kind == "openmpi" else None
+    command = launch.build_command(lau, program, ranks, hostfile=hostfile, mca=mca, extra=extra)
+    limit = float(time_limit) if time_limit is not None else 1800.0
+    run = launch.run_command(command, timeout=limit, label=TOOL, ranks=ranks)
+    raw = run.json(TOOL)
+    layer_matrix = cache_matrix = None
+    if "allpairs" in raw:
+        from .. import topo
+
+        tdoc = topo.measure(topology)
+        layer_matrix = tdoc["samples"]["layer_matrix"]
+        cache_matrix = tdoc["samples"]["cache_level_matrix"]
+    samples, summary = analyse(raw, layer_matrix, cache_matrix)
+    params = dict(raw["params"])
+    params.update({"launcher": lau.to_dict(), "launch_command": command,
+                   "oversubscribed": oversubscribed, "topology": topology,
+                   "wall_seconds": round(run.elapsed_s, 3)})
+    return result.new_document("probe.net", params=params, samples=samples, summary=summary,
+                               argv=argv, native=raw.get("native", {}))
+
+
+def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict, dict]:
+    """Return (samples, summary) of a document from the native tool's
+    output: the fit and the layer of every all-pairs pair go into the
+    samples; the ping-pong table, the matrices, the per-layer summary and
+    the barrier table into the summary."""
+    placement = raw.get("placement", [])
+    samples = {"placement": placement, "nodes": raw.get("nodes", [])}
+    summary: dict = {"ranks": raw["params"]["ranks"], "seconds": raw.get("seconds")}
+    if "pingpong" in raw:
+        pp = raw["pingpong"]
+        samples["pingpong"] = pp
+        rows = [{k: r[k] for k in ("bytes", "rtt_us", "latency_us", "pingpong_mbps", "bw_mbps")}
+                for r in pp["rows"]]
+        small = rows[0] if rows else None
+        mib = next((r for r in rows if r["bytes"] == 2**20), None)
+        summary["pingpong"] = {
+            "pair": pp["pair"], "rows": rows,
+            "small_bytes": small["bytes"] if small else None,
+            "small_latency_us": small["latency_us"] if small else None,
+            "bandwidth_1mib_mbps": mib["bw_mbps"] if mib else None,
+            "pingpong_1mib_mbps": mib["pingpong_mbps"] if mib else None,
+            "seconds": pp.get("seconds")}
+    if "allpairs" in raw:
+        ap = raw["allpairs"]
+        sizes = ap["sizes"]
+        pairs = []
+        for p in ap["pairs"]:
+            fit = netfit.fit_line(sizes, p["times_us"])
+            rec = dict(p)
+            rec.update(fit)
+            if layer_matrix is not None and placement:
+                rec.update(netfit.classify(placement[p["a"]], placement[p["b"]], layer_matrix,
+                                           cache_level_matrix))
+            pairs.append(rec)
+        samples["allpairs"] = {"sizes": sizes, "reps": ap["reps"], "phases": ap["phases"],
+                               "schedule": ap["schedule"], "pairs": pairs}
+        n = raw["params"]["ranks"]
+        phases = {ph["phase"]: ph for ph in ap["phases"]}
+        r2 = [p["r2"] for p in pairs]
+        nodes = raw.get("nodes", [])
+        node_matrices = None
+        inter = [p for p in pairs if p["phase"] == "inter"]
+        if len(nodes) > 1 and inter:
+            node_of = {pl["rank"]: pl["node"] for pl in placement}
+            node_pairs = [dict(p, a=node_of[p["a"]], b=node_of[p["b"]], phase="node")
+                          for p in inter]
+            node_matrices = netfit.pair_matrices(len(nodes), node_pairs)
+            node_matrices["hosts"] = [nd["host"] for nd in nodes]
+        summary["allpairs"] = {
+            "steps": {k: v["steps"] for k, v in phases.items()},
+            "rounds": {k: v["rounds"] for k, v in phases.items()},
+            "total_steps": sum(v["steps"] for v in phases.values()),
+            "total_rounds": sum(v["rounds"] for v in phases.values()),
+            "pairs": len(pairs),
+            "seconds": sum(v["seconds"] for v in phases.values()),
+            "r2_min": min(r2) if r2 else None,
+            "r2_mean": sum(r2) / len(r2) if r2 else None,
+            "matrices": netfit.pair_matrices(n, pairs, placement),
+            "node_matrices": node_matrices,
+            "layers": netfit.layer_summary(pairs) if pairs and "layer" in pairs[0] else [],
+        }
+    if "barrier" in raw:
+        samples["barrier"] = raw["barrier"]
+        summary["barrier"] = {"mpi": raw["barrier"]["mpi"], "hybrid": raw["barrier"]["hybrid"]}
+    return samples, summary
+
+
+# --------------------------------------------------------------------------
+# Output
+
+
+def _size(b: int) -> str:
+    for unit, mult in (("MiB", 2**20), ("KiB", 2**10)):
+        if b >= mult and b % mult == 0:
+            return f"{b // mult} {unit}"
+    return f"{b} B" if b < 10_000 else f"{b:,} B"
+
+
+def _num(v, fmt="{:,.2f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def render(doc: dict, console: Console) -> None:
+    """Print a document: the ping-pong round-trip and bandwidth tables (the
+    layout of seed 001's Tables 1 and 2), the all-pairs run and its
+    per-layer summary (seed 002's Table 5) and the barrier times over rank
+    counts (seed 004's Tables 3 and 4)."""
+    p = doc["params"]
+    s = doc["summary"]
+    console.print(f"{p['ranks']} ranks, {p.get('mpi_library', '').split(',')[0]}; "
+                  f"launcher {p.get('launcher', {}).get('name', '')} "
+                  f"{p.get('launcher', {}).get('version', '')}"
+                  + (" (more ranks than cores: ranks yield when idle)"
+                     if p.get("oversubscribed") else ""))
+    if "pingpong" in s:
+        pp = s["pingpong"]
+        a, b = pp["pair"]
+        hosts = {pl["rank"]: pl for pl in doc["samples"]["placement"]}
+        where = f"rank {a} ({hosts[a]['host']}, PUs {hosts[a]['pus']}) and rank {b} " \
+                f"({hosts[b]['host']}, PUs {hosts[b]['pus']})"
+        t = Table(title=f"Round-trip time between {where}", title_justify="left")
+        t.add_column("message size (byte)", justify="right")
+        t.add_column("round-trip time (us)", justify="right")
+        t.add_column("latency (us)", justify="right")
+        t.add_column("ping-pong MB/s", justify="right")
+        t.add_column("streaming MB/s", justify="right")
+        for r in pp["rows"]:
+            t.add_row(f"{r['bytes']:,}", _num(r["rtt_us"]), _num(r["latency_us"]),
+                      _num(r["pingpong_mbps"], "{:,.1f}"), _num(r["bw_mbps"], "{:,.1f}"))
+        console.print(t)
+        pr = doc["params"]["pingpong"]
+        console.print(f"latency = round trip / 2, mean over {pr['iters']} iterations "
+                      f"({pr['iters_large']} above {pr['large_above_bytes']} B) after "
+                      f"{pr['skip']} ({pr['skip_large']}) warm-up ones; streaming bandwidth: "
+                      f"windows of {pr['window']} non-blocking sends; MB = 10^6 bytes.")
+    if "allpairs" in s:
+        ap = s["allpairs"]
+        pa = doc["params"]["allpairs"]
+        phases = doc["samples"]["allpairs"]["phases"]
+        words = []
+        for ph in phases:
+            if ph["steps"] == 0:
+                continue
+            unit = "ranks of a node" if ph["phase"] == "intra" else "nodes"
+            extra = (f", {ph['cores_per_node']} cores per node -> {ph['rounds']} rounds"
+                     if ph["phase"] == "inter" else "")
+            words.append(f"{ph['phase']}: {ph['units']} {unit}, {ph['steps']} steps{extra}, "
+                         f"{ph['seconds']:.3f} s")
+        console.print(f"All pairs (XOR schedule): {ap['pairs']} pairs; " + "; ".join(words))
+        console.print(f"sizes {', '.join(f'{x:,}' for x in doc['samples']['allpairs']['sizes'])} "
+                      f"B (centre {pa['center_bytes']:,.0f} B), {pa['reps']} repetitions each; "
+                      f"fit time = latency + size / bandwidth, R^2 min "
+                      f"{_num(ap['r2_min'], '{:.4f}')}, mean {_num(ap['r2_mean'], '{:.4f}')}")
+        if ap["layers"]:
+            t = Table(title="Per layer (mean +- standard deviation over pairs)",
+                      title_justify="left")
+            t.add_column("layer")
+            t.add_column("pairs", justify="right")
+            t.add_column("bandwidth MB/s", justify="right")
+            t.add_column("latency us", justify="right")
+            for row in ap["layers"]:
+                bw = "-" if row["bandwidth_mean_mbps"] is None else \
+                    f"{row['bandwidth_mean_mbps']:,.1f} +- {row['bandwidth_sd_mbps']:,.1f}"
+                name = row["title"] + ("" if row["bound"] else " (unbound: farthest possible)")
+                t.add_row(name, str(row["pairs"]), bw,
+                          f"{row['latency_mean_us']:,.2f} +- {row['latency_sd_us']:,.2f}")
+            console.print(t)
+        m = ap["matrices"]
+        if m["ranks"] <= 16:
+            t = Table(title="Fitted bandwidth MB/s (upper right) and latency us (lower left)",
+                      title_justify="left")
+            t.add_column("rank")
+            for j in range(m["ranks"]):
+                t.add_column(str(j), justify="right")
+            for i in range(m["ranks"]):
+                cells = []
+                for j in range(m["ranks"]):
+                    if i == j:
+                        cells.append("")
+                    elif j > i:
+                        cells.append(_num(m["bandwidth_mbps"][i][j], "{:,.0f}"))
+                    else:
+                        cells.append(_num(m["latency_us"][i][j], "{:,.2f}"))
+                t.add_row(str(i), *cells)
+            console.print(t)
+    if "barrier" in s:
+        t = Table(title="MPI_Barrier time against processes", title_justify="left")
+        t.add_column("processes", justify="right")
+        t.add_column("min us", justify="right")
+        t.add_column("avg us", justify="right")
+        t.add_column("max us", justify="right")
+        for r in s["barrier"]["mpi"]:
+            t.add_row(str(r["ranks"]), _num(r["min_us"]), _num(r["avg_us"]), _num(r["max_us"]))
+        console.print(t)
+        if s["barrier"]["hybrid"] is None:
+            console.print("Hybrid barrier: not measured (the hybrid runtime's barrier is not "
+                          "available yet).")
+
+
+def plot(doc: dict, path) -> Path | None:
+    """Draw heat maps of the all-pairs bandwidth and latency (when measured)
+    and the ping-pong latency and bandwidth against message size (when
+    measured); save as PNG at ``path`` and return the path (None when there
+    is nothing to draw)."""
+    s = doc["summary"]
+    rows = []
+    if "allpairs" in s:
+        rows.append("allpairs")
+    if "pingpong" in s:
+        rows.append("pingpong")
+    if not rows:
+        return None
+    import numpy as np
+
+    fig, axes = tplot.figure(ncols=2, nrows=len(rows), width=5.6, height=4.6)
+    for r, kind in enumerate(rows):
+        left, right = axes[r][0], axes[r][1]
+        if kind == "allpairs":
+            m = s["allpairs"]["matrices"]
+            for ax, key, title, cmap in (
+                    (left, "bandwidth_mbps", "bandwidth (MB/s)", "viridis"),
+                    (right, "latency_us", "latency (us)", "magma_r")):
+                data = np.array([[np.nan if v is None else v for v in row] for row in m[key]],
+                                dtype=float)
+                im = ax.imshow(data, cmap=cmap, interpolation="nearest")
+                fig.colorbar(im, ax=ax, shrink=0.85)
+                ax.set_title(f"all pairs: {title}")
+                ax.set_xlabel("rank")
+                ax.set_ylabel("rank")
+                n = m["ranks"]
+                if n <= 32:
+                    ax.set_xticks(range(n))
+                    ax.set_yticks(range(n))
+        else:
+            pr = [x for x in s["pingpong"]["rows"] if x["bytes"] > 0]
+            sizes = [x["bytes"] for x in pr]
+            left.loglog(sizes, [x["latency_us"] for x in pr], marker="o", markersize=3)
+            left.set_xlabel("message size (bytes)")
+            left.set_ylabel("one-way latency (us)")
+            left.set_title("ping-pong latency")
+            right.semilogx(sizes, [x["bw_mbps"] for x in pr], marker="o", markersize=3,
+                           label="streaming (window)")
+            right.semilogx(sizes, [x["pingpong_mbps"] for x in pr], marker="s", markersize=3,
+                           label="ping-pong")
+            right.set_xlabel("message size (bytes)")
+            right.set_ylabel("bandwidth (MB/s)")
+            right.set_title("bandwidth")
+            right.legend(fontsize=8)
+            for ax in (left, right):
+                ax.grid(True, alpha=0.3, which="both")
+    return tplot.save(fig, path)
+
+
+def main(args, argv: list[str]) -> int:
+    """``tiers probe net``: measure, print, and write the document (--json)
+    and the plot (--plot, or next to --json); return the exit status."""
+    console = Console()
+    doc = measure(args.ranks, tests=args.tests, all_pairs=args.all_pairs, sizes=args.sizes,
+                  iters=args.iters, window=args.window, pair=args.pair, center=args.center,
+                  factors=args.factors, reps=args.reps, cores_per_node=args.cores_per_node,
+                  node_size=args.node_size, flat=args.flat, barrier_iters=args.barrier_iters,
+                  timeout=args.timeout, time_limit=args.time_limit, quick=args.quick,
+                  launcher=args.launcher, hostfile=args.hostfile,
+                  launcher_args=args.launcher_args or (), argv=argv)
+    render(doc, console)
+    if args.json:
+        result.write(doc, args.json)
+        console.print(f"Wrote {args.json}")
+    plot_path = tplot.default_plot_path(args.json, getattr(args, "plot", None))
+    if plot_path is not None:
+        written = plot(doc, plot_path)
+        if written is not None:
+            console.print(f"Wrote {written}")
+    return 0

@@ -1,0 +1,249 @@
+"""Analysis of the all-pairs message measurement: the least-squares fit, the
+layer each pair of ranks talks through, and the per-layer summary.
+
+Plain functions on plain data (numpy inside), so that they can be tested on
+synthetic timings and synthetic topologies without running MPI:
+
+- :func:`fit_line` fits time = latency + size / bandwidth to one pair's
+  times (seed 002, §3.1: the inverse slope is the bandwidth, the intercept
+  the latency);
+- :func:`classify` gives the layer that joins two ranks, from their hosts
+  and the PUs they are bound to;
+- :func:`layer_summary` gives mean and standard deviation of bandwidth and
+  latency per layer (seed 002, Table 5);
+- :func:`pair_matrices` builds the rank x rank latency and bandwidth
+  matrices that ``tiers map`` takes as measured link costs;
+- :func:`xor_schedule` is the schedule itself, for documentation and checks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import TiersError
+
+#: Layers from nearest to farthest; "L<n> cache" layers sit between core and numa.
+LAYER_ORDER = ("pu", "core", "cache", "numa", "package", "machine", "network")
+
+#: Words for the tables.
+LAYER_TITLES = {"pu": "same PU", "core": "same core", "numa": "same NUMA node",
+                "package": "same package", "machine": "same node", "network": "between nodes"}
+
+
+def layer_rank(layer: str) -> tuple[int, int]:
+    """Return a sort key placing ``layer`` ("pu", "L2 cache", ..., "network")
+    from nearest to farthest."""
+    if layer.endswith(" cache"):
+        level = int(layer[1:].split()[0]) if layer[1:].split()[0].isdigit() else 0
+        return LAYER_ORDER.index("cache"), level
+    return (LAYER_ORDER.index(layer) if layer in LAYER_ORDER else len(LAYER_ORDER)), 0
+
+
+def layer_title(layer: str) -> str:
+    """Return the words for a layer: "same package", "shared L3 cache", ..."""
+    if layer.endswith(" cache"):
+        return f"shared {layer}"
+    return LAYER_TITLES.get(layer, layer)
+
+
+# --------------------------------------------------------------------------
+# The schedule
+
+
+def xor_steps(n: int) -> int:
+    """Return the number of steps the XOR schedule needs for ``n`` units:
+    2^m - 1 with 2^(m-1) < n <= 2^m (0 for one unit)."""
+    if n < 1:
+        raise TiersError(f"the schedule needs at least one unit, not {n}")
+    m = (n - 1).bit_length()
+    return (1 << m) - 1
+
+
+def xor_schedule(n: int, cores: int = 1) -> list[list[list[tuple[int, int]]]]:
+    """Return the XOR schedule on ``n`` units run by ``cores`` cores per
+    unit: a list of rounds; each round a list of (step, pairs) where pairs
+    are (i, i XOR k) with i < i XOR k < n.  With ``cores`` = c, core q runs
+    step r*c + q + 1 in round r, so there are ceil((2^m - 1) / c) rounds."""
+    steps = xor_steps(n)
+    rounds = -(-steps // cores) if steps else 0
+    out = []
+    for r in range(rounds):
+        this = []
+        for q in range(cores):
+            k = r * cores + q + 1
+            if k > steps:
+                break
+            this.append((k, [(i, i ^ k) for i in range(n) if i < (i ^ k) < n]))
+        out.append(this)
+    return out
+
+
+# --------------------------------------------------------------------------
+# The fit
+
+
+def fit_line(sizes: Sequence[float], times: Sequence[Sequence[float]]) -> dict:
+    """Fit time = latency + size / bandwidth by least squares.
+
+    ``sizes`` are message sizes in bytes; ``times[i]`` the repeated one-way
+    times (microseconds) measured at ``sizes[i]``.  Return a dict with
+    ``latency_us`` (the intercept), ``bandwidth_mbps`` (1 / slope, in
+    bytes/us = MB/s; None when the slope is not positive), ``slope_us_per_byte``,
+    ``r2`` (1 - SS_res / SS_tot; 1.0 when all times are equal and fit
+    exactly), ``residuals_us`` (shaped like ``times``: measured - fitted) and
+    ``points``.  Raise TiersError when fewer than two distinct sizes carry
+    times, or a size is not positive."""
+    xs, ys = [], []
+    for s, ts in zip(sizes, times):
+        if not s > 0:
+            raise TiersError(f"message size {s} B cannot enter the fit: sizes must be positive")
+        for t in ts:
+            if t is not None and math.isfinite(t):
+                xs.append(float(s))
+                ys.append(float(t))
+    x, y = np.asarray(xs), np.asarray(ys)
+    if len(set(xs)) < 2:
+        raise TiersError("the latency/bandwidth fit needs times at two different sizes at least")
+    xm, ym = x.mean(), y.mean()
+    sxx = float(((x - xm) ** 2).sum())
+    slope = float(((x - xm) * (y - ym)).sum()) / sxx
+    intercept = float(ym - slope * xm)
+    ss_res = 0.0
+    residuals = []
+    for s, ts in zip(sizes, times):
+        row = []
+        for t in ts:
+            if t is None or not math.isfinite(t):
+                row.append(None)
+                continue
+            r = float(t) - (intercept + slope * float(s))
+            ss_res += r * r
+            row.append(r)
+        residuals.append(row)
+    ss_tot = float(((y - ym) ** 2).sum())
+    if ss_tot > 0:
+        r2 = 1.0 - ss_res / ss_tot
+    else:
+        r2 = 1.0 if ss_res == 0 else 0.0
+    return {"latency_us": intercept, "bandwidth_mbps": 1.0 / slope if slope > 0 else None,
+            "slope_us_per_byte": slope, "r2": r2, "residuals_us": residuals,
+            "points": int(x.size)}
+
+
+# --------------------------------------------------------------------------
+# Classification
+
+
+def parse_pu_list(text: str) -> list[int]:
+    """Return the indices of an hwloc list string such as ``"0-3,8"``."""
+    out: list[int] = []
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if hi else a
+        except ValueError:
+            raise TiersError(f"bad PU list '{text}'") from None
+        out.extend(range(a, b + 1))
+    return out
+
+
+def classify(a: dict, b: dict, layer_matrix: Sequence[Sequence[str]],
+             cache_level_matrix: Sequence[Sequence[int]] | None = None) -> dict:
+    """Return the layer that joins two ranks.
+
+    ``a`` and ``b`` are placement records with ``host`` and ``pus`` (logical
+    PU indices: a list or hwloc list text).  Different hosts: ``network``.
+    The same host: the layer of hwloc's matrix (``tiers topo``'s
+    ``layer_matrix``, with ``cache_level_matrix`` naming cache levels) for
+    their PUs -- for ranks bound to several PUs, the farthest layer any two
+    of their PUs have.  Return ``{"layer": "L3 cache", "bound": True}``;
+    ``bound`` is False when a rank is bound to more than one PU (or its PUs
+    are unknown), so the layer is only the farthest possible one."""
+    if a.get("host") != b.get("host"):
+        return {"layer": "network", "bound": True}
+    pa = a["pus"] if isinstance(a.get("pus"), list) else parse_pu_list(a.get("pus", ""))
+    pb = b["pus"] if isinstance(b.get("pus"), list) else parse_pu_list(b.get("pus", ""))
+    n = len(layer_matrix)
+    pa = [p for p in pa if 0 <= p < n]
+    pb = [p for p in pb if 0 <= p < n]
+    if not pa or not pb:
+        return {"layer": "machine", "bound": False}
+    worst, worst_key = None, None
+    for x in pa:
+        for y in pb:
+            name = layer_matrix[x][y]
+            if name == "cache" and cache_level_matrix is not None:
+                name = f"L{cache_level_matrix[x][y]} cache"
+            key = layer_rank(name)
+            if worst_key is None or key > worst_key:
+                worst, worst_key = name, key
+    return {"layer": worst, "bound": len(pa) == 1 and len(pb) == 1}
+
+
+def layer_summary(pairs: Sequence[dict]) -> list[dict]:
+    """Return, per layer (nearest first), the number of pairs and the mean
+    and standard deviation (population) of their fitted bandwidth (MB/s) and
+    latency (us), as Table 5 of seed 002.  Each pair needs ``layer``,
+    ``bandwidth_mbps`` (None values are left out of the bandwidth figures)
+    and ``latency_us``."""
+    groups: dict[str, list[dict]] = {}
+    for p in pairs:
+        groups.setdefault(p["layer"], []).append(p)
+    rows = []
+    for layer in sorted(groups, key=layer_rank):
+        ps = groups[layer]
+        bw = np.array([p["bandwidth_mbps"] for p in ps if p.get("bandwidth_mbps") is not None])
+        lat = np.array([p["latency_us"] for p in ps])
+        rows.append({
+            "layer": layer, "title": layer_title(layer), "pairs": len(ps),
+            "bound": all(p.get("bound", True) for p in ps),
+            "bandwidth_mean_mbps": float(bw.mean()) if bw.size else None,
+            "bandwidth_sd_mbps": float(bw.std()) if bw.size else None,
+            "latency_mean_us": float(lat.mean()),
+            "latency_sd_us": float(lat.std()),
+        })
+    return rows
+
+
+# --------------------------------------------------------------------------
+# Matrices
+
+
+def pair_matrices(n: int, pairs: Sequence[dict], placement: Sequence[dict] | None = None) -> dict:
+    """Return the symmetric rank x rank matrices of fitted latency (us) and
+    bandwidth (MB/s), with None on the diagonal and where nothing is known.
+
+    Pairs measured directly fill their cells (``measured`` 1).  When the
+    run measured nodes rather than ranks (pairs of phase ``inter``) and a
+    ``placement`` with each rank's ``node`` is given, every rank pair of two
+    nodes takes the value their node pair measured (``measured`` 0: derived)."""
+    lat = [[None] * n for _ in range(n)]
+    bw = [[None] * n for _ in range(n)]
+    measured = [[0] * n for _ in range(n)]
+    node_pairs = {}
+    for p in pairs:
+        a, b = p["a"], p["b"]
+        for i, j in ((a, b), (b, a)):
+            lat[i][j] = p["latency_us"]
+            bw[i][j] = p["bandwidth_mbps"]
+            measured[i][j] = 1
+        if p.get("phase") == "inter" and placement is not None:
+            na, nb = placement[a]["node"], placement[b]["node"]
+            node_pairs[(na, nb)] = node_pairs[(nb, na)] = p
+    if node_pairs and placement is not None:
+        for i in range(n):
+            for j in range(n):
+                if i == j or measured[i][j]:
+                    continue
+                p = node_pairs.get((placement[i]["node"], placement[j]["node"]))
+                if p is not None:
+                    lat[i][j] = p["latency_us"]
+                    bw[i][j] = p["bandwidth_mbps"]
+    return {"ranks": n, "latency_us": lat, "bandwidth_mbps": bw, "measured": measured}

@@ -1,0 +1,321 @@
+"""tiers probe net: ping-pong, the parallel all-pairs schedule, the fit and the
+per-layer classification.
+
+The multi-rank tests run the real MPI program under real mpirun (through
+the command line and the launching module) at 2, 3, 4 and 6 ranks; with
+more ranks than the machine's cores the launching module oversubscribes and
+the ranks yield when idle.  Sizes and repetitions are small: these tests
+check what was measured and how, never how fast (timings belong in bench/).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+
+import pytest
+
+from conftest import assert_one_line_error, run_tiers
+
+
+# Small all-pairs runs: 5 sizes around 64 KiB, 2 repetitions each.
+AP = ["--tests", "allpairs", "--center", "64K", "--reps", "2"]
+
+
+def _doc(tmp_path, *args, name="net.json"):
+    path = tmp_path / name
+    run = run_tiers("probe", "net", *args, "--json", str(path))
+    assert run.returncode == 0, run.stderr
+    return json.loads(path.read_text()), run
+
+
+def _xor_pairs(n, k):
+    return sorted((i, i ^ k) for i in range(n) if i < (i ^ k) < n)
+
+
+# --------------------------------------------------------------------------
+# Ping-pong
+
+
+def test_pingpong_rows_at_two_ranks(tmp_path):
+    doc, run = _doc(tmp_path, "-n", "2", "--tests", "pingpong", "--sizes", "0,8,1K,64K",
+                    "--iters", "50")
+    assert doc["schema"] == "tiers.probe.net/1"
+    rows = doc["summary"]["pingpong"]["rows"]
+    assert [r["bytes"] for r in rows] == [0, 8, 1024, 65536]
+    for r in rows:
+        assert r["rtt_us"] > 0
+        assert r["latency_us"] == pytest.approx(r["rtt_us"] / 2)
+        if r["bytes"] == 0:
+            assert r["bw_mbps"] is None and r["pingpong_mbps"] is None
+        else:
+            # bytes per one-way microsecond is MB/s
+            assert r["pingpong_mbps"] == pytest.approx(r["bytes"] / r["latency_us"])
+            assert r["bw_mbps"] > 0
+    raw = doc["samples"]["pingpong"]["rows"]
+    assert all(r["iters"] == 50 for r in raw)
+    assert all(r["bw_window"] == 64 for r in raw)
+    placement = doc["samples"]["placement"]
+    assert [p["rank"] for p in placement] == [0, 1]
+    assert all(p["host"] and p["pus"] for p in placement)
+    assert "allpairs" not in doc["summary"]
+    # the barrier table is not asked for; the ping-pong table is printed
+    assert "barrier" not in doc["summary"]
+    assert "Round-trip time between rank 0" in run.stdout
+    assert (tmp_path / "net.png").is_file()
+
+
+# --------------------------------------------------------------------------
+# All pairs
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_all_pairs_schedule(tmp_path, ranks):
+    doc, run = _doc(tmp_path, "-n", str(ranks), *AP)
+    ap = doc["samples"]["allpairs"]
+    m = (ranks - 1).bit_length()
+    steps = 2**m - 1
+    intra = next(p for p in ap["phases"] if p["phase"] == "intra")
+    assert intra["steps"] == steps and intra["rounds"] == steps
+    assert doc["summary"]["allpairs"]["steps"]["intra"] == steps
+    # the schedule that ran: step k paired i with i XOR k, partners >= n sat out
+    sched = [s for s in ap["schedule"] if s["phase"] == "intra"]
+    ran = {s["step"]: sorted(tuple(p) for p in s["pairs"]) for s in sched}
+    for k in range(1, steps + 1):
+        assert ran.get(k, []) == _xor_pairs(ranks, k)
+    # every pair exactly once, with every size and repetition
+    seen = [(p["a"], p["b"]) for p in ap["pairs"]]
+    assert sorted(seen) == [(i, j) for i in range(ranks) for j in range(i + 1, ranks)]
+    for p in ap["pairs"]:
+        assert len(p["times_us"]) == 5 and all(len(t) == 2 for t in p["times_us"])
+        assert all(t > 0 for ts in p["times_us"] for t in ts)
+        assert len(p["residuals_us"]) == 5 and p["points"] == 10
+    assert ap["sizes"] == [round(65536 * f) for f in (0.667, 0.8, 1.0, 1.25, 1.5)]
+    # symmetric matrices with the right shape, nothing on the diagonal
+    mat = doc["summary"]["allpairs"]["matrices"]
+    assert mat["ranks"] == ranks
+    for key in ("latency_us", "bandwidth_mbps"):
+        a = mat[key]
+        assert len(a) == ranks and all(len(row) == ranks for row in a)
+        for i in range(ranks):
+            assert a[i][i] is None
+            for j in range(ranks):
+                assert a[i][j] == a[j][i]
+    for p in ap["pairs"]:
+        assert mat["latency_us"][p["a"]][p["b"]] == p["latency_us"]
+    # every pair classified; placement recorded for every rank
+    assert all("layer" in p for p in ap["pairs"])
+    assert sum(r["pairs"] for r in doc["summary"]["allpairs"]["layers"]) == len(seen)
+    assert len(doc["samples"]["placement"]) == ranks
+    assert (tmp_path / "net.png").is_file()
+    assert "XOR schedule" in run.stdout
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_cores_per_node_rounds(tmp_path, cores):
+    # 6 ranks as 3 nodes of 2 (--node-size): between nodes 2^2 - 1 = 3 steps,
+    # run by `cores` cores per node in ceil(3 / cores) rounds
+    doc, _ = _doc(tmp_path, "-n", "6", *AP, "--node-size", "2",
+                  "--cores-per-node", str(cores))
+    ap = doc["samples"]["allpairs"]
+    inter = next(p for p in ap["phases"] if p["phase"] == "inter")
+    assert inter["units"] == 3 and inter["steps"] == 3
+    assert inter["rounds"] == math.ceil(3 / cores)
+    node_of = {p["rank"]: p["node"] for p in doc["samples"]["placement"]}
+    local_of = {p["rank"]: p["local"] for p in doc["samples"]["placement"]}
+    inter_pairs = [p for p in ap["pairs"] if p["phase"] == "inter"]
+    # every node pair exactly once, by cores of the same local index
+    assert sorted(tuple(sorted((node_of[p["a"]], node_of[p["b"]]))) for p in inter_pairs) == \
+        [(0, 1), (0, 2), (1, 2)]
+    for p in inter_pairs:
+        assert local_of[p["a"]] == local_of[p["b"]] == (p["step"] - 1) % cores
+        assert node_of[p["a"]] ^ node_of[p["b"]] == p["step"]
+        assert p["round"] == (p["step"] - 1) // cores + 1
+    # inside each node: 1 step, the node's two ranks
+    intra_pairs = sorted((p["a"], p["b"]) for p in ap["pairs"] if p["phase"] == "intra")
+    assert intra_pairs == [(0, 1), (2, 3), (4, 5)]
+    # the rank matrix is complete: pairs across nodes take their node pair's value
+    mat = doc["summary"]["allpairs"]["matrices"]
+    assert all(mat["latency_us"][i][j] is not None
+               for i in range(6) for j in range(6) if i != j)
+    nm = doc["summary"]["allpairs"]["node_matrices"]
+    assert nm["ranks"] == 3
+
+
+# --------------------------------------------------------------------------
+# The fit, on synthetic timings
+
+
+def test_fit_recovers_latency_and_bandwidth():
+    from tiers.probe.netfit import fit_line
+
+    latency, bandwidth = 3.5, 12000.0  # us, MB/s
+    sizes = [round(1.5e6 * f) for f in (0.667, 0.8, 1.0, 1.25, 1.5)]
+    exact = [[latency + s / bandwidth] * 7 for s in sizes]
+    fit = fit_line(sizes, exact)
+    assert fit["latency_us"] == pytest.approx(latency, rel=1e-9)
+    assert fit["bandwidth_mbps"] == pytest.approx(bandwidth, rel=1e-9)
+    assert fit["r2"] == pytest.approx(1.0)
+    assert all(abs(r) < 1e-9 for row in fit["residuals_us"] for r in row)
+    assert fit["points"] == 35
+
+    rng = random.Random(7)
+    noisy = [[latency + s / bandwidth + rng.gauss(0, 0.5) for _ in range(7)] for s in sizes]
+    fit = fit_line(sizes, noisy)
+    assert fit["bandwidth_mbps"] == pytest.approx(bandwidth, rel=0.02)
+    assert fit["latency_us"] == pytest.approx(latency, abs=2.0)
+    # R^2 and residuals as their definitions say
+    ys = [t for row in noisy for t in row]
+    mean = sum(ys) / len(ys)
+    res = [t - (fit["latency_us"] + s * fit["slope_us_per_byte"])
+           for s, row in zip(sizes, noisy) for t in row]
+    assert [r for row in fit["residuals_us"] for r in row] == pytest.approx(res)
+    r2 = 1 - sum(r * r for r in res) / sum((y - mean) ** 2 for y in ys)
+    assert fit["r2"] == pytest.approx(r2)
+    assert 0.9 < fit["r2"] < 1.0
+
+
+def test_fit_refuses_degenerate_input():
+    from tiers.errors import TiersError
+    from tiers.probe.netfit import fit_line
+
+    with pytest.raises(TiersError, match="two different sizes"):
+        fit_line([1000, 1000], [[1.0], [2.0]])
+    with pytest.raises(TiersError, match="positive"):
+        fit_line([0, 1000], [[1.0], [2.0]])
+    # times that fall with size: no positive bandwidth
+    assert fit_line([1000, 2000], [[2.0], [1.0]])["bandwidth_mbps"] is None
+
+
+# --------------------------------------------------------------------------
+# Per-layer classification, on synthetic topologies
+
+
+def test_classification_on_synthetic_topology():
+    from tiers import topo
+    from tiers.probe.netfit import classify, layer_summary
+
+    t = topo.measure("synthetic:pack:2 core:2 pu:1")
+    layers, caches = t["samples"]["layer_matrix"], t["samples"]["cache_level_matrix"]
+    hosts = ["a", "a", "a", "a", "b", "b"]
+    pus = [0, 1, 2, 3, 0, 1]
+    place = [{"host": h, "pus": str(p)} for h, p in zip(hosts, pus)]
+
+    def layer(i, j):
+        return classify(place[i], place[j], layers, caches)["layer"]
+
+    assert layer(0, 1) == "package"   # two cores of one package
+    assert layer(2, 3) == "package"
+    assert layer(0, 2) == "machine"   # different packages, same host
+    assert layer(1, 3) == "machine"
+    assert layer(0, 4) == "network"   # different hosts, even on "the same" PU
+    assert layer(4, 5) == "package"
+    # a rank bound to several PUs: the farthest layer it may use, marked unbound
+    loose = classify({"host": "a", "pus": "0-3"}, place[1], layers, caches)
+    assert loose == {"layer": "machine", "bound": False}
+    assert classify(place[0], place[1], layers, caches)["bound"] is True
+
+    t = topo.measure("synthetic:pack:1 l3:1 core:2 pu:2")
+    layers, caches = t["samples"]["layer_matrix"], t["samples"]["cache_level_matrix"]
+    same = [{"host": "h", "pus": [p]} for p in range(4)]
+    assert classify(same[0], same[1], layers, caches)["layer"] == "core"
+    assert classify(same[0], same[2], layers, caches)["layer"] == "L3 cache"
+
+    pairs = [{"layer": "network", "bandwidth_mbps": 100.0, "latency_us": 10.0},
+             {"layer": "package", "bandwidth_mbps": 900.0, "latency_us": 1.0},
+             {"layer": "network", "bandwidth_mbps": 300.0, "latency_us": 30.0},
+             {"layer": "L3 cache", "bandwidth_mbps": 2000.0, "latency_us": 0.5}]
+    rows = layer_summary(pairs)
+    assert [r["layer"] for r in rows] == ["L3 cache", "package", "network"]
+    net = rows[-1]
+    assert net["pairs"] == 2 and net["title"] == "between nodes"
+    assert net["bandwidth_mean_mbps"] == pytest.approx(200.0)
+    assert net["bandwidth_sd_mbps"] == pytest.approx(100.0)
+    assert net["latency_mean_us"] == pytest.approx(20.0)
+    assert net["latency_sd_us"] == pytest.approx(10.0)
+
+
+def test_xor_schedule_reference():
+    from tiers.probe.netfit import xor_schedule, xor_steps
+
+    assert [xor_steps(n) for n in (1, 2, 3, 4, 5, 8, 9)] == [0, 1, 3, 3, 7, 7, 15]
+    for n in (2, 3, 5, 8):
+        for c in (1, 2, 3):
+            rounds = xor_schedule(n, c)
+            assert len(rounds) == math.ceil(xor_steps(n) / c)
+            pairs = [p for r in rounds for _, ps in r for p in ps]
+            assert sorted(pairs) == [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+# --------------------------------------------------------------------------
+# Bad input and failures: one line, non-zero exit, no hang
+
+
+def test_one_rank_is_refused():
+    assert_one_line_error(run_tiers("probe", "net", "-n", "1"), "at least 2 ranks")
+
+
+def test_zero_size_for_the_fit_is_refused():
+    run = run_tiers("probe", "net", "-n", "2", "--all-pairs", "--center", "0")
+    assert_one_line_error(run, "at least 1 byte")
+    run = run_tiers("probe", "net", "-n", "2", "--all-pairs", "--factors", "1")
+    assert_one_line_error(run, "two different sizes")
+
+
+def test_huge_size_is_refused():
+    run = run_tiers("probe", "net", "-n", "2", "--sizes", "0,100G")
+    assert_one_line_error(run, "larger than one MPI message")
+
+
+def test_size_larger_than_memory_is_refused():
+    # Every rank of a host needs two buffers of the largest size: with enough
+    # ranks of 2000 MiB messages that is more than this machine's free
+    # memory, which the native tool checks on every rank before allocating.
+    size = 2000 * 2**20
+    avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    ranks = max(2, avail // (2 * size) + 1)
+    if ranks > 8:
+        pytest.skip("this machine has too much free memory to exhaust with 8 ranks")
+    run = run_tiers("probe", "net", "-n", str(ranks), "--tests", "pingpong", "--sizes", "2000M")
+    assert_one_line_error(run, "free memory")
+
+
+def test_unknown_option_is_refused():
+    assert_one_line_error(run_tiers("probe", "net", "--bogus"), "--bogus")
+
+
+def test_missing_launcher(tmp_path):
+    run = run_tiers("probe", "net", "-n", "2", env={"TIERS_LAUNCHER": "mpich"})
+    assert_one_line_error(run, "MPICH")
+    run = run_tiers("probe", "net", "-n", "2", env={"PATH": str(tmp_path),
+                                                    "TIERS_LAUNCHER": ""})
+    assert_one_line_error(run, "no MPI launcher")
+
+
+def test_rank_dying_mid_measurement():
+    from tiers import launch
+    from tiers.probe import net
+
+    with pytest.raises(launch.LaunchError) as err:
+        net.measure(3, tests="allpairs", center="64K", reps=2, timeout=20, time_limit=120,
+                    native_extra=["--die", "1:allpairs"])
+    message = str(err.value)
+    assert "\n" not in message
+    assert "rank 1" in message and "code 3" in message
+    assert err.value.elapsed_s < 60
+
+
+def test_stalled_rank_hits_the_timeout():
+    from tiers import launch
+    from tiers.probe import net
+
+    with pytest.raises(launch.LaunchError) as err:
+        net.measure(2, tests="allpairs", center="64K", reps=2, timeout=2, time_limit=120,
+                    native_extra=["--stall", "1:allpairs"])
+    message = str(err.value)
+    assert "\n" not in message
+    assert "within 2 s" in message and "--timeout" in message
+    assert not err.value.timed_out  # the probe's own deadline, not the outer limit
+    assert err.value.elapsed_s < 60
