@@ -31,15 +31,8 @@
 
 #include "tiers/hybrid.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                     \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                       \
-    }                                                                   \
-  } while (0)
 
 #define MAX_THREADS 8
 

@@ -6,15 +6,8 @@
 
 #include "common/json.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                     \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                       \
-    }                                                                   \
-  } while (0)
 
 static char *render(void (*build)(tiers_json_t *))
 {

@@ -13,15 +13,8 @@
 
 #include "tiers/topo.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-      failures++;                                                                \
-    }                                                                            \
-  } while (0)
 
 /* Like CHECK, naming the topology and the pair when it fails. */
 #define CHECK_PAIR(cond, desc, a, b)                                                     \

@@ -11,7 +11,9 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Callable
 
 from .errors import TiersError
 
@@ -70,7 +72,43 @@ def run_json(name: str, args: list[str], *, timeout: float | None = None,
         raise TiersError(f"{name} did not finish within {timeout:g} s") from None
     if proc.returncode != 0:
         raise tool_error(name, proc.stderr, proc.returncode)
+    return parse_json(name, proc.stdout)
+
+
+def run_with_progress(name: str, args: list[str],
+                      progress: Callable[[int, int], None] | None) -> tuple[int, str, str]:
+    """Run native tool ``name`` with ``args`` plus ``--progress``, calling
+    ``progress(done, total)`` for every ``progress DONE TOTAL`` line it prints
+    on stderr.  Return (exit status, stdout, the other stderr lines)."""
+    cmd = [str(tool_path(name)), *args, "--progress"]
+    other: list[str] = []
+    # stdout goes to a file: a large JSON document must not block on a pipe
+    # while stderr is being read.
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out:
+        try:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
+        except OSError as exc:
+            raise TiersError(f"cannot run {name}: {exc.strerror or exc}") from None
+        try:
+            for line in proc.stderr:
+                words = line.split()
+                if len(words) == 3 and words[0] == "progress":
+                    if progress is not None:
+                        progress(int(words[1]), int(words[2]))
+                elif line.strip():
+                    other.append(line)
+            proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        out.seek(0)
+        return proc.returncode, out.read(), "".join(other)
+
+
+def parse_json(name: str, stdout: str) -> dict:
+    """Return the JSON object a native tool printed; TiersError if it is not JSON."""
     try:
-        return json.loads(proc.stdout)
+        return json.loads(stdout)
     except json.JSONDecodeError as exc:
         raise TiersError(f"{name} printed invalid JSON ({exc})") from None

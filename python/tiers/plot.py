@@ -40,3 +40,24 @@ def default_plot_path(json_path: str | None, plot_path: str | None) -> Path | No
     if json_path:
         return Path(json_path).with_suffix(".png")
     return None
+
+
+def write_outputs(doc: dict, json_path: str | None, plot_path: str | None,
+                  plot_fn, console) -> list[Path]:
+    """Write a command's result document to ``json_path`` (when given) and its
+    plot where ``default_plot_path`` says, printing each file written.
+    ``plot_fn(doc, path)`` draws the plot and may return None when it has
+    nothing to draw.  Return the paths written."""
+    from . import result  # late: result imports nothing from here
+
+    written = []
+    if json_path:
+        written.append(result.write(doc, json_path))
+    target = default_plot_path(json_path, plot_path)
+    if target is not None:
+        drawn = plot_fn(doc, target)
+        if drawn is not None:
+            written.append(Path(drawn))
+    for path in written:
+        console.print(f"Wrote {path}")
+    return written

@@ -18,8 +18,6 @@ saturation view, and plots bandwidth against threads.
 from __future__ import annotations
 
 import json
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -28,6 +26,7 @@ from rich.table import Table
 
 from .. import native, plot as tplot, result
 from ..errors import TiersError
+from ..progress import tool_progress
 
 TOOL = "tiers-probe-mem"
 
@@ -84,31 +83,9 @@ def _run_tool(args: list[str],
               progress: Callable[[int, int], None] | None) -> tuple[dict, str | None]:
     """Run tiers-probe-mem; return (its JSON, the validation failure message
     or None).  Raise TiersError with the tool's own line for any other failure."""
-    cmd = [str(native.tool_path(TOOL)), *args, "--progress"]
-    other: list[str] = []
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out:
-        try:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
-        except OSError as exc:
-            raise TiersError(f"cannot run {TOOL}: {exc.strerror or exc}") from None
-        try:
-            for line in proc.stderr:
-                words = line.split()
-                if len(words) == 3 and words[0] == "progress":
-                    if progress is not None:
-                        progress(int(words[1]), int(words[2]))
-                elif line.strip():
-                    other.append(line)
-            proc.wait()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        out.seek(0)
-        stdout = out.read()
-    stderr = "".join(other)
-    if proc.returncode != 0:
-        err = native.tool_error(TOOL, stderr, proc.returncode)
+    returncode, stdout, stderr = native.run_with_progress(TOOL, args, progress)
+    if returncode != 0:
+        err = native.tool_error(TOOL, stderr, returncode)
         try:
             raw = json.loads(stdout)
         except json.JSONDecodeError:
@@ -116,10 +93,7 @@ def _run_tool(args: list[str],
         if isinstance(raw, dict) and raw.get("validation_passed") is False:
             return raw, str(err)
         raise err
-    try:
-        return json.loads(stdout), None
-    except json.JSONDecodeError as exc:
-        raise TiersError(f"{TOOL} printed invalid JSON ({exc})") from None
+    return native.parse_json(TOOL, stdout), None
 
 
 def _series(configs: list[dict]) -> list[dict]:
@@ -318,37 +292,13 @@ def main(args, argv: list[str]) -> int:
                    kernels=args.kernels, size=args.size, ntimes=args.ntimes,
                    stores=args.stores, quick=args.quick, argv=argv)
     failure: ValidationError | None = None
-    err_console = Console(stderr=True)
-    if err_console.is_terminal:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(TextColumn("measuring"), BarColumn(),
-                       TextColumn("{task.completed}/{task.total} configurations"),
-                       TimeElapsedColumn(), console=err_console, transient=True)
-        with bar:
-            task = bar.add_task("mem", total=None)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
-            try:
-                doc = measure(progress=progress, **options)
-            except ValidationError as exc:
-                failure, doc = exc, exc.document
-    else:
+    with tool_progress("configurations") as progress:
         try:
-            doc = measure(**options)
+            doc = measure(progress=progress, **options)
         except ValidationError as exc:
             failure, doc = exc, exc.document
-
     render(doc, console)
-    if args.json:
-        result.write(doc, args.json)
-        console.print(f"Wrote {args.json}")
-    plot_path = tplot.default_plot_path(args.json, getattr(args, "plot", None))
-    if plot_path is not None:
-        plot(doc, plot_path)
-        console.print(f"Wrote {plot_path}")
+    tplot.write_outputs(doc, args.json, getattr(args, "plot", None), plot, console)
     if failure is not None:
         raise TiersError(str(failure), code=2)
     return 0

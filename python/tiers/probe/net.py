@@ -158,7 +158,8 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
             timeout: float | None = None, time_limit: float | None = None,
             quick: bool = False, launcher=None, hostfile=None,
             launcher_args: Sequence[str] | str = (), native_extra: Sequence[str] = (),
-            topology: str = "this", argv: list[str] | None = None) -> dict:
+            topology: str = "this", vcluster: bool = False,
+            argv: list[str] | None = None) -> dict:
     """Run the message probe on ``ranks`` ranks (default: the cores, at
     least 2) and return its ``tiers.probe.net/1`` result document.
 
@@ -174,7 +175,9 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     (extra launcher options, a list or one string) go to the launching
     module; with more ranks than cores Open MPI ranks yield the CPU when
     idle.  ``topology`` is the hwloc source used to classify pairs on one
-    host ("this": the machine).  Raise TiersError (one line) on bad input
+    host ("this": the machine).  ``vcluster=True`` runs on the virtual
+    cluster that ``tiers vcluster up`` built (:mod:`tiers.vcluster`).
+    Raise TiersError (one line) on bad input
     and :class:`tiers.launch.LaunchError` when a rank fails or stalls."""
     ranks = default_ranks() if ranks is None else ranks
     if not isinstance(ranks, int) or isinstance(ranks, bool):
@@ -191,7 +194,9 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         if pa == pb or not (0 <= pa < ranks and 0 <= pb < ranks):
             raise TiersError(f"--pair {pa},{pb} must name two different ranks below {ranks}")
         pair = (pa, pb)
-    oversubscribed = ranks > launch.local_slots() and hostfile is None
+    if vcluster and hostfile is not None:
+        raise TiersError("--vcluster brings its own hostfile: do not give --hostfile too")
+    oversubscribed = ranks > launch.local_slots() and (hostfile is None or vcluster)
     args = native_args(tests=selected, sizes=sizes, iters=iters, window=window, pair=pair,
                        center=center, factors=factors, reps=reps,
                        cores_per_node=cores_per_node, node_size=node_size, flat=flat,
@@ -201,7 +206,13 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     lau = launcher if isinstance(launcher, launch.Launcher) else launch.detect(launcher)
     extra = shlex.split(launcher_args) if isinstance(launcher_args, str) else list(launcher_args)
     mca = {"mpi_yield_when_idle": "1"} if oversubscribed and lau.kind == "openmpi" else None
-    command = launch.build_command(lau, program, ranks, hostfile=hostfile, mca=mca, extra=extra)
+    if vcluster:
+        from .. import vcluster as vcl
+
+        command = vcl.command(program, ranks, launcher=lau, mca=mca, extra=extra)
+    else:
+        command = launch.build_command(lau, program, ranks, hostfile=hostfile, mca=mca,
+                                       extra=extra)
     limit = float(time_limit) if time_limit is not None else 1800.0
     run = launch.run_command(command, timeout=limit, label=TOOL, ranks=ranks)
     raw = run.json(TOOL)
@@ -216,9 +227,19 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     params = dict(raw["params"])
     params.update({"launcher": lau.to_dict(), "launch_command": command,
                    "oversubscribed": oversubscribed, "topology": topology,
+                   "vcluster": _vcluster_params() if vcluster else None,
                    "wall_seconds": round(run.elapsed_s, 3)})
     return result.new_document("probe.net", params=params, samples=samples, summary=summary,
                                argv=argv, native=raw.get("native", {}))
+
+
+def _vcluster_params() -> dict:
+    """The virtual cluster a run used: nodes, slots and link shaping."""
+    from .. import vcluster as vcl
+
+    st = vcl.require_up()
+    return {"nodes": len(st["nodes"]), "slots": st["slots"], "link": st["link"],
+            "subnet": st["subnet"]}
 
 
 def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict, dict]:
@@ -464,14 +485,8 @@ def main(args, argv: list[str]) -> int:
                   node_size=args.node_size, flat=args.flat, barrier_iters=args.barrier_iters,
                   timeout=args.timeout, time_limit=args.time_limit, quick=args.quick,
                   launcher=args.launcher, hostfile=args.hostfile,
-                  launcher_args=args.launcher_args or (), argv=argv)
+                  launcher_args=args.launcher_args or (),
+                  vcluster=getattr(args, "vcluster", False), argv=argv)
     render(doc, console)
-    if args.json:
-        result.write(doc, args.json)
-        console.print(f"Wrote {args.json}")
-    plot_path = tplot.default_plot_path(args.json, getattr(args, "plot", None))
-    if plot_path is not None:
-        written = plot(doc, plot_path)
-        if written is not None:
-            console.print(f"Wrote {written}")
+    tplot.write_outputs(doc, args.json, getattr(args, "plot", None), plot, console)
     return 0

@@ -24,9 +24,6 @@ document (docs/schemas/probe-sync.md), prints tables and draws the plots.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -34,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import native, plot as tplot, result
-from ..errors import TiersError
+from ..progress import tool_progress
 
 TOOL = "tiers-probe-sync"
 
@@ -98,34 +95,10 @@ def native_args(*, threads=None, tests=None, reps=None, test_time=None, delay_ti
 def _run_tool(args: list[str], progress: Callable[[int, int], None] | None) -> dict:
     """Run tiers-probe-sync and return its JSON; raise TiersError with the
     tool's own line when it fails."""
-    cmd = [str(native.tool_path(TOOL)), *args, "--progress"]
-    other: list[str] = []
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out:
-        try:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
-        except OSError as exc:
-            raise TiersError(f"cannot run {TOOL}: {exc.strerror or exc}") from None
-        try:
-            for line in proc.stderr:
-                words = line.split()
-                if len(words) == 3 and words[0] == "progress":
-                    if progress is not None:
-                        progress(int(words[1]), int(words[2]))
-                elif line.strip():
-                    other.append(line)
-            proc.wait()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        out.seek(0)
-        stdout = out.read()
-    if proc.returncode != 0:
-        raise native.tool_error(TOOL, "".join(other), proc.returncode)
-    try:
-        return json.loads(stdout)
-    except json.JSONDecodeError as exc:
-        raise TiersError(f"{TOOL} printed invalid JSON ({exc})") from None
+    returncode, stdout, stderr = native.run_with_progress(TOOL, args, progress)
+    if returncode != 0:
+        raise native.tool_error(TOOL, stderr, returncode)
+    return native.parse_json(TOOL, stdout)
 
 
 def summarise(raw: dict) -> dict:
@@ -354,25 +327,8 @@ def main(args, argv: list[str]) -> int:
     options = dict(threads=args.threads, tests=args.tests, reps=args.reps,
                    test_time=args.test_time, delay_time=args.delay_time, chunks=args.chunks,
                    pin=args.pin, quick=args.quick, argv=argv)
-    err_console = Console(stderr=True)
-    if err_console.is_terminal:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(TextColumn("measuring"), BarColumn(),
-                       TextColumn("{task.completed}/{task.total} tests"),
-                       TimeElapsedColumn(), console=err_console, transient=True)
-        with bar:
-            task = bar.add_task("sync", total=None)
-            doc = measure(progress=lambda done, total: bar.update(task, completed=done,
-                                                                  total=total), **options)
-    else:
-        doc = measure(**options)
+    with tool_progress("tests") as progress:
+        doc = measure(progress=progress, **options)
     render(doc, console)
-    if args.json:
-        result.write(doc, args.json)
-        console.print(f"Wrote {args.json}")
-    plot_path = tplot.default_plot_path(args.json, getattr(args, "plot", None))
-    if plot_path is not None:
-        plot(doc, plot_path)
-        console.print(f"Wrote {plot_path}")
+    tplot.write_outputs(doc, args.json, getattr(args, "plot", None), plot, console)
     return 0
