@@ -261,3 +261,125 @@ def test_rankfile_binding_read_back(tmp_path, ranks):
         table = writers.table(p, mach)
         got = {e["rank"]: e["cpuset"] for e in report["ranks"]}
         assert got == {e["rank"]: str(e["pu"]) for e in table}, (p.name, got, table)
+
+
+# --------------------------------------------------------------------------
+# The time model and measured links (--links)
+
+
+def test_predicted_time_is_the_critical_resource(node4):
+    """Two ranks on two nodes of 4 cores, 2 MB each way: the node link
+    carries 2 MB at the link bandwidth; each rank pays one latency."""
+    g = G.from_coo(8, list(range(7)), list(range(1, 8)), [4e6] + [2.0] * 6)
+    out = plan(g, node4, nodes=2, layer_costs="node=10/1000")
+    mach = out["machine"]
+    p = P.Placement("split", np.array([0, 1, 0, 0, 1, 1, 1, 0], np.int32),
+                    np.array([0, 0, 1, 2, 1, 2, 3, 3], np.int32))
+    m = P.metrics(g, mach, p)
+    # edge 0-1 crosses (2 MB one way on node 0's and node 1's link); the 2-byte
+    # edges 1-2 and 6-7 cross too; link time of node 0: (2e6 + 1 + 1) / 1e9
+    assert m["predicted_link_s"] == pytest.approx((2e6 + 2) / 1e9)
+    assert m["critical"] == "link"
+    assert m["predicted_time_s"] == m["predicted_link_s"]
+    # rank 1: one remote neighbour (0) and one remote (2): 2 latencies of 10 us
+    assert m["predicted_rank_s"] >= 2 * 10e-6
+
+
+def _probe_doc(hosts, lat_us, bw_mbps, with_nodes=True, ranks_per_node=1):
+    k = len(hosts)
+    doc = {"schema": "tiers.probe.net/1", "summary": {"allpairs": {}}, "samples": {}}
+    if with_nodes:
+        doc["summary"]["allpairs"]["node_matrices"] = {
+            "ranks": k, "hosts": hosts, "latency_us": lat_us, "bandwidth_mbps": bw_mbps}
+    else:
+        n = k * ranks_per_node
+        node = [r // ranks_per_node for r in range(n)]
+        lat = [[None if i == j else lat_us[node[i]][node[j]] if node[i] != node[j] else 1.0
+                for j in range(n)] for i in range(n)]
+        bw = [[None if i == j else bw_mbps[node[i]][node[j]] if node[i] != node[j] else 9e3
+               for j in range(n)] for i in range(n)]
+        doc["summary"]["allpairs"]["matrices"] = {"ranks": n, "latency_us": lat,
+                                                  "bandwidth_mbps": bw}
+        doc["summary"]["allpairs"]["node_matrices"] = None
+        doc["samples"]["placement"] = [{"rank": r, "host": hosts[node[r]], "node": node[r]}
+                                       for r in range(n)]
+    return doc
+
+
+@pytest.mark.parametrize("with_nodes", [True, False])
+def test_links_put_heavy_groups_on_the_cheap_pair(tmp_path, node4, with_nodes):
+    """4 nodes of 4 cores (a synthetic probe-net document); a-c and b-d are
+    joined by links 20 times faster than the other pairs.  A 4x2x2 grid
+    with heavy x rows (one per node) and y edges 10 times the z edges: the
+    row pairs joined by y edges must sit on the fast pairs, so only the
+    light z bytes use slow links (block order would put y pairs on a-b)."""
+    hosts = ["a", "b", "c", "d"]
+    bw = [[None if i == j else 100.0 for j in range(4)] for i in range(4)]
+    bw[0][2] = bw[2][0] = 2000.0
+    bw[1][3] = bw[3][1] = 2000.0
+    lat = [[None if i == j else 5.0 for j in range(4)] for i in range(4)]
+    f = tmp_path / "net.json"
+    f.write_text(json.dumps(_probe_doc(hosts, lat, bw, with_nodes, ranks_per_node=2)))
+    g = G.stencil([4, 2, 2], [1, 1, 1])
+    u, v, w = g.edge_list()
+    d = v - u                                   # 1: x, 4: y, 8: z
+    g = G.from_coo(16, u, v, np.where(d == 1, 1e6, np.where(d == 4, 1e5, 1e4)),
+                   symmetric=True)
+    out = plan(g, node4, links=str(f))
+    mach, afc = out["machine"], out["placements"][0]
+    assert mach.hosts == hosts
+    # every x row on one node
+    for row in range(4):
+        assert len(set(afc.node[row * 4:(row + 1) * 4].tolist())) == 1
+    fast = {(0, 2), (2, 0), (1, 3), (3, 1)}
+    cross = afc.node[u] != afc.node[v]
+    heavy = cross & (d == 4)
+    assert heavy.sum() == 8
+    assert all((int(afc.node[a]), int(afc.node[b])) in fast for a, b in zip(u[heavy], v[heavy]))
+    m = {x["placement"]: x for x in out["metrics"]}
+    # the measured bandwidths enter the model: node link time of afc is
+    # 4 y edges (1e5 B, 5e4 one way) at 2000 MB/s + 4 z edges (5e3) at 100 MB/s
+    assert m["afc"]["predicted_link_s"] == pytest.approx(4 * 5e4 / 2e9 + 4 * 5e3 / 1e8)
+    assert m["afc"]["predicted_time_s"] < m["random"]["predicted_time_s"]
+    assert m["afc"]["predicted_time_s"] < m["block"]["predicted_time_s"]
+
+
+def test_uniform_links_keep_the_plain_grouping(tmp_path, node4):
+    hosts = ["h0", "h1"]
+    lat = [[None, 3.0], [3.0, None]]
+    bw = [[None, 500.0], [500.0, None]]
+    f = tmp_path / "u.json"
+    f.write_text(json.dumps(_probe_doc(hosts, lat, bw)))
+    g = G.stencil([2, 2, 2], [10, 10, 10])
+    out = plan(g, node4, links=str(f))
+    assert out["machine"].hosts == hosts
+    assert cut_bytes(g, out["placements"][0].node) == 4 * 2 * 100 * 8.0
+    m = out["metrics"][0]
+    # 4 cut faces of 800 B one way each leave every node at 500 MB/s
+    assert m["predicted_link_s"] == pytest.approx(4 * 800 / 500e6)
+
+
+@pytest.mark.parametrize("doc,fragment", [
+    ({"schema": "tiers.topo/1"}, "not a tiers probe net document"),
+    ({"schema": "tiers.probe.net/1", "summary": {}}, "no all-pairs"),
+    (_probe_doc(["a", "b"], [[None, 1], [1, None]], [[None, None], [None, None]]),
+     "no positive bandwidth"),
+    (_probe_doc(["a", "b", "c"], [[None, 1, 1], [1, None, 1], [1, 1, None]],
+                [[None, 9, 9], [9, None, 9], [9, 9, None]]), "cover 3 node(s)"),
+])
+def test_bad_links_are_one_line(tmp_path, doc, fragment):
+    f = tmp_path / "l.json"
+    f.write_text(json.dumps(doc))
+    r = run_tiers("map", "--stencil", "3d:2,2,2:4,4,4", "--machine", NODE4, "--nodes", "2",
+                  "--links", str(f))
+    assert_one_line_error(r, fragment)
+
+
+def test_mapping_beats_block_in_predicted_time_at_512(node8):
+    """Case 2 at 512 ranks: the predicted time separates the placements."""
+    g = G.stencil([8, 8, 8], [1024, 256, 256])
+    out = plan(g, node8, nodes=64)
+    m = {x["placement"]: x for x in out["metrics"]}
+    assert m["afc"]["critical"] == "link"
+    assert m["block"]["predicted_time_s"] > 1.3 * m["afc"]["predicted_time_s"]
+    assert m["random"]["predicted_time_s"] > 1.3 * m["afc"]["predicted_time_s"]

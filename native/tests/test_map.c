@@ -11,15 +11,8 @@
 
 #include "tiers/map.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
 
 /* A 3-D grid of nx*ny*nz ranks (x fastest) with face weights wx, wy, wz. */
 typedef struct grid {
@@ -138,6 +131,48 @@ static void test_capacity(void)
   grid_free(&gr);
 }
 
+/* Measured link costs: a 4x2x2 grid with heavy x rows (100), y edges of
+ * 10 and z edges of 1 on 4 nodes of 4 cores.  Nodes 1-2 and 0-3 are cheap
+ * (1), every other pair dear (20): each x row fills a node, and the rows
+ * joined by the heavy y edges must sit on a cheap pair. */
+static void test_link_costs(void)
+{
+  grid_t gr;
+  grid_build(&gr, 4, 2, 2, 100, 10, 1);
+  int cap[4] = {4, 4, 4, 4}, node_of[16];
+  double cost[16];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++)
+      cost[i * 4 + j] = i == j ? 0 : 20;
+  cost[1 * 4 + 2] = cost[2 * 4 + 1] = 1;
+  cost[0 * 4 + 3] = cost[3 * 4 + 0] = 1;
+  CHECK(tiers_map_group_costs(&gr.g, 4, cap, cost, 5, node_of) == TIERS_OK);
+  int count[4] = {0, 0, 0, 0};
+  for (int v = 0; v < 16; v++)
+    count[node_of[v]]++;
+  CHECK(count[0] == 4 && count[1] == 4 && count[2] == 4 && count[3] == 4);
+  double dear = 0;
+  for (int v = 0; v < 16; v++)
+    for (int64_t e = gr.xadj[v]; e < gr.xadj[v + 1]; e++) {
+      int a = node_of[v], b = node_of[gr.adj[e]];
+      if (a != b && cost[a * 4 + b] > 1)
+        dear += gr.w[e];
+    }
+  CHECK(cut(&gr.g, node_of) == 8 * 10 + 8 * 1); /* only y and z edges cross */
+  CHECK(dear / 2 == 8);                         /* and only the light z ones on dear pairs */
+  /* with more room than ranks, the cheap pair is used */
+  int cap2[4] = {8, 8, 8, 8};
+  CHECK(tiers_map_group_costs(&gr.g, 4, cap2, cost, 5, node_of) == TIERS_OK);
+  for (int v = 0; v < 16; v++)
+    CHECK(node_of[v] == 1 || node_of[v] == 2 || node_of[v] == 0 || node_of[v] == 3);
+  int first = node_of[0];
+  for (int v = 0; v < 16; v++)
+    CHECK(node_of[v] == first || cost[first * 4 + node_of[v]] == 1);
+  cost[1] = -1;
+  CHECK(tiers_map_group_costs(&gr.g, 4, cap, cost, 5, node_of) == TIERS_ERR_ARG);
+  grid_free(&gr);
+}
+
 static void test_bad_graphs(void)
 {
   int64_t xadj[3] = {0, 1, 1};
@@ -169,6 +204,7 @@ int main(void)
   test_stencil_2x2x2();
   test_weighted_cut();
   test_capacity();
+  test_link_costs();
   test_bad_graphs();
   if (failures)
     fprintf(stderr, "test_map: %d check(s) failed\n", failures);

@@ -87,6 +87,40 @@ TIERS_API int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *
                               uint64_t seed, int *node_of);
 
 /**
+ * @brief Step 3 with measured, non-uniform costs between nodes (step 5 of
+ *        seed 002 §5, "map the grouped subdomains onto the node graph"):
+ *        groups ranks into nodes so that the bytes that cross nodes travel
+ *        on the cheapest node pairs.
+ *
+ * Scotch maps the rank graph onto a decomposition-defined target ("deco")
+ * whose terminals are the nodes, weighted by their capacities, with the
+ * measured costs as distances; its domain tree is built by recursive,
+ * count-balanced bipartition of the nodes (Scotch's partitioner on their
+ * complete graph weighted by 1/cost), so each split separates the dearest
+ * pairs.  Heavy rank pairs thus land on one node or on a cheap pair.  When
+ * the capacities add up to more than n, the nodes used are chosen greedily:
+ * the cheapest pair first, then the node with the smallest summed cost to
+ * those chosen, until the ranks fit.  Groups that Scotch leaves over
+ * capacity are repaired as in tiers_map_group (by bytes, not by cost);
+ * then pairs of groups swap nodes while that lowers the sum over group
+ * pairs of bytes x link cost (Scotch's recursive bipartition only
+ * approximates this assignment and can miss it on small targets).
+ * @param g the graph (see tiers_map_check)
+ * @param nodes number of nodes (at most 2048: the target keeps a nodes x
+ *        nodes distance matrix)
+ * @param capacity per node, the cores ranks may use (each >= 0)
+ * @param link_cost nodes x nodes, row-major, symmetric, > 0 and finite off
+ *        the diagonal (the diagonal is ignored); only ratios matter.  NULL:
+ *        every pair costs the same (exactly tiers_map_group).
+ * @param seed seed of Scotch's random generator
+ * @param[out] node_of per rank, its node (0..nodes-1)
+ * @return as tiers_map_group; TIERS_ERR_ARG also for a bad cost matrix or
+ *         more than 2048 nodes.
+ */
+TIERS_API int tiers_map_group_costs(const tiers_map_graph_t *g, int nodes, const int *capacity,
+                                    const double *link_cost, uint64_t seed, int *node_of);
+
+/**
  * @brief Step 4 of seed 002: places each node's group on the node's cores
  *        (Scotch static mapping of the group's induced subgraph onto the
  *        node's tleaf tree), one rank per core.

@@ -8,6 +8,8 @@
  * scaled into small integers before they reach Scotch; the repairs after
  * Scotch (capacity and one-rank-per-core) work on the exact double weights.
  */
+#define _POSIX_C_SOURCE 200809L /* open_memstream, fmemopen */
+
 #include "tiers/map.h"
 
 #include <math.h>
@@ -359,35 +361,462 @@ out:
   return rc;
 }
 
+#define LINK_NODES_MAX 2048
+#define LINK_COST_MAX 1000
+
+/*
+ * Chooses the nodes to use when costs between them differ: the cheapest
+ * pair, then repeatedly the node whose summed cost to the chosen ones is
+ * the smallest, until their capacities hold n ranks.  Writes the chosen
+ * node indices in increasing order to used[] and returns how many.
+ */
+static int choose_nodes(int nodes, const int *capacity, const double *cost, int n, int *used,
+                        double *sum)
+{
+  char *in = calloc((size_t)nodes, 1);
+  if (!in)
+    return -1;
+  int k = 0;
+  int64_t room = 0;
+  int bi = -1, bj = -1;
+  double best = INFINITY;
+  for (int i = 0; i < nodes; i++)
+    for (int j = i + 1; j < nodes; j++)
+      if (capacity[i] > 0 && capacity[j] > 0 && cost[(size_t)i * nodes + j] < best) {
+        best = cost[(size_t)i * nodes + j];
+        bi = i;
+        bj = j;
+      }
+  if (bi < 0) { /* fewer than two nodes with room: take the one there is */
+    for (int i = 0; i < nodes && room < n; i++)
+      if (capacity[i] > 0) {
+        in[i] = 1;
+        room += capacity[i];
+      }
+  } else {
+    int first[2] = {bi, bj};
+    for (int i = 0; i < nodes; i++)
+      sum[i] = 0;
+    for (int t = 0; t < 2 && room < n; t++) {
+      in[first[t]] = 1;
+      room += capacity[first[t]];
+      for (int i = 0; i < nodes; i++)
+        sum[i] += cost[(size_t)i * nodes + first[t]];
+    }
+    while (room < n) {
+      int pick = -1;
+      for (int i = 0; i < nodes; i++)
+        if (!in[i] && capacity[i] > 0 && (pick < 0 || sum[i] < sum[pick]))
+          pick = i;
+      if (pick < 0)
+        break;
+      in[pick] = 1;
+      room += capacity[pick];
+      for (int i = 0; i < nodes; i++)
+        sum[i] += cost[(size_t)i * nodes + pick];
+    }
+  }
+  for (int i = 0; i < nodes; i++)
+    if (in[i])
+      used[k++] = i;
+  free(in);
+  return k;
+}
+
+/*
+ * The target of the k used nodes with measured costs is a Scotch
+ * decomposition-defined architecture ("deco 0"): every node is a terminal
+ * domain of a binary domain tree (root 1, children 2d and 2d+1) and the
+ * distance of every pair of terminals is its measured cost.  The domain tree
+ * matters because Scotch maps by recursive bipartition along it: nodes joined
+ * by cheap links must share subtrees.  It is built here by recursive,
+ * count-balanced bipartition with Scotch's graph partitioner on the complete
+ * graph of the nodes weighted by affinity (cheapest pair = LINK_COST_MAX,
+ * others in inverse proportion to their cost), so that each cut separates
+ * the dearest pairs.  (SCOTCH_archBuild0 on a cost-weighted complete graph
+ * does the opposite: its bipartitions keep the heaviest, i.e. dearest,
+ * edges together.)
+ */
+typedef struct deco {
+  int nodes, k;
+  const int *used;
+  const double *cost;
+  double cheapest;
+  SCOTCH_Num *domain; /* per used node, its terminal domain number */
+} deco_t;
+
+static double pair_cost(const deco_t *d, int a, int b)
+{
+  return 0.5 * (d->cost[(size_t)d->used[a] * d->nodes + d->used[b]] +
+                d->cost[(size_t)d->used[b] * d->nodes + d->used[a]]);
+}
+
+/* Splits the used nodes set[0..s-1] (indices into used) in two halves of
+ * sizes s/2 and s - s/2 that cut the least affinity. */
+static int deco_split(const deco_t *d, int *set, int s, int *tmp, uint64_t seed)
+{
+  const int m = s * (s - 1);
+  SCOTCH_Num *vert = malloc(((size_t)s + 1) * sizeof *vert);
+  SCOTCH_Num *edge = malloc((size_t)m * sizeof *edge);
+  SCOTCH_Num *edlo = malloc((size_t)m * sizeof *edlo);
+  SCOTCH_Num *part = malloc((size_t)s * sizeof *part);
+  int rc = TIERS_OK;
+  if (!vert || !edge || !edlo || !part) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  SCOTCH_Num e = 0;
+  for (int a = 0; a < s; a++) {
+    vert[a] = e;
+    for (int b = 0; b < s; b++) {
+      if (a == b)
+        continue;
+      SCOTCH_Num w = (SCOTCH_Num)nearbyint(d->cheapest / pair_cost(d, set[a], set[b]) *
+                                           LINK_COST_MAX);
+      edge[e] = b;
+      edlo[e] = w < 1 ? 1 : w;
+      e++;
+    }
+  }
+  vert[s] = e;
+  {
+    SCOTCH_Context ctx;
+    SCOTCH_Graph graph, bound;
+    SCOTCH_Strat strat;
+    if (SCOTCH_contextInit(&ctx) != 0) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no Scotch context");
+      goto out;
+    }
+    SCOTCH_contextRandomClone(&ctx);
+    SCOTCH_contextRandomSeed(&ctx, (SCOTCH_Num)(seed & 0x7fffffff));
+    SCOTCH_contextOptionSetNum(&ctx, SCOTCH_OPTIONNUMDETERMINISTIC, 1);
+    SCOTCH_graphInit(&graph);
+    SCOTCH_graphInit(&bound);
+    SCOTCH_stratInit(&strat);
+    if (SCOTCH_graphBuild(&graph, 0, s, vert, vert + 1, NULL, NULL, e, edge, edlo) != 0 ||
+        SCOTCH_contextBindGraph(&ctx, &graph, &bound) != 0 ||
+        SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATQUALITY | SCOTCH_STRATBALANCE, 2, 0.0)
+            != 0 ||
+        SCOTCH_graphPart(&bound, 2, &strat, part) != 0)
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "map: Scotch cannot split %d nodes by their link costs", s);
+    SCOTCH_stratExit(&strat);
+    SCOTCH_graphExit(&bound);
+    SCOTCH_graphExit(&graph);
+    SCOTCH_contextExit(&ctx);
+    if (rc != TIERS_OK)
+      goto out;
+  }
+  /* Exact halves: Scotch's part 0 first; move the surplus (the members
+   * with the least affinity to their own part) if it is off by some. */
+  {
+    int half = s / 2, n0 = 0;
+    for (int a = 0; a < s; a++)
+      n0 += part[a] == 0;
+    while (n0 != half) {
+      int from = n0 > half ? 0 : 1, best = -1;
+      double best_gain = -INFINITY;
+      for (int a = 0; a < s; a++) {
+        if (part[a] != from)
+          continue;
+        double gain = 0; /* affinity to the other side minus to its own */
+        for (int b = 0; b < s; b++)
+          if (b != a)
+            gain += (part[b] == from ? -1.0 : 1.0) / pair_cost(d, set[a], set[b]);
+        if (gain > best_gain) {
+          best_gain = gain;
+          best = a;
+        }
+      }
+      part[best] = 1 - from;
+      n0 += from == 0 ? -1 : 1;
+    }
+    int i0 = 0, i1 = half;
+    for (int a = 0; a < s; a++)
+      tmp[part[a] == 0 ? i0++ : i1++] = set[a];
+    memcpy(set, tmp, (size_t)s * sizeof *set);
+  }
+out:
+  free(vert);
+  free(edge);
+  free(edlo);
+  free(part);
+  return rc;
+}
+
+static int deco_tree(deco_t *d, int *set, int s, SCOTCH_Num num, int *tmp, uint64_t seed)
+{
+  if (s == 1) {
+    d->domain[set[0]] = num;
+    return TIERS_OK;
+  }
+  if (s == 2) {
+    d->domain[set[0]] = 2 * num;
+    d->domain[set[1]] = 2 * num + 1;
+    return TIERS_OK;
+  }
+  TIERS_CALL(deco_split(d, set, s, tmp, seed));
+  TIERS_CALL(deco_tree(d, set, s / 2, 2 * num, tmp, seed + 1));
+  return deco_tree(d, set + s / 2, s - s / 2, 2 * num + 1, tmp, seed + 2);
+}
+
+/* Builds the deco target of the used nodes into arch (already initialised);
+ * reorders used[] and cap[] so that index = Scotch's terminal number. */
+static int arch_links(SCOTCH_Arch *arch, int nodes, int *used, int *cap, int k,
+                      const double *cost, uint64_t seed)
+{
+  deco_t d = {nodes, k, used, cost, INFINITY, NULL};
+  int *set = malloc((size_t)k * sizeof *set);
+  int *tmp = malloc((size_t)k * sizeof *tmp);
+  d.domain = malloc((size_t)k * sizeof *d.domain);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = NULL, *in = NULL;
+  int rc = TIERS_OK;
+  if (!set || !tmp || !d.domain) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto done;
+  }
+  double top = 0;
+  for (int a = 0; a < k; a++)
+    for (int b = a + 1; b < k; b++) {
+      d.cheapest = fmin(d.cheapest, pair_cost(&d, a, b));
+      top = fmax(top, pair_cost(&d, a, b));
+    }
+  for (int a = 0; a < k; a++)
+    set[a] = a;
+  rc = deco_tree(&d, set, k, 1, tmp, seed);
+  if (rc != TIERS_OK)
+    goto done;
+  /* Number the used nodes in domain order: Scotch's mapping names a terminal
+   * by its rank among the terminals in that order, whatever its label. */
+  for (int a = 1; a < k; a++) {
+    SCOTCH_Num dn = d.domain[a];
+    int un = used[a], cn = cap[a], b = a - 1;
+    for (; b >= 0 && d.domain[b] > dn; b--) {
+      d.domain[b + 1] = d.domain[b];
+      used[b + 1] = used[b];
+      cap[b + 1] = cap[b];
+    }
+    d.domain[b + 1] = dn;
+    used[b + 1] = un;
+    cap[b + 1] = cn;
+  }
+  SCOTCH_Num dommax = d.domain[k - 1];
+  out = open_memstream(&text, &len);
+  if (!out) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto done;
+  }
+  /* terminals: label (= index into used), weight (capacity), domain number;
+   * then the distances of terminal pairs, lower triangle row by row */
+  fprintf(out, "deco\n0\n%d %ld\n", k, (long)dommax);
+  for (int a = 0; a < k; a++)
+    fprintf(out, "%d %d %ld\n", a, cap[a], (long)d.domain[a]);
+  for (int a = 1; a < k; a++) {
+    for (int b = 0; b < a; b++) {
+      long c = (long)nearbyint(pair_cost(&d, a, b) / top * LINK_COST_MAX);
+      fprintf(out, "%ld ", c < 1 ? 1 : c);
+    }
+    fputc('\n', out);
+  }
+  if (fclose(out) != 0) {
+    out = NULL;
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto done;
+  }
+  out = NULL;
+  in = fmemopen(text, len, "r");
+  if (!in || SCOTCH_archLoad(arch, in) != 0)
+    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                         "map: Scotch cannot load the target of %d nodes and their costs", k);
+done:
+  if (in)
+    fclose(in);
+  if (out)
+    fclose(out);
+  free(text);
+  free(set);
+  free(tmp);
+  free(d.domain);
+  return rc;
+}
+
+/*
+ * Refines which node each group sits on (the quadratic assignment that
+ * Scotch's recursive bipartition only approximates, and on small targets
+ * sometimes misses): swaps the nodes of two groups while that lowers
+ * sum(bytes between groups x cost of their nodes), group sizes permitting.
+ * part[] uses 0..k-1 (the index into used[]); at most 50 sweeps.
+ */
+static int refine_links(const tiers_map_graph_t *g, int k, const int *cap, const int *used,
+                        int nodes, const double *cost, int *part)
+{
+  const int n = g->n;
+  int rc = TIERS_OK;
+  int64_t *qx = calloc((size_t)k + 1, sizeof *qx);
+  int32_t *order = malloc((size_t)n * sizeof *order);
+  double *acc = calloc((size_t)k, sizeof *acc);
+  int32_t *touched = malloc((size_t)k * sizeof *touched);
+  int *size = calloc((size_t)k, sizeof *size);
+  int *loc = malloc((size_t)k * sizeof *loc); /* group p sits on used[loc[p]] */
+  int32_t *qadj = NULL;
+  double *qw = NULL;
+  if (!qx || !order || !acc || !touched || !size || !loc) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  /* ranks by group, then the quotient graph in CSR (at most one entry per edge) */
+  {
+    int64_t *start = calloc((size_t)k + 1, sizeof *start);
+    if (!start) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+    for (int v = 0; v < n; v++)
+      start[part[v] + 1]++;
+    for (int p = 0; p < k; p++) {
+      size[p] = (int)start[p + 1];
+      start[p + 1] += start[p];
+    }
+    for (int v = 0; v < n; v++)
+      order[start[part[v]]++] = v;
+    for (int p = k; p > 0; p--)
+      start[p] = start[p - 1];
+    start[0] = 0;
+    int64_t m = g->xadj[n];
+    qadj = malloc((size_t)(m ? m : 1) * sizeof *qadj);
+    qw = malloc((size_t)(m ? m : 1) * sizeof *qw);
+    if (!qadj || !qw) {
+      free(start);
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+    int64_t e = 0;
+    for (int p = 0; p < k; p++) {
+      int nt = 0;
+      for (int64_t i = start[p]; i < start[p + 1]; i++) {
+        int v = order[i];
+        for (int64_t a = g->xadj[v]; a < g->xadj[v + 1]; a++) {
+          int q = part[g->adjncy[a]];
+          if (q == p)
+            continue;
+          if (acc[q] == 0)
+            touched[nt++] = q;
+          acc[q] += edge_weight(g, a) + 1e-300;
+        }
+      }
+      for (int t = 0; t < nt; t++) {
+        qadj[e] = touched[t];
+        qw[e] = acc[touched[t]];
+        acc[touched[t]] = 0;
+        e++;
+      }
+      qx[p + 1] = e;
+    }
+    free(start);
+  }
+  for (int p = 0; p < k; p++)
+    loc[p] = p;
+#define LCOST(a, b) ((a) == (b) ? 0.0 : cost[(size_t)used[a] * nodes + used[b]])
+  for (int sweep = 0; sweep < 50; sweep++) {
+    int improved = 0;
+    for (int p = 0; p < k; p++) {
+      for (int q = p + 1; q < k; q++) {
+        int lp = loc[p], lq = loc[q];
+        if (size[p] > cap[lq] || size[q] > cap[lp])
+          continue;
+        double delta = 0;
+        for (int64_t a = qx[p]; a < qx[p + 1]; a++) {
+          int r = qadj[a];
+          if (r != q)
+            delta += qw[a] * (LCOST(lq, loc[r]) - LCOST(lp, loc[r]));
+        }
+        for (int64_t a = qx[q]; a < qx[q + 1]; a++) {
+          int r = qadj[a];
+          if (r != p)
+            delta += qw[a] * (LCOST(lp, loc[r]) - LCOST(lq, loc[r]));
+        }
+        if (delta < -1e-9 * fabs(delta) - 1e-300) {
+          loc[p] = lq;
+          loc[q] = lp;
+          improved = 1;
+        }
+      }
+    }
+    if (!improved)
+      break;
+  }
+#undef LCOST
+  for (int v = 0; v < n; v++)
+    part[v] = loc[part[v]];
+out:
+  free(qx);
+  free(order);
+  free(acc);
+  free(touched);
+  free(size);
+  free(loc);
+  free(qadj);
+  free(qw);
+  return rc;
+}
+
 int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *capacity, uint64_t seed,
                     int *node_of)
+{
+  return tiers_map_group_costs(g, nodes, capacity, NULL, seed, node_of);
+}
+
+int tiers_map_group_costs(const tiers_map_graph_t *g, int nodes, const int *capacity,
+                          const double *link_cost, uint64_t seed, int *node_of)
 {
   TIERS_CALL(check_args(g));
   if (nodes < 1 || !capacity || !node_of)
     TIERS_ERROR(TIERS_ERR_ARG, "map: need at least one node, its capacity and an output array");
+  if (link_cost && nodes > LINK_NODES_MAX)
+    TIERS_ERROR(TIERS_ERR_ARG, "map: link costs for %d nodes (at most %d)", nodes,
+                LINK_NODES_MAX);
+  for (int i = 0; i < nodes; i++)
+    if (capacity[i] < 0)
+      TIERS_ERROR(TIERS_ERR_ARG, "map: node %d has a negative capacity", i);
+  if (link_cost)
+    for (int i = 0; i < nodes; i++)
+      for (int j = 0; j < nodes; j++) {
+        double c = link_cost[(size_t)i * nodes + j];
+        if (i != j && !(c > 0 && isfinite(c)))
+          TIERS_ERROR(TIERS_ERR_ARG, "map: the link cost of nodes %d-%d is %g (must be > 0)",
+                      i, j, c);
+      }
   const int n = g->n;
-  /* The first nodes with room for all ranks (nodes of capacity 0 are skipped). */
   int *used = malloc((size_t)nodes * sizeof *used);
   int *cap = malloc((size_t)nodes * sizeof *cap);
-  if (!used || !cap) {
+  double *sum = malloc((size_t)nodes * sizeof *sum);
+  if (!used || !cap || !sum) {
     free(used);
     free(cap);
+    free(sum);
     TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory");
   }
   int k = 0;
   int64_t room = 0;
-  for (int i = 0; i < nodes && room < n; i++) {
-    if (capacity[i] < 0) {
-      free(used);
-      free(cap);
-      TIERS_ERROR(TIERS_ERR_ARG, "map: node %d has a negative capacity", i);
-    }
-    if (capacity[i] == 0)
-      continue;
-    used[k] = i;
-    cap[k] = capacity[i];
-    room += capacity[i];
-    k++;
+  if (link_cost) {
+    k = choose_nodes(nodes, capacity, link_cost, n, used, sum);
+  } else { /* the first nodes with room for all ranks (capacity 0 skipped) */
+    for (int i = 0; i < nodes && room < n; i++)
+      if (capacity[i] > 0)
+        used[k++] = i;
+  }
+  free(sum);
+  if (k < 0) {
+    free(used);
+    free(cap);
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory");
+  }
+  room = 0;
+  for (int i = 0; i < k; i++) {
+    cap[i] = capacity[used[i]];
+    room += cap[i];
   }
   if (room < n) {
     free(used);
@@ -408,7 +837,7 @@ int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *capacity, 
   SCOTCH_Strat strat;
   SCOTCH_Num *parttab = NULL, *velotab = NULL;
   int arch_ok = 0, strat_ok = 0;
-  rc = sgraph_whole(g, GROUP_WEIGHT_TOTAL, &s);
+  rc = sgraph_whole(g, GROUP_WEIGHT_TOTAL / (link_cost ? LINK_COST_MAX : 1), &s);
   if (rc != TIERS_OK)
     goto out;
   parttab = malloc((size_t)n * sizeof *parttab);
@@ -419,7 +848,16 @@ int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *capacity, 
   }
   for (int p = 0; p < k; p++)
     velotab[p] = cap[p];
-  if (SCOTCH_archInit(&arch) != 0 || (arch_ok = 1, SCOTCH_archCmpltw(&arch, k, velotab) != 0)) {
+  if (SCOTCH_archInit(&arch) != 0) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no Scotch target");
+    goto out;
+  }
+  arch_ok = 1;
+  if (link_cost) {
+    rc = arch_links(&arch, nodes, used, cap, k, link_cost, seed);
+    if (rc != TIERS_OK)
+      goto out;
+  } else if (SCOTCH_archCmpltw(&arch, k, velotab) != 0) {
     rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch cannot build a target of %d nodes", k);
     goto out;
@@ -443,6 +881,8 @@ int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *capacity, 
     node_of[v] = (int)parttab[v];
   }
   rc = repair_capacity(g, k, cap, node_of);
+  if (rc == TIERS_OK && link_cost)
+    rc = refine_links(g, k, cap, used, nodes, link_cost, node_of);
   if (rc != TIERS_OK)
     goto out;
   for (int v = 0; v < n; v++)

@@ -17,9 +17,11 @@ import time
 
 from .. import result, topo
 from ..errors import TiersError
-from . import core, graph as graph_mod, machine as machine_mod, placement, writers
+from . import core, graph as graph_mod, links as links_mod, machine as machine_mod, placement, \
+    writers
 
-__all__ = ["plan", "main", "core", "graph_mod", "machine_mod", "placement", "writers"]
+__all__ = ["plan", "main", "core", "graph_mod", "links_mod", "machine_mod", "placement",
+           "writers"]
 
 
 def load_graph(comm: str | None, stencil: str | None):
@@ -35,8 +37,10 @@ def load_graph(comm: str | None, stencil: str | None):
 
 def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = None,
          seed: int = 1, oversubscribe: bool = False, allow_disconnected: bool = False,
-         layer_costs: str | None = None) -> dict:
-    """Map graph ``g`` on the machine of ``topo_doc`` and return plain
+         layer_costs: str | None = None, links=None) -> dict:
+    """Map graph ``g`` on the machine of ``topo_doc`` (with ``links``, a
+    :class:`.links.Links` or the path of a probe-net document: measured
+    costs between nodes) and return plain
     data: ``machine`` (:class:`~.machine.Machine`), ``placements`` (the
     mapped one first), ``metrics`` (one dict per placement), ``components``
     and ``seconds`` (time spent mapping).  Raise TiersError on bad input."""
@@ -47,9 +51,11 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
         raise TiersError(f"the communication graph is disconnected ({components} components; "
                          f"ranks 0 and {other} are not linked by any traffic): check the input, "
                          "or pass --allow-disconnected")
+    if isinstance(links, str):
+        links = links_mod.read(links)
     mach = machine_mod.build(topo_doc, nodes=nodes, hostfile=hostfile, ranks=g.n,
                              oversubscribe=oversubscribe,
-                             layer_costs=machine_mod.parse_layer_costs(layer_costs))
+                             layer_costs=machine_mod.parse_layer_costs(layer_costs), links=links)
     start = time.perf_counter()
     places = placement.strategies(g, mach, seed)
     seconds = time.perf_counter() - start
@@ -69,7 +75,7 @@ def document(g, plan_out: dict, params: dict, argv: list[str] | None) -> dict:
         ratios[m["placement"]] = {
             key: (m[key] / afc[key] if afc[key] else None)
             for key in ("bytes_inter_node", "hop_bytes", "max_node_out_bytes",
-                        "predicted_time_s")}
+                        "predicted_rank_s", "predicted_link_s", "predicted_time_s")}
     samples = {
         "ranks": writers.table(best, mach),
         "permutation": placement.permutation(best).tolist(),
@@ -102,12 +108,13 @@ def render(doc: dict, console) -> None:
                   f" slots; mapped in {s['map_seconds']:.3f} s")
     t = Table(title="placements (lower is better; ratio = placement / afc)", title_justify="left")
     for col in ("placement", "inter-node", "hop-bytes", "max node out", "pred. time",
-                "time ratio"):
+                "critical", "time ratio"):
         t.add_column(col, justify="left" if col == "placement" else "right")
     for m in s["comparison"]:
         r = s["ratio_to_afc"].get(m["placement"], {}).get("predicted_time_s")
         t.add_row(m["placement"], _fmt_bytes(m["bytes_inter_node"]), f"{m['hop_bytes']:.3g}",
                   _fmt_bytes(m["max_node_out_bytes"]), f"{m['predicted_time_s'] * 1e3:.3f} ms",
+                  m.get("critical", ""),
                   "1.00" if r is None and m["placement"] == "afc" else
                   (f"{r:.2f}" if r is not None else "-"))
     console.print(t)
@@ -121,15 +128,14 @@ def main(args, argv: list[str]) -> int:
     g = load_graph(args.comm, args.stencil)
     if args.nodes is not None and args.hostfile:
         raise TiersError("give either --nodes or --hostfile, not both")
-    if args.links:
-        raise TiersError("--links (measured inter-node costs) is not supported yet")
     topo_doc = topo.measure(args.machine)
     out = plan(g, topo_doc, nodes=args.nodes, hostfile=args.hostfile, seed=args.seed,
                oversubscribe=args.oversubscribe, allow_disconnected=args.allow_disconnected,
-               layer_costs=args.layer_cost)
+               layer_costs=args.layer_cost, links=args.links)
     params = {"comm": args.comm, "stencil": args.stencil, "machine": args.machine,
               "nodes": args.nodes, "hostfile": args.hostfile, "seed": args.seed,
-              "oversubscribe": args.oversubscribe, "layer_cost": args.layer_cost}
+              "oversubscribe": args.oversubscribe, "layer_cost": args.layer_cost,
+              "links": args.links}
     doc = document(g, out, params, argv)
     best, mach = out["placements"][0], out["machine"]
     paths = {}

@@ -43,7 +43,8 @@ def _library():
                              "'make build'")
         try:
             lib = ctypes.CDLL(str(path))
-            for name in ("tiers_map_check", "tiers_map_group", "tiers_map_place"):
+            for name in ("tiers_map_check", "tiers_map_group", "tiers_map_group_costs",
+                         "tiers_map_place"):
                 getattr(lib, name).restype = ctypes.c_int
         except (OSError, AttributeError) as exc:
             raise TiersError(f"cannot load the mapping core from {path}: {exc}") from None
@@ -109,14 +110,25 @@ def check(graph) -> tuple[int, np.ndarray]:
     return count.value, comp
 
 
-def group(graph, capacity, seed: int = 1) -> np.ndarray:
-    """Return, per rank, the node it is grouped on (seed 002 step 3)."""
+def group(graph, capacity, seed: int = 1, link_cost=None) -> np.ndarray:
+    """Return, per rank, the node it is grouped on (seed 002 step 3).
+    With ``link_cost`` (nodes x nodes, cost per byte of each node pair,
+    only ratios matter) the groups are also mapped onto the node graph so
+    that heavy group pairs sit on cheap node pairs (step 5)."""
     g, keep = _graph(graph)
     cap = np.ascontiguousarray(capacity, dtype=np.int32)
     out = np.empty(graph.n, dtype=np.int32)
-    _call("tiers_map_group", ctypes.byref(g), ctypes.c_int(len(cap)),
-          cap.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(seed),
-          out.ctypes.data_as(ctypes.c_void_p))
+    if link_cost is None:
+        _call("tiers_map_group", ctypes.byref(g), ctypes.c_int(len(cap)),
+              cap.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(seed),
+              out.ctypes.data_as(ctypes.c_void_p))
+    else:
+        cost = np.ascontiguousarray(link_cost, dtype=np.float64)
+        if cost.shape != (len(cap), len(cap)):
+            raise TiersError(f"link costs are {cost.shape}, not {len(cap)} x {len(cap)} nodes")
+        _call("tiers_map_group_costs", ctypes.byref(g), ctypes.c_int(len(cap)),
+              cap.ctypes.data_as(ctypes.c_void_p), cost.ctypes.data_as(ctypes.c_void_p),
+              ctypes.c_uint64(seed), out.ctypes.data_as(ctypes.c_void_p))
     del keep
     return out
 

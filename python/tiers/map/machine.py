@@ -22,11 +22,15 @@ import numpy as np
 from ..errors import TiersError
 
 #: Per-layer (latency s, bandwidth B/s) used to predict communication time
-#: when none is measured: seed 002 Table 5, RICC at 4 nodes (intra-CPU,
-#: inter-CPU, inter-node).
+#: when none is measured, from seed 002 Table 5 (RICC): inside a node the
+#: per-pair figures at 4 nodes (intra-CPU 19 us / 2740 MB/s, inter-CPU
+#: 33 us / 1420 MB/s); for ``node`` the latency at 4 nodes (77 us) and the
+#: bandwidth of one node's network link, measured with a single pair alone
+#: at 2 nodes (2227 MB/s; Table 2 gives 2.0 GB/s).  The link is shared by
+#: all of a node's inter-node traffic (see :func:`.placement.metrics`).
 DEFAULT_LAYER_COSTS = {
     "core": (19e-6, 2740e6), "cache": (19e-6, 2740e6), "package": (19e-6, 2740e6),
-    "numa": (33e-6, 1420e6), "machine": (33e-6, 1420e6), "node": (77e-6, 655e6),
+    "numa": (33e-6, 1420e6), "machine": (33e-6, 1420e6), "node": (77e-6, 2227e6),
 }
 
 
@@ -48,6 +52,7 @@ class Machine:
     source: str = ""
     oversubscribed: int = 1
     layer_costs: dict = field(default_factory=lambda: dict(DEFAULT_LAYER_COSTS))
+    links: object = None   # measured node x node costs (.links.Links), or None
 
     @property
     def nodes(self) -> int:
@@ -75,7 +80,12 @@ class Machine:
                 "level_layers": self.level_layers, "cost": self.cost,
                 "slots_per_node": self.slots_per_node, "oversubscribed": self.oversubscribed,
                 "layer_costs": {k: {"latency_s": v[0], "bandwidth_Bps": v[1]}
-                                for k, v in self.layer_costs.items()}}
+                                for k, v in self.layer_costs.items()},
+                "links": None if self.links is None else {
+                    "source": self.links.source,
+                    "latency_s": self.links.latency.tolist(),
+                    "bandwidth_Bps": [[None if not np.isfinite(x) else float(x) for x in row]
+                                      for row in self.links.bandwidth]}}
 
 
 def node_tree(topo_doc: dict) -> tuple[list[int], list[str], list[int], list[int], list[int]]:
@@ -161,19 +171,26 @@ def parse_layer_costs(text: str | None) -> dict:
 
 def build(topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = None,
           ranks: int | None = None, oversubscribe: bool = False,
-          layer_costs: dict | None = None) -> Machine:
+          layer_costs: dict | None = None, links=None) -> Machine:
     """Return the :class:`Machine` of ``nodes`` copies of the node in
     ``topo_doc`` (or one per host of ``hostfile``, capacity = its slots,
     at most the cores).  With ``oversubscribe`` and more ``ranks`` than
     cores, every core takes the same number of slots (an extra level).
-    Raise TiersError when the ranks do not fit and oversubscription was not
-    asked for."""
+    With ``links`` (:class:`.links.Links`) and neither ``nodes`` nor
+    ``hostfile``, the nodes are the measured hosts; the links are reordered
+    to the machine's hosts.  Raise TiersError when the ranks do not fit and
+    oversubscription was not asked for."""
+    from . import links as links_mod
+
     arity, names, depths, core_pu, core_logical = node_tree(topo_doc)
     cores = len(core_pu)
     if hostfile:
         entries = read_hostfile(hostfile)
         hosts = [h for h, _ in entries]
         capacity = [min(cores, s) if s is not None else cores for _, s in entries]
+    elif links is not None and nodes is None:
+        hosts = list(links.hosts)
+        capacity = [cores] * len(hosts)
     else:
         count = nodes or 1
         if count < 1:
@@ -202,4 +219,5 @@ def build(topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = No
         slot_core = [c for c in core_logical for _ in range(over)]
     return Machine(hosts, capacity, arity, names, cost, slot_pu, slot_core,
                    source=str(topo_doc["summary"].get("source", "")), oversubscribed=over,
-                   layer_costs=layer_costs or dict(DEFAULT_LAYER_COSTS))
+                   layer_costs=layer_costs or dict(DEFAULT_LAYER_COSTS),
+                   links=links_mod.for_hosts(links, hosts) if links is not None else None)

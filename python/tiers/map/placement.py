@@ -109,7 +109,13 @@ def mapped(graph: Graph, machine: Machine, seed: int, *, intra: bool = True) -> 
     (step 3), then, with ``intra``, each group mapped onto its node's tree
     (step 4, "AFC"); without, ranks fill their node in rank order
     ("AFC-NB")."""
-    node = core.group(graph, machine.capacity, seed)
+    cost = None
+    links = getattr(machine, "links", None)
+    if links is not None and graph.edges:
+        message = graph.total_bytes() / graph.edges / 2   # mean bytes one way
+        if not links.uniform(message):
+            cost = links.cost_per_byte(message)
+    node = core.group(graph, machine.capacity, seed, link_cost=cost)
     if not intra:
         return Placement("afc-nb", node, _fill_order(node, machine.nodes),
                          "grouped with Scotch; inside a node in rank order")
@@ -150,12 +156,23 @@ def edge_layers(graph: Graph, machine: Machine, p: Placement):
 
 
 def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
-    """Return the costs of placement ``p``: bytes crossing nodes, bytes per
-    layer, hop-bytes (bytes times the links of the machine tree between the
-    two cores, a node switch counting as one more level), the largest
-    volume one node sends to others, and the predicted communication time
-    of one exchange: the largest, over ranks, sum over its neighbours of
-    latency + bytes / bandwidth of the layer joining them."""
+    """Return the costs of placement ``p`` for one exchange of the graph
+    (every edge's bytes, half each way):
+
+    - ``bytes_inter_node``, ``bytes_per_layer``, ``hop_bytes`` (bytes times
+      the links of the machine tree between the two cores, a node switch
+      counting as one more level), ``max_node_out_bytes`` (the most bytes
+      one node sends to others);
+    - the predicted time, from two resources that work at the same time:
+      ``predicted_rank_s``, the largest over ranks of its serial cost
+      (per intra-node neighbour latency + bytes / bandwidth of the joining
+      layer, per inter-node neighbour the latency of the link), and
+      ``predicted_link_s``, the largest over nodes of the time its network
+      link needs for its outgoing bytes (sum over destination nodes of bytes
+      / bandwidth of that node pair; with no measured links every pair has
+      the ``node`` layer's bandwidth, so it is outgoing bytes / link
+      bandwidth).  ``predicted_time_s`` is the larger of the two: the
+      critical resource sets the step time.  ``critical`` says which."""
     u, v, w, level = edge_layers(graph, machine, p)
     levels = len(machine.arity)
     names = np.array(list(machine.level_layers) + ["core", "node"], dtype=object)
@@ -168,13 +185,26 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
             per_layer[name] = float(w[sel].sum())
     hops = np.where(level < 0, 2 * (levels + 1), 2 * (levels - level))
     cross = level < 0
-    out_node = np.bincount(p.node[u[cross]], weights=w[cross] / 2, minlength=machine.nodes) + \
-        np.bincount(p.node[v[cross]], weights=w[cross] / 2, minlength=machine.nodes)
+    nu, nv = p.node[u], p.node[v]
+    out_node = np.bincount(nu[cross], weights=w[cross] / 2, minlength=machine.nodes) + \
+        np.bincount(nv[cross], weights=w[cross] / 2, minlength=machine.nodes)
     lat = np.array([machine.layer_costs[str(x)][0] for x in layer]) if layer.size else np.zeros(0)
     bw = np.array([machine.layer_costs[str(x)][1] for x in layer]) if layer.size else np.ones(0)
-    t_edge = lat + (w / 2) / bw
+    links = getattr(machine, "links", None)
+    if links is not None and cross.any():
+        lat = lat.copy()
+        bw = bw.copy()
+        lat[cross] = links.latency[nu[cross], nv[cross]]
+        bw[cross] = links.bandwidth[nu[cross], nv[cross]]
+    # per rank: serial cost; inter-node bytes are charged to the node link
+    t_edge = lat + np.where(cross, 0.0, (w / 2) / bw)
     t_rank = np.bincount(u, weights=t_edge, minlength=graph.n) + \
         np.bincount(v, weights=t_edge, minlength=graph.n)
+    t_link_edge = np.where(cross, (w / 2) / bw, 0.0)
+    t_link = np.bincount(nu, weights=t_link_edge, minlength=machine.nodes) + \
+        np.bincount(nv, weights=t_link_edge, minlength=machine.nodes)
+    rank_s = float(t_rank.max()) if t_rank.size else 0.0
+    link_s = float(t_link.max()) if t_link.size else 0.0
     return {
         "placement": p.name,
         "bytes_total": float(w.sum()),
@@ -182,7 +212,10 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
         "bytes_per_layer": per_layer,
         "hop_bytes": float((w * hops).sum()),
         "max_node_out_bytes": float(out_node.max()) if out_node.size else 0.0,
-        "predicted_time_s": float(t_rank.max()) if t_rank.size else 0.0,
+        "predicted_rank_s": rank_s,
+        "predicted_link_s": link_s,
+        "predicted_time_s": max(rank_s, link_s),
+        "critical": "link" if link_s > rank_s else "rank",
         "nodes_used": int(np.unique(p.node).size),
     }
 
