@@ -175,6 +175,21 @@ def test_fit_recovers_latency_and_bandwidth():
     r2 = 1 - sum(r * r for r in res) / sum((y - mean) ** 2 for y in ys)
     assert fit["r2"] == pytest.approx(r2)
     assert 0.9 < fit["r2"] < 1.0
+    assert fit["reliable"]
+
+
+def test_fit_marks_impossible_or_poor_fits_unreliable():
+    from tiers.probe.netfit import MIN_RELIABLE_R2, fit_line
+
+    sizes = [1_000_000, 1_500_000, 2_000_000]
+    # Times whose line crosses zero latency below the sizes: intercept < 0.
+    negative = fit_line(sizes, [[50.0], [100.0], [150.0]])
+    assert negative["latency_us"] < 0 and not negative["reliable"]
+    # Pure scatter: R^2 far below the bar.
+    scatter = fit_line(sizes, [[100.0, 300.0], [350.0, 50.0], [110.0, 290.0]])
+    assert scatter["r2"] < MIN_RELIABLE_R2 and not scatter["reliable"]
+    # Falling times: no bandwidth at all.
+    assert not fit_line(sizes, [[3.0], [2.0], [1.0]])["reliable"]
 
 
 def test_fit_refuses_degenerate_input():

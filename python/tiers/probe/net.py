@@ -298,6 +298,7 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
             "pairs": len(pairs),
             "seconds": sum(v["seconds"] for v in phases.values()),
             "r2_min": min(r2) if r2 else None,
+            "unreliable_pairs": sum(1 for p in pairs if not p["reliable"]),
             "r2_mean": sum(r2) / len(r2) if r2 else None,
             "matrices": netfit.pair_matrices(n, pairs, placement),
             "node_matrices": node_matrices,
@@ -375,6 +376,12 @@ def render(doc: dict, console: Console) -> None:
                       f"B (centre {pa['center_bytes']:,.0f} B), {pa['reps']} repetitions each; "
                       f"fit time = latency + size / bandwidth, R^2 min "
                       f"{_num(ap['r2_min'], '{:.4f}')}, mean {_num(ap['r2_mean'], '{:.4f}')}")
+        if ap["unreliable_pairs"]:
+            console.print(f"[yellow]{ap['unreliable_pairs']} of {ap['pairs']} pair fits are "
+                          "unreliable (negative latency, no bandwidth or R^2 < "
+                          f"{netfit.MIN_RELIABLE_R2}): the run was disturbed or the "
+                          "repetitions too few; rerun with more --reps on a quiet "
+                          "machine[/yellow]")
         if ap["layers"]:
             t = Table(title="Per layer (mean +- standard deviation over pairs)",
                       title_justify="left")

@@ -85,6 +85,10 @@ def xor_schedule(n: int, cores: int = 1) -> list[list[list[tuple[int, int]]]]:
 # The fit
 
 
+#: Below this R^2 a pair's fit is marked unreliable.
+MIN_RELIABLE_R2 = 0.5
+
+
 def fit_line(sizes: Sequence[float], times: Sequence[Sequence[float]]) -> dict:
     """Fit time = latency + size / bandwidth by least squares.
 
@@ -93,8 +97,10 @@ def fit_line(sizes: Sequence[float], times: Sequence[Sequence[float]]) -> dict:
     ``latency_us`` (the intercept), ``bandwidth_mbps`` (1 / slope, in
     bytes/us = MB/s; None when the slope is not positive), ``slope_us_per_byte``,
     ``r2`` (1 - SS_res / SS_tot; 1.0 when all times are equal and fit
-    exactly), ``residuals_us`` (shaped like ``times``: measured - fitted) and
-    ``points``.  Raise TiersError when fewer than two distinct sizes carry
+    exactly), ``residuals_us`` (shaped like ``times``: measured - fitted),
+    ``points``, and ``reliable``: False when the fit cannot describe a link
+    (a negative latency, no positive bandwidth, or R^2 below
+    ``MIN_RELIABLE_R2``), as happens when other work disturbs the run.  Raise TiersError when fewer than two distinct sizes carry
     times, or a size is not positive."""
     xs, ys = [], []
     for s, ts in zip(sizes, times):
@@ -128,9 +134,10 @@ def fit_line(sizes: Sequence[float], times: Sequence[Sequence[float]]) -> dict:
         r2 = 1.0 - ss_res / ss_tot
     else:
         r2 = 1.0 if ss_res == 0 else 0.0
+    reliable = intercept >= 0 and slope > 0 and r2 >= MIN_RELIABLE_R2
     return {"latency_us": intercept, "bandwidth_mbps": 1.0 / slope if slope > 0 else None,
             "slope_us_per_byte": slope, "r2": r2, "residuals_us": residuals,
-            "points": int(x.size)}
+            "points": int(x.size), "reliable": reliable}
 
 
 # --------------------------------------------------------------------------
