@@ -1,0 +1,183 @@
+/* The shared part of the hybrid reference applications; see hybrid_app.h. */
+#include "hybrid_app.h"
+
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void app_init(app_t *app, const char *name, int *argc, char ***argv)
+{
+  memset(app, 0, sizeof *app);
+  app->name = name;
+  tiers_tool_init(name);
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &app->provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &app->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &app->size);
+  app->opts.pin = TIERS_PIN_COMPACT;
+  app->opts.verify = -1;
+}
+
+void app_check(app_t *app, int bad, const char *fmt, ...)
+{
+  int first = bad ? app->rank : app->size;
+  int lowest = first;
+  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (lowest == app->size)
+    return;
+  if (lowest == app->rank) {
+    va_list ap;
+    fprintf(stderr, "%s: error: ", app->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+  }
+  tiers_team_destroy(&app->team);
+  MPI_Finalize();
+  exit(TIERS_TOOL_EXIT_USAGE);
+}
+
+int app_parse_triple(const char *text, long *out, int max)
+{
+  int n = 0;
+  const char *p = text;
+  while (p && *p && n < max) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 0)
+      return -1;
+    out[n++] = v;
+    if (*end == ',')
+      p = end + 1;
+    else if (*end == '\0')
+      p = NULL;
+    else
+      return -1;
+  }
+  if (p && *p)
+    return -1; /* more values than max */
+  return n;
+}
+
+int app_common_option(app_t *app, int argc, char **argv, int *i)
+{
+  const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  int bad_value = 0;
+  if (strcmp(a, "--overlap") == 0) {
+    app->opts.overlap = 1;
+    return 1;
+  }
+  if (strcmp(a, "--verify") == 0) {
+    app->opts.verify = 1;
+    return 1;
+  }
+  if (strcmp(a, "--no-verify") == 0) {
+    app->opts.verify = 0;
+    return 1;
+  }
+  if (strcmp(a, "--quick") == 0) {
+    app->opts.quick = 1;
+    return 1;
+  }
+  if (strcmp(a, "--threads") == 0) {
+    bad_value = !v || tiers_parse_long(v, &app->opts.threads) != 0 || app->opts.threads < 1;
+    app_check(app, bad_value, "--threads needs a positive number (got %s)", v ? v : "nothing");
+  } else if (strcmp(a, "--pin") == 0) {
+    bad_value = !v || tiers_pin_policy_parse(v, &app->opts.pin) != TIERS_OK;
+    app_check(app, bad_value, "--pin must be none, compact or scatter (got %s)",
+              v ? v : "nothing");
+  } else if (strcmp(a, "--grid") == 0) {
+    long g[3] = {0, 0, 0};
+    int n = v ? app_parse_triple(v, g, 3) : -1;
+    app_check(app, n < 2 || g[0] < 1 || g[1] < 1 || (n == 3 && g[2] < 1),
+              "--grid needs 2 or 3 positive process counts such as 2,2,1 (got %s)",
+              v ? v : "nothing");
+    for (int k = 0; k < 3; k++)
+      app->opts.grid[k] = (int)g[k];
+  } else {
+    return 0;
+  }
+  (*i)++;
+  return 1;
+}
+
+void app_team(app_t *app, MPI_Comm comm)
+{
+  int rc = tiers_team_create(&app->team, comm, (int)app->opts.threads, app->opts.pin);
+  app_check(app, rc != TIERS_OK, "%s", tiers_last_error());
+}
+
+static void stats(tiers_json_t *j, const char *key, const double *v, int n)
+{
+  double max = v[0], sum = 0;
+  for (int i = 0; i < n; i++) {
+    max = v[i] > max ? v[i] : max;
+    sum += v[i];
+  }
+  tiers_json_key(j, key);
+  tiers_json_object_begin(j);
+  tiers_json_kv_double(j, "max", max);
+  tiers_json_kv_double(j, "mean", sum / n);
+  tiers_json_kv_double_array(j, "per_rank", v, (size_t)n);
+  tiers_json_object_end(j);
+}
+
+void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
+                   const double times[TIERS_PHASE_COUNT])
+{
+  double mine[TIERS_PHASE_COUNT + 1];
+  for (int p = 0; p < TIERS_PHASE_COUNT; p++)
+    mine[p] = times[p];
+  mine[TIERS_PHASE_COUNT] = elapsed;
+  int n = app->size, k = TIERS_PHASE_COUNT + 1;
+  double *all = app->rank == 0 ? malloc(sizeof(double) * (size_t)(n * k)) : NULL;
+  MPI_Gather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (app->rank != 0)
+    return;
+  if (!all)
+    tiers_tool_fail("out of memory");
+  double *col = malloc(sizeof(double) * (size_t)n);
+  if (!col)
+    tiers_tool_fail("out of memory");
+  tiers_json_init(j, stdout);
+  tiers_json_object_begin(j);
+  tiers_json_kv_string(j, "schema", "tiers.app/1");
+  tiers_json_kv_string(j, "app", app->name);
+  tiers_json_kv_int(j, "ranks", app->size);
+  tiers_json_kv_int(j, "threads", tiers_team_nthreads(app->team));
+  tiers_json_kv_string(j, "pin", tiers_pin_policy_name(app->opts.pin));
+  tiers_json_kv_bool(j, "overlap", app->opts.overlap);
+  tiers_json_kv_int(j, "mpi_thread_provided", app->provided);
+  double slowest = 0;
+  for (int r = 0; r < n; r++)
+    slowest = all[r * k + TIERS_PHASE_COUNT] > slowest ? all[r * k + TIERS_PHASE_COUNT] : slowest;
+  tiers_json_kv_double(j, "time_s", slowest);
+  tiers_json_key(j, "breakdown");
+  tiers_json_object_begin(j);
+  static const char *keys[TIERS_PHASE_COUNT] = {"compute_s", "comm_s", "sync_s"};
+  for (int p = 0; p < TIERS_PHASE_COUNT; p++) {
+    for (int r = 0; r < n; r++)
+      col[r] = all[r * k + p];
+    stats(j, keys[p], col, n);
+  }
+  tiers_json_object_end(j);
+  free(col);
+  free(all);
+}
+
+void app_finish(app_t *app, int passed, const char *why)
+{
+  tiers_team_destroy(&app->team);
+  MPI_Finalize();
+  if (!passed) {
+    if (app->rank == 0) {
+      fprintf(stderr, "%s: error: verification failed: %s\n", app->name, why);
+      fflush(stderr);
+    }
+    exit(APP_EXIT_VERIFY);
+  }
+  exit(0);
+}

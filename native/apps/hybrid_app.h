@@ -1,0 +1,84 @@
+/*
+ * Internal: what every reference application of the hybrid runtime shares
+ * -- the common options, the one-line collective failure, and the JSON
+ * document with the time breakdown (seed 004 Fig. 13).
+ *
+ * Common options (each app adds its own):
+ *   --threads T     threads per process (default: OMP_NUM_THREADS)
+ *   --pin P         none, compact (default) or scatter, within the
+ *                   process's cpuset
+ *   --grid A,B[,C]  processes per axis (default: MPI_Dims_create)
+ *   --overlap       overlap the halo exchange with interior computation
+ *   --verify        compare with a serial recomputation on rank 0
+ *   --no-verify     skip it (the default above the app's size limit)
+ *   --quick         small problem that runs in well under a second
+ *
+ * Output: rank 0 prints one JSON document, schema "tiers.app/1":
+ *   {"schema","app","ranks","threads","pin","params":{...},
+ *    "time_s": slowest process's time of the timed part,
+ *    "breakdown": {"compute_s","comm_s","sync_s": each {"max","mean",
+ *                  "per_rank":[...]}},
+ *    "result": {...app figures...},
+ *    "figure_of_merit": {"name","value","unit"},
+ *    "verification": {"passed": bool, ...}}
+ * A failed verification exits 3 after the document, with one line
+ * "APP: error: verification failed: ..." on stderr.
+ */
+#ifndef TIERS_APPS_HYBRID_APP_H
+#define TIERS_APPS_HYBRID_APP_H
+
+#include <mpi.h>
+
+#include "common/json.h"
+#include "common/tool.h"
+#include "tiers/hybrid.h"
+
+/* Exit status of a run whose result failed its verification. */
+#define APP_EXIT_VERIFY 3
+
+typedef struct app_opts {
+  long threads;            /* 0: OMP_NUM_THREADS */
+  tiers_pin_policy_t pin;
+  int grid[3];             /* 0: free */
+  int overlap;
+  int verify;              /* 1 yes, 0 no, -1 automatic */
+  int quick;
+} app_opts_t;
+
+typedef struct app {
+  const char *name;
+  int rank, size, provided;
+  app_opts_t opts;
+  tiers_team_t team;
+} app_t;
+
+/* MPI_Init_thread (FUNNELED) and defaults. */
+void app_init(app_t *app, const char *name, int *argc, char ***argv);
+
+/* Parses one common option at argv[*i]; returns 1 when it was one (and
+ * advances *i over its value), 0 when it is not a common option. */
+int app_common_option(app_t *app, int argc, char **argv, int *i);
+
+/* Collective: when any process passes bad != 0, the lowest such rank
+ * prints "APP: error: MESSAGE", every process finalises MPI and exits 2. */
+void app_check(app_t *app, int bad, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Collective: creates the team from the options, failing in one line. */
+void app_team(app_t *app, MPI_Comm comm);
+
+/* Collective: gathers every process's phase times onto rank 0; rank 0
+ * writes the head of the document (up to and including "breakdown") to
+ * *j.  @p elapsed is this process's time of the timed part and @p times
+ * its phase times (tiers_team_times) taken when that part ended. */
+void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
+                   const double times[TIERS_PHASE_COUNT]);
+
+/* Parses "A,B[,C]" into n longs (n = 2 or 3, or 1 value repeated);
+ * returns the count read, or -1. */
+int app_parse_triple(const char *text, long *out, int max);
+
+/* Ends the run: frees the team, finalises MPI and exits 0, or
+ * APP_EXIT_VERIFY after rank 0 printed @p why when !passed. */
+void app_finish(app_t *app, int passed, const char *why) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,452 @@
+/*
+ * tiers-jacobi3d: the 3-D Poisson heat problem of seed 002's benchmark,
+ * solved by Jacobi iteration on a block decomposition NX x NY x NZ with
+ * face halos, in the COMPaS hybrid model (one thread team per process).
+ *
+ *   mpirun -n P tiers-jacobi3d [--size N | --size NX,NY,NZ] [--iters K]
+ *       [--threads T] [--pin none|compact|scatter] [--grid PX,PY,PZ]
+ *       [--overlap] [--verify | --no-verify] [--quick]
+ *       [--permutation FILE]
+ *
+ * Problem: -laplace(u) = f on the unit cube, u = 0 on its boundary,
+ * f = 3 pi^2 sin(pi x) sin(pi y) sin(pi z), whose solution is
+ * u = sin(pi x) sin(pi y) sin(pi z); NX x NY x NZ interior points with
+ * spacing 1/(N+1) per axis, u = 0 at the start.  One Jacobi sweep is
+ *   u'(p) = (sum of the 6 neighbours of p + h^2 f(p)) / 6      (equal h)
+ * and, with unequal spacings, the usual weighted form.  Every sweep also
+ * yields the residual of the iterate it read, r = f - A u =
+ * (u' - u) * diag(A), whose norm sqrt(h^3 sum r^2) every process learns
+ * through one hybrid reduction per iteration.
+ *
+ * Verification: (1) the residual of the final iterate is below that of
+ * the first; (2) with --verify (default up to 2^21 points) rank 0 gathers
+ * the field and repeats the run serially with the same sweep code: the
+ * results must be equal bit for bit, since every point's update is the
+ * same arithmetic whatever the decomposition.  The maximum error against
+ * the exact solution is reported too (an exact maximum: identical across
+ * decompositions and thread counts).
+ *
+ * --permutation FILE reads a renumbering from `tiers map --permutation`:
+ * line i holds the new rank of MPI_COMM_WORLD rank i; the decomposition is
+ * laid out in the new numbering.
+ *
+ * Output: the tiers.app/1 document of hybrid_app.h; "result" holds
+ * iterations, residual_initial, residual, error_max and the grid; the
+ * figure of merit is lattice updates per second.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "hybrid_app.h"
+
+#define VERIFY_AUTO_LIMIT (1L << 21)
+
+typedef struct grid3 {
+  long nx, ny, nz;   /* owned points */
+  long sx, sxy;      /* strides of the ghosted array: (nx+2), (nx+2)(ny+2) */
+  double cx, cy, cz; /* 1/hx^2, ... */
+  double diag;       /* 2 (cx + cy + cz) */
+} grid3_t;
+
+static inline size_t at3(const grid3_t *g, long i, long j, long k)
+{
+  return (size_t)((i + 1) + g->sx * (j + 1) + g->sxy * (k + 1));
+}
+
+/* Jacobi update of the box [i0,i1) x [j0,j1) x [k0,k1) (block
+ * coordinates); returns the sum of squared residuals of the points read. */
+static double sweep_box(const grid3_t *g, const double *restrict u, double *restrict un,
+                        const double *restrict f, long i0, long i1, long j0, long j1, long k0,
+                        long k1)
+{
+  double r2 = 0.0;
+  const double inv = 1.0 / g->diag;
+  for (long k = k0; k < k1; k++)
+    for (long j = j0; j < j1; j++) {
+      size_t p = at3(g, i0, j, k);
+      for (long i = i0; i < i1; i++, p++) {
+        double s = g->cx * (u[p - 1] + u[p + 1]) + g->cy * (u[p - g->sx] + u[p + g->sx]) +
+                   g->cz * (u[p - g->sxy] + u[p + g->sxy]) + f[p];
+        double v = s * inv;
+        double r = (v - u[p]) * g->diag;
+        r2 += r * r;
+        un[p] = v;
+      }
+    }
+  return r2;
+}
+
+/* The points of planes [k0,k1) that touch a ghost layer (the shell). */
+static double sweep_shell(const grid3_t *g, const double *u, double *un, const double *f,
+                          long k0, long k1)
+{
+  double r2 = 0.0;
+  for (long k = k0; k < k1; k++) {
+    if (k == 0 || k == g->nz - 1) {
+      r2 += sweep_box(g, u, un, f, 0, g->nx, 0, g->ny, k, k + 1);
+      continue;
+    }
+    r2 += sweep_box(g, u, un, f, 0, g->nx, 0, 1, k, k + 1);
+    if (g->ny > 1)
+      r2 += sweep_box(g, u, un, f, 0, g->nx, g->ny - 1, g->ny, k, k + 1);
+    if (g->ny > 2) {
+      r2 += sweep_box(g, u, un, f, 0, 1, 1, g->ny - 1, k, k + 1);
+      if (g->nx > 1)
+        r2 += sweep_box(g, u, un, f, g->nx - 1, g->nx, 1, g->ny - 1, k, k + 1);
+    }
+  }
+  return r2;
+}
+
+static double source(double x, double y, double z)
+{
+  return 3.0 * M_PI * M_PI * sin(M_PI * x) * sin(M_PI * y) * sin(M_PI * z);
+}
+
+static double exact(double x, double y, double z)
+{
+  return sin(M_PI * x) * sin(M_PI * y) * sin(M_PI * z);
+}
+
+struct run {
+  grid3_t g;
+  long glo[3];        /* global index of the first owned point */
+  double h[3];
+  double *u, *un, *f; /* ghosted arrays */
+  tiers_halo_t halo;
+  long iters;
+  int overlap;
+  double res2_first, res2_last;
+  double hvol;        /* hx hy hz */
+};
+
+static int body(tiers_team_t team, int t, void *arg)
+{
+  struct run *R = arg;
+  const grid3_t *g = &R->g;
+  long k0, k1;
+  TIERS_CALL(tiers_team_split(team, g->nz, t, &k0, &k1));
+  double *u = R->u, *un = R->un;
+  for (long it = 0; it < R->iters; it++) {
+    double r2;
+    if (R->overlap) {
+      TIERS_CALL(tiers_halo_begin(R->halo, u));
+      long ka = k0 > 1 ? k0 : 1, kb = k1 < g->nz - 1 ? k1 : g->nz - 1;
+      r2 = ka < kb ? sweep_box(g, u, un, R->f, 1, g->nx - 1, 1, g->ny - 1, ka, kb) : 0.0;
+      TIERS_CALL(tiers_halo_end(R->halo, u));
+      r2 += sweep_shell(g, u, un, R->f, k0, k1);
+    } else {
+      TIERS_CALL(tiers_halo_exchange(R->halo, u));
+      r2 = sweep_box(g, u, un, R->f, 0, g->nx, 0, g->ny, k0, k1);
+    }
+    double all;
+    TIERS_CALL(tiers_team_allreduce_double(team, &r2, &all, 1, TIERS_OP_SUM));
+    if (t == 0) {
+      if (it == 0)
+        R->res2_first = all;
+      R->res2_last = all;
+    }
+    double *tmp = u;
+    u = un;
+    un = tmp;
+  }
+  if (t == 0 && (R->iters % 2) == 1) { /* the result is in un's buffer: swap the owners */
+    double *tmp = R->u;
+    R->u = R->un;
+    R->un = tmp;
+  }
+  return TIERS_OK;
+}
+
+/* Fills f and zeroes u, un (ghosts included) in the planes of thread t
+ * (first touch); thread 0 also takes the ghost planes. */
+static int init_body(tiers_team_t team, int t, void *arg)
+{
+  struct run *R = arg;
+  const grid3_t *g = &R->g;
+  long k0, k1;
+  TIERS_CALL(tiers_team_split(team, g->nz + 2, t, &k0, &k1));
+  for (long kk = k0; kk < k1; kk++) {
+    long k = kk - 1;
+    for (long j = -1; j <= g->ny; j++)
+      for (long i = -1; i <= g->nx; i++) {
+        size_t p = at3(g, i, j, k);
+        R->u[p] = R->un[p] = 0.0;
+        int owned = i >= 0 && i < g->nx && j >= 0 && j < g->ny && k >= 0 && k < g->nz;
+        R->f[p] = owned ? source((double)(R->glo[0] + i + 1) * R->h[0],
+                                 (double)(R->glo[1] + j + 1) * R->h[1],
+                                 (double)(R->glo[2] + k + 1) * R->h[2])
+                        : 0.0;
+      }
+  }
+  return TIERS_OK;
+}
+
+static grid3_t make_grid(long nx, long ny, long nz, const double h[3])
+{
+  grid3_t g = {nx, ny, nz, nx + 2, (nx + 2) * (ny + 2), 0, 0, 0, 0};
+  g.cx = 1.0 / (h[0] * h[0]);
+  g.cy = 1.0 / (h[1] * h[1]);
+  g.cz = 1.0 / (h[2] * h[2]);
+  g.diag = 2.0 * (g.cx + g.cy + g.cz);
+  return g;
+}
+
+/* Reads the rank permutation; returns this rank's new rank. */
+static int read_permutation(app_t *app, const char *path)
+{
+  int *perm = calloc((size_t)app->size, sizeof *perm);
+  int *seen = calloc((size_t)app->size, sizeof *seen);
+  FILE *in = fopen(path, "r");
+  int n = 0, bad = !in || !perm || !seen;
+  char why[200] = "";
+  if (bad)
+    snprintf(why, sizeof why, "cannot read the permutation file %s", path);
+  while (!bad) {
+    long v;
+    int got = fscanf(in, "%ld", &v);
+    if (got == EOF)
+      break;
+    if (got != 1 || v < 0 || v >= app->size || n >= app->size || seen[v]) {
+      bad = 1;
+      snprintf(why, sizeof why, "%s is not a permutation of the %d ranks (entry %d)", path,
+               app->size, n + 1);
+      break;
+    }
+    seen[v] = 1;
+    perm[n++] = (int)v;
+  }
+  if (!bad && n != app->size) {
+    bad = 1;
+    snprintf(why, sizeof why, "%s renumbers %d ranks; the run has %d", path, n, app->size);
+  }
+  if (in)
+    fclose(in);
+  app_check(app, bad, "%s", why);
+  int mine = perm[app->rank];
+  free(perm);
+  free(seen);
+  return mine;
+}
+
+int main(int argc, char **argv)
+{
+  app_t app;
+  app_init(&app, "tiers-jacobi3d", &argc, &argv);
+  long size[3] = {0, 0, 0}, iters = -1;
+  const char *perm_path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (app_common_option(&app, argc, argv, &i))
+      continue;
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--size") == 0) {
+      long s[3] = {0, 0, 0};
+      int n = v ? app_parse_triple(v, s, 3) : -1;
+      app_check(&app, !(n == 1 || n == 3) || s[0] < 1 || (n == 3 && (s[1] < 1 || s[2] < 1)),
+                "--size needs N or NX,NY,NZ, positive (got %s)", v ? v : "nothing");
+      for (int k = 0; k < 3; k++)
+        size[k] = n == 1 ? s[0] : s[k];
+      i++;
+    } else if (strcmp(a, "--iters") == 0) {
+      app_check(&app, !v || tiers_parse_long(v, &iters) != 0 || iters < 1,
+                "--iters needs a positive number (got %s)", v ? v : "nothing");
+      i++;
+    } else if (strcmp(a, "--permutation") == 0 && v) {
+      perm_path = v;
+      i++;
+    } else {
+      app_check(&app, 1, "unknown option %s (see the header of jacobi3d.c)", a);
+    }
+  }
+  if (size[0] == 0)
+    for (int k = 0; k < 3; k++)
+      size[k] = app.opts.quick ? 24 : 96;
+  if (iters < 0)
+    iters = app.opts.quick ? 20 : 100;
+
+  MPI_Comm comm = MPI_COMM_WORLD;
+  if (perm_path) {
+    int key = read_permutation(&app, perm_path);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, key, &comm);
+  }
+  app_team(&app, comm);
+  tiers_team_t team = app.team;
+  int dims[3] = {app.opts.grid[0], app.opts.grid[1], app.opts.grid[2]};
+  tiers_decomp_t d;
+  int rc = tiers_decomp_create(team, 3, size, dims, 1, &d);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
+
+  struct run R;
+  memset(&R, 0, sizeof R);
+  for (int k = 0; k < 3; k++) {
+    R.h[k] = 1.0 / (double)(size[k] + 1);
+    R.glo[k] = d.lo[k];
+  }
+  R.hvol = R.h[0] * R.h[1] * R.h[2];
+  R.g = make_grid(d.local[0], d.local[1], d.local[2], R.h);
+  R.iters = iters;
+  R.overlap = app.opts.overlap;
+  size_t n = (size_t)(R.g.sxy * (R.g.nz + 2));
+  R.u = malloc(n * sizeof(double));
+  R.un = malloc(n * sizeof(double));
+  R.f = malloc(n * sizeof(double));
+  app_check(&app, !R.u || !R.un || !R.f, "cannot allocate %zu points", n);
+  rc = tiers_halo_create(&R.halo, team, &d);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
+  rc = tiers_team_parallel(team, init_body, &R);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
+
+  /* The timed part: the iterations. */
+  tiers_team_barrier(team);
+  tiers_team_timers_reset(team);
+  double t0 = tiers_now();
+  rc = tiers_team_parallel(team, body, &R);
+  double elapsed = tiers_now() - t0;
+  double times[TIERS_PHASE_COUNT];
+  tiers_team_times(team, times);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
+
+  /* Residual of the final iterate (one more untimed sweep into un). */
+  tiers_halo_exchange(R.halo, R.u);
+  double r2 = sweep_box(&R.g, R.u, R.un, R.f, 0, R.g.nx, 0, R.g.ny, 0, R.g.nz), r2_all;
+  tiers_team_allreduce_double(team, &r2, &r2_all, 1, TIERS_OP_SUM);
+  double res0 = sqrt(R.hvol * R.res2_first), res = sqrt(R.hvol * r2_all);
+
+  /* Error against the exact solution (exact maximum). */
+  double err = 0.0;
+  for (long k = 0; k < R.g.nz; k++)
+    for (long j = 0; j < R.g.ny; j++)
+      for (long i = 0; i < R.g.nx; i++) {
+        double e = fabs(R.u[at3(&R.g, i, j, k)] -
+                        exact((double)(d.lo[0] + i + 1) * R.h[0],
+                              (double)(d.lo[1] + j + 1) * R.h[1],
+                              (double)(d.lo[2] + k + 1) * R.h[2]));
+        err = e > err ? e : err;
+      }
+  double err_all;
+  tiers_team_allreduce_double(team, &err, &err_all, 1, TIERS_OP_MAX);
+
+  /* Serial recomputation on rank 0 of the team. */
+  long total = size[0] * size[1] * size[2];
+  int verify = app.opts.verify < 0 ? total <= VERIFY_AUTO_LIMIT : app.opts.verify;
+  int trank = tiers_team_rank(team), tsize = tiers_team_size(team);
+  double max_diff = 0.0;
+  if (verify) {
+    size_t mine = (size_t)(R.g.nx * R.g.ny * R.g.nz);
+    double *pack = malloc((mine + 1) * sizeof *pack);
+    app_check(&app, !pack, "out of memory packing the field");
+    size_t m = 0;
+    for (long k = 0; k < R.g.nz; k++)
+      for (long j = 0; j < R.g.ny; j++)
+        for (long i = 0; i < R.g.nx; i++)
+          pack[m++] = R.u[at3(&R.g, i, j, k)];
+    MPI_Comm tc = tiers_team_comm(team);
+    if (trank != 0) {
+      long box[6] = {d.lo[0], d.lo[1], d.lo[2], d.local[0], d.local[1], d.local[2]};
+      MPI_Send(box, 6, MPI_LONG, 0, 1, tc);
+      MPI_Send(pack, (int)mine, MPI_DOUBLE, 0, 2, tc);
+    } else {
+      grid3_t G = make_grid(size[0], size[1], size[2], R.h);
+      size_t gn = (size_t)(G.sxy * (G.nz + 2));
+      double *gu = calloc(gn, sizeof *gu), *gun = calloc(gn, sizeof *gun);
+      double *gf = calloc(gn, sizeof *gf), *got = calloc(gn, sizeof *got);
+      if (!gu || !gun || !gf || !got)
+        tiers_tool_fail("out of memory for the serial check of %ld points", total);
+      for (long k = 0; k < G.nz; k++)
+        for (long j = 0; j < G.ny; j++)
+          for (long i = 0; i < G.nx; i++)
+            gf[at3(&G, i, j, k)] = source((double)(i + 1) * R.h[0], (double)(j + 1) * R.h[1],
+                                          (double)(k + 1) * R.h[2]);
+      for (int src = 0; src < tsize; src++) {
+        long box[6] = {d.lo[0], d.lo[1], d.lo[2], d.local[0], d.local[1], d.local[2]};
+        double *buf = pack;
+        if (src != 0) {
+          MPI_Recv(box, 6, MPI_LONG, src, 1, tc, MPI_STATUS_IGNORE);
+          buf = malloc((size_t)(box[3] * box[4] * box[5] + 1) * sizeof *buf);
+          if (!buf)
+            tiers_tool_fail("out of memory");
+          MPI_Recv(buf, (int)(box[3] * box[4] * box[5]), MPI_DOUBLE, src, 2, tc,
+                   MPI_STATUS_IGNORE);
+        }
+        size_t q = 0;
+        for (long k = 0; k < box[5]; k++)
+          for (long j = 0; j < box[4]; j++)
+            for (long i = 0; i < box[3]; i++)
+              got[at3(&G, box[0] + i, box[1] + j, box[2] + k)] = buf[q++];
+        if (buf != pack)
+          free(buf);
+      }
+      for (long it = 0; it < iters; it++) {
+        sweep_box(&G, gu, gun, gf, 0, G.nx, 0, G.ny, 0, G.nz);
+        double *tmp = gu;
+        gu = gun;
+        gun = tmp;
+      }
+      for (size_t p = 0; p < gn; p++) {
+        double diff = fabs(gu[p] - got[p]);
+        max_diff = diff > max_diff ? diff : max_diff;
+      }
+      free(gu);
+      free(gun);
+      free(gf);
+      free(got);
+    }
+    free(pack);
+    MPI_Bcast(&max_diff, 1, MPI_DOUBLE, 0, tc);
+  }
+  int passed = res < res0 && (!verify || max_diff == 0.0);
+  char why[256] = "";
+  if (!(res < res0))
+    snprintf(why, sizeof why, "the residual did not fall: %.6g at the start, %.6g after %ld "
+             "iterations", res0, res, iters);
+  else if (verify && max_diff != 0.0)
+    snprintf(why, sizeof why, "the field differs from the serial run by up to %.3g (allowed: "
+             "0, bit for bit)", max_diff);
+
+  tiers_json_t j;
+  app_json_head(&app, &j, elapsed, times);
+  if (app.rank == 0) {
+    tiers_json_key(&j, "params");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_int_array(&j, "size", (int64_t[]){size[0], size[1], size[2]}, 3);
+    tiers_json_kv_int_array(&j, "grid", (int64_t[]){d.dims[0], d.dims[1], d.dims[2]}, 3);
+    tiers_json_kv_int(&j, "iters", iters);
+    tiers_json_kv_bool(&j, "quick", app.opts.quick);
+    if (perm_path)
+      tiers_json_kv_string(&j, "permutation", perm_path);
+    tiers_json_object_end(&j);
+    tiers_json_key(&j, "result");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_int(&j, "iterations", iters);
+    tiers_json_kv_double(&j, "residual_initial", res0);
+    tiers_json_kv_double(&j, "residual", res);
+    tiers_json_kv_double(&j, "error_max", err_all);
+    tiers_json_kv_int(&j, "points", total);
+    tiers_json_object_end(&j);
+    tiers_json_key(&j, "figure_of_merit");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_string(&j, "name", "lattice updates/s");
+    tiers_json_kv_double(&j, "value", elapsed > 0 ? (double)total * iters / elapsed : 0.0);
+    tiers_json_kv_string(&j, "unit", "LUP/s");
+    tiers_json_object_end(&j);
+    tiers_json_key(&j, "verification");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_bool(&j, "passed", passed);
+    tiers_json_kv_bool(&j, "residual_fell", res < res0);
+    tiers_json_kv_bool(&j, "serial_compared", verify);
+    if (verify)
+      tiers_json_kv_double(&j, "max_diff_serial", max_diff);
+    tiers_json_object_end(&j);
+    tiers_json_object_end(&j);
+    tiers_json_finish(&j);
+  }
+  tiers_halo_destroy(&R.halo);
+  free(R.u);
+  free(R.un);
+  free(R.f);
+  app_finish(&app, passed, why);
+}

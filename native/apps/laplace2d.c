@@ -1,0 +1,359 @@
+/*
+ * tiers-laplace2d: the explicit (Jacobi) solution of the 2-D Laplace
+ * equation of seed 004 §5, 640 x 640 points by default, in the COMPaS
+ * hybrid model: a block decomposition PX x PY over the processes, the
+ * rows of each block split over the process's thread team, face halos
+ * between neighbours, one hybrid reduction of the residual per iteration.
+ *
+ *   mpirun -n P tiers-laplace2d [--size N | --size NX,NY] [--iters K]
+ *       [--threads T] [--pin none|compact|scatter] [--grid PX,PY]
+ *       [--overlap] [--verify | --no-verify] [--quick]
+ *
+ * Problem: laplace(u) = 0 on the unit square with u = 1 on the edge y = 1
+ * and u = 0 on the other three; u = 0 inside at the start.  A sweep is
+ *   u'(i,j) = (u(i-1,j) + u(i+1,j) + u(i,j-1) + u(i,j+1)) / 4
+ * (equal spacing; weighted by 1/hx^2, 1/hy^2 otherwise), and the residual
+ * of the iterate read is (u' - u) * diag, reported as sqrt(hx hy sum r^2).
+ *
+ * Verification: the residual of the final iterate is below that of the
+ * first; the discrete maximum principle holds (0 <= u <= 1 everywhere,
+ * checked exactly); and with --verify (default up to 2^21 points) rank 0
+ * repeats the run serially with the same sweep code and the fields must
+ * be equal bit for bit.
+ *
+ * Output: the tiers.app/1 document of hybrid_app.h; "result" holds
+ * iterations, residual_initial, residual, u_max and u_center; the figure
+ * of merit is lattice updates per second.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "hybrid_app.h"
+
+#define VERIFY_AUTO_LIMIT (1L << 21)
+
+typedef struct grid2 {
+  long nx, ny;   /* owned points */
+  long sx;       /* nx + 2 */
+  double cx, cy; /* 1/hx^2, 1/hy^2 */
+  double diag;   /* 2 (cx + cy) */
+} grid2_t;
+
+static inline size_t at2(const grid2_t *g, long i, long j)
+{
+  return (size_t)((i + 1) + g->sx * (j + 1));
+}
+
+/* Jacobi update of [i0,i1) x [j0,j1); returns the sum of squared residuals. */
+static double sweep_box(const grid2_t *g, const double *restrict u, double *restrict un,
+                        long i0, long i1, long j0, long j1)
+{
+  double r2 = 0.0;
+  const double inv = 1.0 / g->diag;
+  for (long j = j0; j < j1; j++) {
+    size_t p = at2(g, i0, j);
+    for (long i = i0; i < i1; i++, p++) {
+      double s = g->cx * (u[p - 1] + u[p + 1]) + g->cy * (u[p - g->sx] + u[p + g->sx]);
+      double v = s * inv;
+      double r = (v - u[p]) * g->diag;
+      r2 += r * r;
+      un[p] = v;
+    }
+  }
+  return r2;
+}
+
+/* Rows [j0,j1): the points that touch a ghost layer. */
+static double sweep_shell(const grid2_t *g, const double *u, double *un, long j0, long j1)
+{
+  double r2 = 0.0;
+  for (long j = j0; j < j1; j++) {
+    if (j == 0 || j == g->ny - 1) {
+      r2 += sweep_box(g, u, un, 0, g->nx, j, j + 1);
+      continue;
+    }
+    r2 += sweep_box(g, u, un, 0, 1, j, j + 1);
+    if (g->nx > 1)
+      r2 += sweep_box(g, u, un, g->nx - 1, g->nx, j, j + 1);
+  }
+  return r2;
+}
+
+static grid2_t make_grid(long nx, long ny, const double h[2])
+{
+  grid2_t g = {nx, ny, nx + 2, 1.0 / (h[0] * h[0]), 1.0 / (h[1] * h[1]), 0};
+  g.diag = 2.0 * (g.cx + g.cy);
+  return g;
+}
+
+/* Sets the boundary values in the ghosts of a block at global offset
+ * (lo0, lo1) of a global grid of size[0] x size[1]: 1 on the row above
+ * the top edge (y = 1), 0 elsewhere, in both arrays. */
+static void set_boundary(const grid2_t *g, const long lo[2], const long size[2], double *u,
+                         double *un)
+{
+  if (lo[1] + g->ny == size[1])
+    for (long i = -1; i <= g->nx; i++)
+      u[at2(g, i, g->ny)] = un[at2(g, i, g->ny)] = 1.0;
+}
+
+struct run {
+  grid2_t g;
+  double *u, *un;
+  tiers_halo_t halo;
+  long iters;
+  int overlap;
+  double res2_first;
+};
+
+static int body(tiers_team_t team, int t, void *arg)
+{
+  struct run *R = arg;
+  const grid2_t *g = &R->g;
+  long j0, j1;
+  TIERS_CALL(tiers_team_split(team, g->ny, t, &j0, &j1));
+  double *u = R->u, *un = R->un;
+  for (long it = 0; it < R->iters; it++) {
+    double r2;
+    if (R->overlap) {
+      TIERS_CALL(tiers_halo_begin(R->halo, u));
+      long ja = j0 > 1 ? j0 : 1, jb = j1 < g->ny - 1 ? j1 : g->ny - 1;
+      r2 = ja < jb ? sweep_box(g, u, un, 1, g->nx - 1, ja, jb) : 0.0;
+      TIERS_CALL(tiers_halo_end(R->halo, u));
+      r2 += sweep_shell(g, u, un, j0, j1);
+    } else {
+      TIERS_CALL(tiers_halo_exchange(R->halo, u));
+      r2 = sweep_box(g, u, un, 0, g->nx, j0, j1);
+    }
+    double all;
+    TIERS_CALL(tiers_team_allreduce_double(team, &r2, &all, 1, TIERS_OP_SUM));
+    if (t == 0 && it == 0)
+      R->res2_first = all;
+    double *tmp = u;
+    u = un;
+    un = tmp;
+  }
+  if (t == 0 && (R->iters % 2) == 1) {
+    double *tmp = R->u;
+    R->u = R->un;
+    R->un = tmp;
+  }
+  return TIERS_OK;
+}
+
+/* Zeroes the rows of thread t, ghosts included (first touch). */
+static int init_body(tiers_team_t team, int t, void *arg)
+{
+  struct run *R = arg;
+  long j0, j1;
+  TIERS_CALL(tiers_team_split(team, R->g.ny + 2, t, &j0, &j1));
+  size_t a = (size_t)(j0 * R->g.sx), b = (size_t)(j1 * R->g.sx);
+  memset(R->u + a, 0, (b - a) * sizeof(double));
+  memset(R->un + a, 0, (b - a) * sizeof(double));
+  return TIERS_OK;
+}
+
+int main(int argc, char **argv)
+{
+  app_t app;
+  app_init(&app, "tiers-laplace2d", &argc, &argv);
+  long size[2] = {0, 0}, iters = -1;
+  for (int i = 1; i < argc; i++) {
+    if (app_common_option(&app, argc, argv, &i))
+      continue;
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--size") == 0) {
+      long s[2] = {0, 0};
+      int n = v ? app_parse_triple(v, s, 2) : -1;
+      app_check(&app, n < 1 || s[0] < 1 || (n == 2 && s[1] < 1),
+                "--size needs N or NX,NY, positive (got %s)", v ? v : "nothing");
+      size[0] = s[0];
+      size[1] = n == 1 ? s[0] : s[1];
+      i++;
+    } else if (strcmp(a, "--iters") == 0) {
+      app_check(&app, !v || tiers_parse_long(v, &iters) != 0 || iters < 1,
+                "--iters needs a positive number (got %s)", v ? v : "nothing");
+      i++;
+    } else {
+      app_check(&app, 1, "unknown option %s (see the header of laplace2d.c)", a);
+    }
+  }
+  app_check(&app, app.opts.grid[2] > 1, "laplace2d is 2-D: --grid takes PX,PY");
+  if (size[0] == 0)
+    size[0] = size[1] = app.opts.quick ? 64 : 640;
+  if (iters < 0)
+    iters = app.opts.quick ? 50 : 1000;
+
+  app_team(&app, MPI_COMM_WORLD);
+  tiers_team_t team = app.team;
+  int dims[3] = {app.opts.grid[0], app.opts.grid[1], 1};
+  tiers_decomp_t d;
+  int rc = tiers_decomp_create(team, 2, size, dims, 1, &d);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
+
+  double h[2] = {1.0 / (double)(size[0] + 1), 1.0 / (double)(size[1] + 1)};
+  struct run R;
+  memset(&R, 0, sizeof R);
+  R.g = make_grid(d.local[0], d.local[1], h);
+  R.iters = iters;
+  R.overlap = app.opts.overlap;
+  size_t n = (size_t)(R.g.sx * (R.g.ny + 2));
+  R.u = malloc(n * sizeof(double));
+  R.un = malloc(n * sizeof(double));
+  app_check(&app, !R.u || !R.un, "cannot allocate %zu points", n);
+  rc = tiers_halo_create(&R.halo, team, &d);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
+  rc = tiers_team_parallel(team, init_body, &R);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
+  long lo[2] = {d.lo[0], d.lo[1]};
+  set_boundary(&R.g, lo, size, R.u, R.un);
+
+  tiers_team_barrier(team);
+  tiers_team_timers_reset(team);
+  double t0 = tiers_now();
+  rc = tiers_team_parallel(team, body, &R);
+  double elapsed = tiers_now() - t0;
+  double times[TIERS_PHASE_COUNT];
+  tiers_team_times(team, times);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
+
+  tiers_halo_exchange(R.halo, R.u);
+  double r2 = sweep_box(&R.g, R.u, R.un, 0, R.g.nx, 0, R.g.ny), r2_all;
+  tiers_team_allreduce_double(team, &r2, &r2_all, 1, TIERS_OP_SUM);
+  double res0 = sqrt(h[0] * h[1] * R.res2_first), res = sqrt(h[0] * h[1] * r2_all);
+
+  /* Maximum principle, and the value at the centre point (exact max). */
+  double mm[2] = {-INFINITY, -INFINITY}; /* max u, max -u */
+  double center = -INFINITY;
+  long ci = size[0] / 2, cj = size[1] / 2;
+  for (long j = 0; j < R.g.ny; j++)
+    for (long i = 0; i < R.g.nx; i++) {
+      double v = R.u[at2(&R.g, i, j)];
+      mm[0] = v > mm[0] ? v : mm[0];
+      mm[1] = -v > mm[1] ? -v : mm[1];
+      if (d.lo[0] + i == ci && d.lo[1] + j == cj)
+        center = v;
+    }
+  double mm_all[3], mine[3] = {mm[0], mm[1], center};
+  tiers_team_allreduce_double(team, mine, mm_all, 3, TIERS_OP_MAX);
+  int bounded = mm_all[0] <= 1.0 && -mm_all[1] >= 0.0;
+
+  long total = size[0] * size[1];
+  int verify = app.opts.verify < 0 ? total <= VERIFY_AUTO_LIMIT : app.opts.verify;
+  int trank = tiers_team_rank(team), tsize = tiers_team_size(team);
+  double max_diff = 0.0;
+  if (verify) {
+    MPI_Comm tc = tiers_team_comm(team);
+    size_t mine_n = (size_t)(R.g.nx * R.g.ny);
+    double *pack = malloc((mine_n + 1) * sizeof *pack);
+    app_check(&app, !pack, "out of memory packing the field");
+    size_t m = 0;
+    for (long j = 0; j < R.g.ny; j++)
+      for (long i = 0; i < R.g.nx; i++)
+        pack[m++] = R.u[at2(&R.g, i, j)];
+    if (trank != 0) {
+      long box[4] = {d.lo[0], d.lo[1], d.local[0], d.local[1]};
+      MPI_Send(box, 4, MPI_LONG, 0, 1, tc);
+      MPI_Send(pack, (int)mine_n, MPI_DOUBLE, 0, 2, tc);
+    } else {
+      grid2_t G = make_grid(size[0], size[1], h);
+      size_t gn = (size_t)(G.sx * (G.ny + 2));
+      double *gu = calloc(gn, sizeof *gu), *gun = calloc(gn, sizeof *gun);
+      double *got = calloc(gn, sizeof *got);
+      if (!gu || !gun || !got)
+        tiers_tool_fail("out of memory for the serial check of %ld points", total);
+      long zero[2] = {0, 0};
+      set_boundary(&G, zero, size, gu, gun);
+      for (int src = 0; src < tsize; src++) {
+        long box[4] = {d.lo[0], d.lo[1], d.local[0], d.local[1]};
+        double *buf = pack;
+        if (src != 0) {
+          MPI_Recv(box, 4, MPI_LONG, src, 1, tc, MPI_STATUS_IGNORE);
+          buf = malloc((size_t)(box[2] * box[3] + 1) * sizeof *buf);
+          if (!buf)
+            tiers_tool_fail("out of memory");
+          MPI_Recv(buf, (int)(box[2] * box[3]), MPI_DOUBLE, src, 2, tc, MPI_STATUS_IGNORE);
+        }
+        size_t q = 0;
+        for (long j = 0; j < box[3]; j++)
+          for (long i = 0; i < box[2]; i++)
+            got[at2(&G, box[0] + i, box[1] + j)] = buf[q++];
+        if (buf != pack)
+          free(buf);
+      }
+      for (long it = 0; it < iters; it++) {
+        sweep_box(&G, gu, gun, 0, G.nx, 0, G.ny);
+        double *tmp = gu;
+        gu = gun;
+        gun = tmp;
+      }
+      for (long j = 0; j < G.ny; j++)
+        for (long i = 0; i < G.nx; i++) {
+          double diff = fabs(gu[at2(&G, i, j)] - got[at2(&G, i, j)]);
+          max_diff = diff > max_diff ? diff : max_diff;
+        }
+      free(gu);
+      free(gun);
+      free(got);
+    }
+    free(pack);
+    MPI_Bcast(&max_diff, 1, MPI_DOUBLE, 0, tc);
+  }
+  int passed = res < res0 && bounded && (!verify || max_diff == 0.0);
+  char why[256] = "";
+  if (!(res < res0))
+    snprintf(why, sizeof why, "the residual did not fall: %.6g at the start, %.6g after %ld "
+             "iterations", res0, res, iters);
+  else if (!bounded)
+    snprintf(why, sizeof why, "the maximum principle fails: u ranges over [%.17g, %.17g], "
+             "outside [0, 1]", -mm_all[1], mm_all[0]);
+  else if (verify && max_diff != 0.0)
+    snprintf(why, sizeof why, "the field differs from the serial run by up to %.3g (allowed: "
+             "0, bit for bit)", max_diff);
+
+  tiers_json_t j;
+  app_json_head(&app, &j, elapsed, times);
+  if (app.rank == 0) {
+    tiers_json_key(&j, "params");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_int_array(&j, "size", (int64_t[]){size[0], size[1]}, 2);
+    tiers_json_kv_int_array(&j, "grid", (int64_t[]){d.dims[0], d.dims[1]}, 2);
+    tiers_json_kv_int(&j, "iters", iters);
+    tiers_json_kv_bool(&j, "quick", app.opts.quick);
+    tiers_json_object_end(&j);
+    tiers_json_key(&j, "result");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_int(&j, "iterations", iters);
+    tiers_json_kv_double(&j, "residual_initial", res0);
+    tiers_json_kv_double(&j, "residual", res);
+    tiers_json_kv_double(&j, "u_max", mm_all[0]);
+    tiers_json_kv_double(&j, "u_center", mm_all[2]);
+    tiers_json_kv_int(&j, "points", total);
+    tiers_json_object_end(&j);
+    tiers_json_key(&j, "figure_of_merit");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_string(&j, "name", "lattice updates/s");
+    tiers_json_kv_double(&j, "value", elapsed > 0 ? (double)total * iters / elapsed : 0.0);
+    tiers_json_kv_string(&j, "unit", "LUP/s");
+    tiers_json_object_end(&j);
+    tiers_json_key(&j, "verification");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_bool(&j, "passed", passed);
+    tiers_json_kv_bool(&j, "residual_fell", res < res0);
+    tiers_json_kv_bool(&j, "maximum_principle", bounded);
+    tiers_json_kv_bool(&j, "serial_compared", verify);
+    if (verify)
+      tiers_json_kv_double(&j, "max_diff_serial", max_diff);
+    tiers_json_object_end(&j);
+    tiers_json_object_end(&j);
+    tiers_json_finish(&j);
+  }
+  tiers_halo_destroy(&R.halo);
+  free(R.u);
+  free(R.un);
+  app_finish(&app, passed, why);
+}

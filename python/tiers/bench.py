@@ -1,0 +1,401 @@
+"""``tiers bench``: the reference applications of the hybrid runtime, flat
+and hybrid, over a grid of process and thread counts.
+
+Every application (``tiers-jacobi3d``, ``tiers-laplace2d``, ...) is an MPI
+program built on ``libtiers-hybrid``: one thread team per process (the
+COMPaS model of seed 004 §4).  It verifies its own result and prints one
+``tiers.app/1`` document with its time, the compute / communication /
+synchronisation breakdown of every process and its figure of merit.
+
+This module runs one application for every pair (ranks, threads) of the
+grid through the launching module (:mod:`tiers.launch`), then derives,
+as seed 004 Table 5 does, the speed-up against the 1 x 1 run (or the
+smallest run of the grid) and the parallel efficiency
+speed-up / (ranks x threads).  Ranks get ``threads`` cores each when the
+machine has enough (``--map-by slot:PE=T``); otherwise the run is
+oversubscribed: no binding, ranks yield the CPU when idle, and the threads
+are not pinned.  The document is ``tiers.bench/1`` (docs/schemas/bench.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from . import launch, native, plot as tplot, result
+from .errors import TiersError
+
+DEFAULT_RANKS = (1, 2, 4)
+DEFAULT_THREADS = (1, 2)
+DEFAULT_TIMEOUT_S = 600.0
+PHASES = ("compute", "comm", "sync")
+
+
+@dataclass(frozen=True)
+class App:
+    """A reference application: its native tool, what it solves, and the
+    options ``tiers bench`` may pass to it."""
+
+    name: str
+    tool: str
+    description: str
+    classes: tuple[str, ...] = ()
+    size_option: bool = True
+    iters_option: bool = True
+    overlap_option: bool = True
+
+
+APPS = {
+    "jacobi3d": App("jacobi3d", "tiers-jacobi3d",
+                    "3-D Poisson heat problem, Jacobi, face halos (seed 002)"),
+    "laplace2d": App("laplace2d", "tiers-laplace2d",
+                     "2-D Laplace equation, Jacobi, 640 x 640 (seed 004)"),
+}
+
+
+def app_info(name: str) -> App:
+    """Return the :class:`App` called ``name``; raise TiersError naming the
+    known ones otherwise."""
+    try:
+        return APPS[name]
+    except KeyError:
+        raise TiersError(f"unknown application '{name}' (known: {', '.join(sorted(APPS))})") \
+            from None
+
+
+def parse_counts(value, what: str) -> list[int]:
+    """Return the positive integers of ``value``: a list, or text such as
+    ``"1,2,4"`` or ``"1-4"``; sorted, without repeats."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        words = [str(v) for v in value]
+    else:
+        words = [w for w in str(value).replace(" ", "").split(",") if w]
+    out: set[int] = set()
+    for w in words:
+        try:
+            if "-" in w:
+                a, b = (int(x) for x in w.split("-", 1))
+                if a < 1 or b < a:
+                    raise ValueError
+                out.update(range(a, b + 1))
+            else:
+                n = int(w)
+                if n < 1:
+                    raise ValueError
+                out.add(n)
+        except ValueError:
+            raise TiersError(f"bad {what} list '{value}': use positive integers such as "
+                             "1,2,4 or 1-4") from None
+    if not out:
+        raise TiersError(f"the {what} list is empty")
+    return sorted(out)
+
+
+def usable_cpus() -> int:
+    """Return the number of CPUs this process may run on (its affinity mask)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def app_args(app: App, *, quick: bool = False, size=None, iters=None, overlap: bool = False,
+             klass: str | None = None, verify: bool | None = None,
+             extra: Sequence[str] = ()) -> list[str]:
+    """Return the application options (without --threads and --pin) for
+    these settings.  Raise TiersError for options the app does not take."""
+    args: list[str] = []
+    if quick:
+        args.append("--quick")
+    if klass is not None:
+        if not app.classes:
+            raise TiersError(f"{app.name} has no problem classes (--class is for "
+                             f"{', '.join(a.name for a in APPS.values() if a.classes) or 'cg'})")
+        k = str(klass).upper()
+        if k not in app.classes:
+            raise TiersError(f"unknown class '{klass}' for {app.name} (known: "
+                             f"{', '.join(app.classes)})")
+        args += ["--class", k]
+    if size is not None:
+        if not app.size_option:
+            raise TiersError(f"{app.name} takes no --size")
+        args += ["--size", str(size)]
+    if iters is not None:
+        if not app.iters_option:
+            raise TiersError(f"{app.name} takes no --iters")
+        if int(iters) < 1:
+            raise TiersError(f"--iters must be positive (got {iters})")
+        args += ["--iters", str(int(iters))]
+    if overlap:
+        if not app.overlap_option:
+            raise TiersError(f"{app.name} has no halo exchange to overlap")
+        args.append("--overlap")
+    if verify is True:
+        args.append("--verify")
+    elif verify is False:
+        args.append("--no-verify")
+    return args + [str(a) for a in extra]
+
+
+def launch_plan(ranks: int, threads: int, slots: int | None = None) -> dict:
+    """Return how one configuration is launched: ``oversubscribed`` (more
+    ranks x threads than ``slots``, default :func:`tiers.launch.local_slots`)
+    and the :func:`tiers.launch.build_command` options (``cpus_per_rank``
+    and ``bind_to`` core when every thread has a core, else ``bind_to``
+    none and yielding MPI ranks)."""
+    slots = launch.local_slots() if slots is None else slots
+    if ranks * threads <= slots:
+        return {"oversubscribed": False,
+                "options": {"cpus_per_rank": threads, "bind_to": "core"}}
+    return {"oversubscribed": True,
+            "options": {"bind_to": "none", "oversubscribe": True}}
+
+
+def run_config(app: App, ranks: int, threads: int, args: Sequence[str], *,
+               pin: str | None = None, launcher=None, hostfile=None,
+               launcher_args: Sequence[str] = (), timeout: float = DEFAULT_TIMEOUT_S) -> dict:
+    """Run ``app`` once on ``ranks`` ranks of ``threads`` threads and return
+    ``{"plan", "command", "wall_s", "doc"}`` where ``doc`` is the
+    application's ``tiers.app/1`` document.  Raise
+    :class:`tiers.launch.LaunchError` (one line: bad input, failed
+    verification with its margin, crash, time limit)."""
+    lau = launcher if isinstance(launcher, launch.Launcher) else launch.detect(launcher)
+    plan = launch_plan(ranks, threads) if hostfile is None else \
+        {"oversubscribed": False, "options": {"cpus_per_rank": threads}}
+    thread_pin = pin or ("none" if plan["oversubscribed"] else "compact")
+    program = [str(native.tool_path(app.tool)), "--threads", str(threads), "--pin", thread_pin,
+               *args]
+    options = dict(plan["options"])
+    if plan["oversubscribed"] and lau.kind == "openmpi":
+        options["mca"] = {"mpi_yield_when_idle": "1"}
+    if lau.kind != "openmpi":
+        options.pop("oversubscribe", None)
+    command = launch.build_command(lau, program, ranks, env={"OMP_NUM_THREADS": str(threads)},
+                                   hostfile=hostfile, extra=list(launcher_args), **options)
+    run = launch.run_command(command, timeout=timeout, label=app.tool, ranks=ranks)
+    doc = run.json(app.tool)
+    if not isinstance(doc, dict) or doc.get("schema") != "tiers.app/1":
+        raise TiersError(f"{app.tool} printed no tiers.app/1 document")
+    return {"plan": {"oversubscribed": plan["oversubscribed"], "pin": thread_pin},
+            "command": command, "wall_s": round(run.elapsed_s, 3), "doc": doc}
+
+
+def analyse(samples: list[dict]) -> dict:
+    """Return the summary of the runs in ``samples`` (each ``{"ranks",
+    "threads", "doc"}``): the baseline (1 x 1, else the fewest cores) and,
+    per configuration, time, speed-up against the baseline, efficiency =
+    speed-up / (ranks x threads), the mean compute / comm / sync seconds
+    per rank, the figure of merit and whether its verification passed."""
+    if not samples:
+        return {"baseline": None, "rows": []}
+    base = min(samples, key=lambda s: (s["ranks"] * s["threads"], s["ranks"]))
+    base_cores = base["ranks"] * base["threads"]
+    base_time = base["doc"]["time_s"]
+    rows = []
+    for s in samples:
+        doc = s["doc"]
+        cores = s["ranks"] * s["threads"]
+        t = doc["time_s"]
+        # Speed-up against the baseline; when the baseline is not 1 x 1 it is
+        # taken as perfectly parallel on its own cores (scaled, as usual).
+        speedup = base_time / t * base_cores if t and t > 0 else None
+        row = {"ranks": s["ranks"], "threads": s["threads"], "cores": cores, "time_s": t,
+               "speedup": speedup,
+               "efficiency": speedup / cores if speedup is not None else None}
+        for phase in PHASES:
+            row[f"{phase}_s"] = doc["breakdown"][f"{phase}_s"]["mean"]
+        fom = doc.get("figure_of_merit", {})
+        row["merit"] = fom.get("value")
+        row["merit_name"] = fom.get("name")
+        row["merit_unit"] = fom.get("unit")
+        row["verified"] = bool(doc.get("verification", {}).get("passed"))
+        rows.append(row)
+    rows.sort(key=lambda r: (r["ranks"], r["threads"]))
+    best = min(rows, key=lambda r: r["time_s"])
+    return {"baseline": {"ranks": base["ranks"], "threads": base["threads"],
+                         "time_s": base_time},
+            "rows": rows,
+            "best": {"ranks": best["ranks"], "threads": best["threads"],
+                     "time_s": best["time_s"]},
+            "all_verified": all(r["verified"] for r in rows)}
+
+
+def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
+            quick: bool = False, klass: str | None = None, size=None, iters=None,
+            overlap: bool = False, pin: str | None = None, verify: bool | None = None,
+            app_extra: Sequence[str] = (), launcher=None, hostfile=None,
+            launcher_args: Sequence[str] | str = (), timeout: float | None = None,
+            progress=None, argv: list[str] | None = None) -> dict:
+    """Run ``app_name`` for every (ranks, threads) of the grid and return
+    the ``tiers.bench/1`` result document.
+
+    ``ranks`` and ``threads`` are lists or text ("1,2,4").  ``quick``,
+    ``klass``, ``size``, ``iters``, ``overlap``, ``verify`` and
+    ``app_extra`` become application options; ``pin`` (none, compact,
+    scatter) pins the threads (default compact, none when oversubscribed).
+    ``launcher``, ``hostfile`` and ``launcher_args`` go to
+    :mod:`tiers.launch`; ``timeout`` bounds each run (default 600 s).
+    ``progress(ranks, threads)`` is called before each run.  Raise
+    TiersError (one line) on bad input or a failed run."""
+    app = app_info(app_name)
+    rlist = parse_counts(ranks, "ranks")
+    tlist = parse_counts(threads, "threads")
+    if pin is not None and pin not in ("none", "compact", "scatter"):
+        raise TiersError(f"--pin must be none, compact or scatter (got {pin})")
+    if hostfile is None:
+        cpus = usable_cpus()
+        over = [t for t in tlist if t > cpus]
+        if over:
+            raise TiersError(f"{over[0]} threads per rank exceed the {cpus} CPUs this "
+                             "machine lets tiers use")
+    args = app_args(app, quick=quick, size=size, iters=iters, overlap=overlap, klass=klass,
+                    verify=verify, extra=app_extra)
+    extra = shlex.split(launcher_args) if isinstance(launcher_args, str) else \
+        list(launcher_args)
+    lau = launcher if isinstance(launcher, launch.Launcher) else launch.detect(launcher)
+    limit = float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S
+    samples = []
+    for r in rlist:
+        for t in tlist:
+            if progress:
+                progress(r, t)
+            out = run_config(app, r, t, args, pin=pin, launcher=lau, hostfile=hostfile,
+                             launcher_args=extra, timeout=limit)
+            samples.append({"ranks": r, "threads": t, **out})
+    summary = analyse(samples)
+    params = {"app": app.name, "tool": app.tool, "ranks": rlist, "threads": tlist,
+              "quick": quick, "class": klass, "size": size, "iters": iters,
+              "overlap": overlap, "pin": pin, "app_args": args,
+              "launcher": lau.to_dict(), "slots": launch.local_slots()}
+    return result.new_document("bench", params=params, samples=samples, summary=summary,
+                               argv=argv)
+
+
+def _fmt(v, spec: str) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return format(v, spec)
+
+
+def _merit(v) -> str:
+    if v is None:
+        return "-"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.2f} {unit}"
+    return f"{v:.3g}"
+
+
+def render(doc: dict, console: Console) -> None:
+    """Print the seed-004 Table 5 layout (ranks down, threads across: time,
+    speed-up, efficiency) and the per-configuration breakdown."""
+    s = doc["summary"]
+    p = doc["params"]
+    rows = s["rows"]
+    if not rows:
+        console.print("no runs")
+        return
+    base = s["baseline"]
+    t = Table(title=f"tiers bench {p['app']}: time, speed-up and efficiency "
+              f"(baseline {base['ranks']}x{base['threads']})")
+    t.add_column("ranks", justify="right")
+    for th in p["threads"]:
+        t.add_column(f"{th} thread{'s' if th > 1 else ''}", justify="right")
+    by = {(r["ranks"], r["threads"]): r for r in rows}
+    for rk in p["ranks"]:
+        cells = []
+        for th in p["threads"]:
+            r = by.get((rk, th))
+            cells.append("-" if r is None else
+                         f"{_fmt(r['time_s'], '.3g')} s  S={_fmt(r['speedup'], '.2f')}  "
+                         f"E={_fmt(r['efficiency'] and 100 * r['efficiency'], '.0f')}%")
+        t.add_row(str(rk), *cells)
+    console.print(t)
+    b = Table(title="time breakdown per rank (mean of the ranks' master threads)")
+    for col in ("config", "time s", "compute s", "comm s", "sync s",
+                rows[0]["merit_unit"] or "merit", "verified"):
+        b.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        b.add_row(f"{r['ranks']}x{r['threads']}", _fmt(r["time_s"], ".3g"),
+                  _fmt(r["compute_s"], ".3g"), _fmt(r["comm_s"], ".3g"),
+                  _fmt(r["sync_s"], ".3g"), _merit(r["merit"]),
+                  "yes" if r["verified"] else "NO")
+    console.print(b)
+    if any(smp["plan"]["oversubscribed"] for smp in doc["samples"]):
+        console.print("[dim]Runs with more ranks x threads than cores were oversubscribed: "
+                      "their times show contention, not scaling.[/dim]")
+
+
+def plot(doc: dict, path) -> Path | None:
+    """Draw speed-up against cores (one line per thread count, with the
+    ideal line) and the stacked compute / comm / sync breakdown per
+    configuration (seed 004 Figs. 8-13); return the PNG path."""
+    rows = doc["summary"]["rows"]
+    if not rows:
+        return None
+    fig, axes = tplot.figure(ncols=2)
+    ax = axes[0][0]
+    for th in doc["params"]["threads"]:
+        pts = sorted((r["cores"], r["speedup"]) for r in rows
+                     if r["threads"] == th and r["speedup"] is not None)
+        if pts:
+            ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o",
+                    label=f"{th} thread{'s' if th > 1 else ''}/rank")
+    top = max(r["cores"] for r in rows)
+    ax.plot([1, top], [1, top], color="grey", linestyle="--", label="ideal")
+    ax.set_xlabel("cores (ranks x threads)")
+    ax.set_ylabel("speed-up")
+    ax.set_title(f"{doc['params']['app']}: speed-up")
+    ax.legend()
+    ax = axes[0][1]
+    labels = [f"{r['ranks']}x{r['threads']}" for r in rows]
+    bottom = [0.0] * len(rows)
+    for phase in PHASES:
+        vals = [r[f"{phase}_s"] or 0.0 for r in rows]
+        ax.bar(labels, vals, bottom=bottom, label=phase)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xlabel("ranks x threads")
+    ax.set_ylabel("seconds per rank")
+    ax.set_title("time breakdown")
+    ax.legend()
+    return tplot.save(fig, path)
+
+
+def main(args, argv: list[str]) -> int:
+    """``tiers bench``: run the grid, print the tables, write the document
+    (--json) and the plot (--plot, or next to --json); return the exit status."""
+    console = Console()
+    try:
+        extra = shlex.split(args.app_args or "")
+    except ValueError as exc:
+        raise TiersError(f"bad --app-args: {exc}") from None
+
+    def progress(r, t):
+        console.print(f"[dim]running {args.app} on {r} rank{'s' if r > 1 else ''} x "
+                      f"{t} thread{'s' if t > 1 else ''}...[/dim]")
+
+    doc = measure(args.app, args.ranks or DEFAULT_RANKS, args.threads or DEFAULT_THREADS,
+                  quick=args.quick, klass=args.klass, size=args.size, iters=args.iters,
+                  overlap=args.overlap, pin=args.pin, app_extra=extra,
+                  launcher=args.launcher, hostfile=args.hostfile,
+                  launcher_args=args.launcher_args or (), timeout=args.timeout,
+                  progress=progress, argv=argv)
+    render(doc, console)
+    if args.json:
+        result.write(doc, args.json)
+        console.print(f"Wrote {args.json}")
+    plot_path = tplot.default_plot_path(args.json, getattr(args, "plot", None))
+    if plot_path is not None:
+        written = plot(doc, plot_path)
+        if written is not None:
+            console.print(f"Wrote {written}")
+    return 0

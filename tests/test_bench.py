@@ -1,0 +1,148 @@
+"""``tiers bench`` and the reference applications under real mpirun: each
+app verifies itself at 1, 2 and 4 ranks x 1 and 2 threads, the results are
+the same whatever the decomposition, and bad input ends in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from conftest import assert_one_line_error
+
+from tiers import bench
+from tiers.errors import TiersError
+
+# Figures that are exact (maxima of bit-identical fields) and must not
+# depend on the decomposition or the thread count.
+EXACT = {"jacobi3d": ("error_max",), "laplace2d": ("u_max", "u_center")}
+
+
+@pytest.fixture(scope="module", params=["jacobi3d", "laplace2d"])
+def grid_doc(request, tmp_path_factory):
+    from conftest import run_tiers
+
+    out = tmp_path_factory.mktemp("bench") / f"{request.param}.json"
+    run = run_tiers("bench", request.param, "--quick", "--ranks", "1,2,4", "--threads", "1,2",
+                    "--json", str(out), timeout=900)
+    assert run.returncode == 0, run.stderr
+    assert "time, speed-up and efficiency" in run.stdout
+    return request.param, json.loads(out.read_text()), out
+
+
+def test_every_configuration_verified(grid_doc):
+    app, doc, _ = grid_doc
+    assert doc["schema"] == "tiers.bench/1"
+    assert doc["params"]["app"] == app
+    got = {(s["ranks"], s["threads"]) for s in doc["samples"]}
+    assert got == {(r, t) for r in (1, 2, 4) for t in (1, 2)}
+    for s in doc["samples"]:
+        d = s["doc"]
+        assert d["schema"] == "tiers.app/1"
+        assert d["ranks"] == s["ranks"] and d["threads"] == s["threads"]
+        v = d["verification"]
+        assert v["passed"] is True and v["serial_compared"] is True
+        assert v["max_diff_serial"] == 0          # bit for bit equal to the serial run
+        assert d["result"]["residual"] < d["result"]["residual_initial"]
+        assert len(d["breakdown"]["compute_s"]["per_rank"]) == s["ranks"]
+    assert doc["summary"]["all_verified"] is True
+
+
+def test_results_identical_across_decompositions(grid_doc):
+    app, doc, _ = grid_doc
+    results = [s["doc"]["result"] for s in doc["samples"]]
+    for key in EXACT[app]:
+        assert len({r[key] for r in results}) == 1, [r[key] for r in results]
+    # Sums of squares are rounded in a different order per decomposition.
+    ref = results[0]["residual"]
+    for r in results:
+        assert math.isclose(r["residual"], ref, rel_tol=1e-12)
+        assert r["iterations"] == results[0]["iterations"]
+
+
+def test_speedup_and_efficiency_follow_their_definitions(grid_doc):
+    _, doc, out = grid_doc
+    s = doc["summary"]
+    assert (s["baseline"]["ranks"], s["baseline"]["threads"]) == (1, 1)
+    base = s["baseline"]["time_s"]
+    for row in s["rows"]:
+        cores = row["ranks"] * row["threads"]
+        assert row["cores"] == cores
+        assert row["speedup"] == pytest.approx(base / row["time_s"])
+        assert row["efficiency"] == pytest.approx(row["speedup"] / cores)
+        sample = next(x for x in doc["samples"]
+                      if (x["ranks"], x["threads"]) == (row["ranks"], row["threads"]))
+        assert row["comm_s"] == sample["doc"]["breakdown"]["comm_s"]["mean"]
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_single_rank_has_no_messages(grid_doc):
+    _, doc, _ = grid_doc
+    for smp in doc["samples"]:
+        if smp["ranks"] == 1 and smp["threads"] == 1:
+            b = smp["doc"]["breakdown"]
+            assert b["sync_s"]["max"] == 0.0     # no barrier waits with one thread
+            assert b["compute_s"]["max"] > 0.0
+
+
+@pytest.mark.parametrize("app", ["jacobi3d", "laplace2d"])
+def test_overlap_gives_the_same_field(app):
+    plain = bench.measure(app, [2], [2], quick=True, argv=["test"])
+    over = bench.measure(app, [4, 2], [1], quick=True, overlap=True, argv=["test"])
+    ref = plain["samples"][0]["doc"]["result"]
+    for s in over["samples"]:
+        assert s["doc"]["overlap"] is True
+        assert s["doc"]["verification"]["passed"] is True
+        for key in EXACT[app]:
+            assert s["doc"]["result"][key] == ref[key]
+
+
+def test_analyse_without_1x1_scales_the_baseline():
+    def doc(t):
+        return {"time_s": t, "breakdown": {f"{p}_s": {"mean": 0.0} for p in bench.PHASES},
+                "figure_of_merit": {}, "verification": {"passed": True}}
+    s = bench.analyse([{"ranks": 2, "threads": 1, "doc": doc(4.0)},
+                       {"ranks": 4, "threads": 1, "doc": doc(2.0)}])
+    assert s["baseline"] == {"ranks": 2, "threads": 1, "time_s": 4.0}
+    row = s["rows"][1]
+    assert row["speedup"] == pytest.approx(4.0) and row["efficiency"] == pytest.approx(1.0)
+
+
+def test_grid_that_does_not_divide_is_one_line(tiers):
+    run = tiers("bench", "jacobi3d", "--quick", "--ranks", "2", "--threads", "1",
+                "--size", "25")
+    assert_one_line_error(run, "2 processes along x do not divide its 25 grid points")
+
+
+def test_grid_not_matching_ranks_is_one_line(tiers):
+    run = tiers("bench", "laplace2d", "--quick", "--ranks", "4", "--threads", "1",
+                "--app-args", "--grid 3,1")
+    assert_one_line_error(run, "does not match the 4 processes")
+
+
+def test_too_many_threads_is_one_line(tiers):
+    cpus = len(os.sched_getaffinity(0))
+    run = tiers("bench", "jacobi3d", "--quick", "--ranks", "1", "--threads", str(cpus + 1))
+    assert_one_line_error(run, f"{cpus + 1} threads per rank exceed the {cpus} CPUs")
+
+
+def test_unknown_app_and_class_are_one_line(tiers):
+    assert_one_line_error(tiers("bench", "nosuch", "--quick"), "unknown application 'nosuch'")
+    assert_one_line_error(tiers("bench", "jacobi3d", "--class", "A"), "has no problem classes")
+
+
+def test_parse_counts():
+    assert bench.parse_counts("4,1,2,2", "ranks") == [1, 2, 4]
+    assert bench.parse_counts("1-3", "ranks") == [1, 2, 3]
+    for bad in ("0", "a", "3-1", ""):
+        with pytest.raises(TiersError):
+            bench.parse_counts(bad, "ranks")
+
+
+def test_launch_plan_gives_cores_or_oversubscribes():
+    assert bench.launch_plan(2, 2, slots=4) == {
+        "oversubscribed": False, "options": {"cpus_per_rank": 2, "bind_to": "core"}}
+    plan = bench.launch_plan(4, 2, slots=2)
+    assert plan["oversubscribed"] is True and plan["options"]["bind_to"] == "none"
