@@ -15,10 +15,14 @@
  *
  * Output (one line on rank 0's stdout):
  *   {"schema":"tiers.whoami/1","mpi":"<MPI library version>","ranks":[
- *     {"rank":0,"size":2,"pid":..,"host":"..","cpuset":"0-1",
- *      "threads":2,"thread_cpusets":["0","1"],"env":{"NAME":"value"|null}},
+ *     {"rank":0,"size":2,"pid":..,"host":"..","netns":"net:[4026531833]",
+ *      "cpuset":"0-1","threads":2,"thread_cpusets":["0","1"],
+ *      "env":{"NAME":"value"|null}},
  *     ...]}
- * "threads" is omp_get_max_threads() (what OMP_NUM_THREADS asked for);
+ * "netns" names the network namespace the rank runs in (the link
+ * /proc/self/ns/net; "" where there is none), which tells the nodes of a
+ * tiers vcluster apart.  "threads" is omp_get_max_threads() (what
+ * OMP_NUM_THREADS asked for);
  * "thread_cpusets" holds, per thread of one parallel region, the PUs that
  * thread is bound to.
  */
@@ -53,6 +57,9 @@ static size_t write_record(int rank, int size, const char **env_names, int n_env
 {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
+  char netns[64] = "";
+  ssize_t netns_len = readlink("/proc/self/ns/net", netns, sizeof netns - 1);
+  netns[netns_len > 0 ? netns_len : 0] = '\0';
 
   int n_threads = omp_get_max_threads();
   char *thread_sets = calloc((size_t)n_threads, CPUSET_CHARS);
@@ -85,6 +92,7 @@ static size_t write_record(int rank, int size, const char **env_names, int n_env
   tiers_json_kv_int(&j, "size", size);
   tiers_json_kv_int(&j, "pid", (int64_t)getpid());
   tiers_json_kv_string(&j, "host", host);
+  tiers_json_kv_string(&j, "netns", netns);
   tiers_json_kv_string(&j, "cpuset", process_set);
   tiers_json_kv_int(&j, "threads", n_threads);
   tiers_json_key(&j, "thread_cpusets");

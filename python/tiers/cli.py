@@ -131,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "\"--mca btl self,vader\"")
     p.add_argument("--quick", action="store_true", help="few sizes and repetitions, ends in "
                    "seconds")
+    p.add_argument("--vcluster", action="store_true",
+                   help="run on the virtual cluster of 'tiers vcluster up' (Open MPI)")
     _add_output(p, plot=True)
 
     p = sub.add_parser("map", help="place ranks so that heavy traffic stays on fast layers "
@@ -143,9 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one node: 'this' (default), an hwloc XML file, or 'synthetic:DESC'")
     p.add_argument("--nodes", type=int, metavar="N", help="number of such nodes (default 1)")
     p.add_argument("--hostfile", metavar="FILE", help="hosts and their slots (Open MPI syntax)")
-    p.add_argument("--links", metavar="FILE", help="measured inter-node costs (tiers probe net)")
+    p.add_argument("--links", metavar="FILE", help="measured inter-node costs: a 'tiers probe "
+                   "net --all-pairs' JSON; groups go to cheap node pairs when costs differ")
     p.add_argument("--layer-cost", metavar="LIST", help="per-layer LAYER=LAT_US/BW_MBPS for the "
-                   "predicted time, e.g. node=77/655 (default: seed 002 Table 5)")
+                   "predicted time, e.g. node=77/2227 (node: one node's link; default: seed 002 Table 5)")
     p.add_argument("--seed", type=int, default=1, help="seed of Scotch and of the random "
                    "placement (default 1)")
     p.add_argument("--oversubscribe", action="store_true",
@@ -188,6 +191,65 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...",
                    help="the command to trace, e.g. -- mpirun -n 4 ./app")
 
+    vc = sub.add_parser("vcluster", help="a virtual cluster on this machine: network "
+                        "namespaces joined by shaped links, with Open MPI across them (root)")
+    vsub = vc.add_subparsers(dest="vcluster_action", metavar="ACTION", parser_class=_Parser)
+    vsub.required = True
+    p = vsub.add_parser("up", help="build the cluster (idempotent)")
+    p.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes (default 2)")
+    p.add_argument("--slots", type=int, default=1, metavar="S",
+                   help="MPI slots per node (default 1)")
+    p.add_argument("--link", default="1gbit", metavar="RATE",
+                   help="bandwidth of every node's link, tc units: 100mbit, 1gbit, 10gbit, "
+                   "or 'none' for unshaped (default 1gbit)")
+    p.add_argument("--subnet", default="10.77.0.0/24", metavar="CIDR",
+                   help="private subnet of the nodes (default 10.77.0.0/24)")
+    _add_output(p)
+    p = vsub.add_parser("down", help="remove everything 'up' created")
+    _add_output(p)
+    p = vsub.add_parser("status", help="show the nodes, their links and what runs on them")
+    _add_output(p)
+    p = vsub.add_parser("mpirun", help="run an MPI program across the nodes with Open MPI",
+                        usage="tiers vcluster mpirun [-n N] [options] -- PROGRAM [ARGS...]")
+    p.add_argument("-n", "--ranks", type=int, metavar="N",
+                   help="ranks (default: all slots of the cluster)")
+    p.add_argument("--map-by", metavar="OBJ", help="Open MPI --map-by (default: fill each "
+                   "node's slots in turn); 'node' puts consecutive ranks on different nodes")
+    p.add_argument("--oversubscribe", action="store_true",
+                   help="allow more ranks than slots (automatic when -n exceeds them)")
+    p.add_argument("-x", "--env", action="append", metavar="NAME[=VALUE]",
+                   help="set NAME in every rank (repeatable)")
+    p.add_argument("--timeout", type=float, metavar="S", help="stop the run after S seconds")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- PROGRAM...",
+                   help="the program and its arguments")
+
+    p = sub.add_parser("bench", help="run a reference application of the hybrid runtime, "
+                       "flat and hybrid, over ranks x threads: time, speed-up, efficiency "
+                       "and the compute/comm/sync breakdown (seed 004)")
+    p.add_argument("app", metavar="APP", help="jacobi3d or laplace2d")
+    p.add_argument("--ranks", metavar="LIST", help="MPI ranks, e.g. 1,2,4 (default 1,2,4)")
+    p.add_argument("--threads", metavar="LIST", help="threads per rank, e.g. 1,2 (default 1,2)")
+    p.add_argument("--class", dest="klass", metavar="C", help="problem class (cg: S, W, A, B)")
+    p.add_argument("--size", metavar="N", help="problem size passed to the app, e.g. 96 or "
+                   "96,96,48")
+    p.add_argument("--iters", type=int, metavar="K", help="iterations")
+    p.add_argument("--overlap", action="store_true",
+                   help="overlap the halo exchange with interior computation")
+    p.add_argument("--pin", choices=["none", "compact", "scatter"],
+                   help="pinning of each rank's threads within its cpuset (default compact; "
+                   "none when oversubscribed)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="time limit of each run in seconds (default 600)")
+    p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm (default: "
+                   "$TIERS_LAUNCHER, else detected)")
+    p.add_argument("--hostfile", metavar="FILE", help="hostfile for the launcher")
+    p.add_argument("--launcher-args", metavar="ARGS",
+                   help="extra launcher options, one quoted string")
+    p.add_argument("--quick", action="store_true", help="small problems that end in seconds")
+    p.add_argument("--app-args", metavar="ARGS",
+                   help="more application options, one quoted string, e.g. \"--grid 2,1,1\"")
+    _add_output(p, plot=True)
+
     p = sub.add_parser("survey", help="the whole picture: topology and a quick run of every "
                        "probe, with JSON and plots in one folder")
     p.add_argument("--out", metavar="DIR", default="tiers-survey",
@@ -217,6 +279,12 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "trace":
         from . import trace
         return trace.main(args, full_argv)
+    if args.command == "vcluster":
+        from . import vcluster
+        return vcluster.main(args, full_argv)
+    if args.command == "bench":
+        from . import bench
+        return bench.main(args, full_argv)
     if args.command == "survey":
         from . import survey
         return survey.main(args, full_argv)

@@ -1,0 +1,270 @@
+"""``tiers vcluster``: real network namespaces, real tc shaping, real mpirun.
+
+Needs root, ``ip``, ``tc``, ``unshare`` and Open MPI; skipped with the reason
+otherwise (CI runs as root).  Every test that builds a cluster removes it in
+a finalizer, also when it fails.  Tests refuse to run while a virtual cluster
+that they did not build is up, so they never destroy a user's cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error, run_tiers
+from tiers import vcluster
+
+REASON = vcluster.unavailable_reason()
+if REASON is None and shutil.which("mpirun") is None:
+    REASON = "Open MPI's mpirun is not on PATH"
+if REASON is None and (vcluster.state_path().exists() or vcluster.leftovers()):
+    REASON = "a virtual cluster is up already; the tests leave it alone"
+
+pytestmark = pytest.mark.skipif(REASON is not None, reason=str(REASON))
+
+RATE = "300mbit"                      # low enough that this machine reaches it
+RATE_MBPS = 300e6 / 8 / 1e6           # MB/s (10^6 bytes) the tbf qdisc lets through
+NODES, SLOTS = 3, 2
+
+
+def _netns_inode(name: str) -> int:
+    return os.stat(f"/run/netns/{name}").st_ino
+
+
+def _root_netns() -> str:
+    return os.readlink("/proc/self/ns/net")
+
+
+def _hosts_lines() -> list[str]:
+    return [ln for ln in Path("/etc/hosts").read_text().splitlines() if vcluster.HOSTS_MARK in ln]
+
+
+def _down():
+    run = run_tiers("vcluster", "down", timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.fixture(scope="class")
+def cluster():
+    """3 nodes x 2 slots at 300 Mbit, removed at the end of the class."""
+    try:
+        run = run_tiers("vcluster", "up", "--nodes", str(NODES), "--slots", str(SLOTS),
+                        "--link", RATE, timeout=120)
+        assert run.returncode == 0, run.stderr
+        yield json.loads(vcluster.state_path().read_text())
+    finally:
+        _down()
+
+
+@pytest.fixture
+def clean():
+    """Leaves no cluster behind, whatever the test did."""
+    yield
+    _down()
+    assert vcluster.leftovers() == []
+
+
+def _whoami(native_bin, *args):
+    run = run_tiers("vcluster", "mpirun", *args, "--timeout", "120", "--",
+                    native_bin("tiers-whoami"), timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert "setpgid" not in run.stderr
+    return run.json()["ranks"]
+
+
+class TestCluster:
+    def test_ranks_fill_the_hostfile_nodes_in_their_own_namespaces(self, cluster, native_bin):
+        ranks = _whoami(native_bin, "-n", str(NODES * SLOTS))
+        hosts = [r["host"] for r in ranks]
+        assert hosts == [f"tiers-n{i // SLOTS}" for i in range(NODES * SLOTS)]
+        by_node: dict[str, set[str]] = {}
+        for r in ranks:
+            by_node.setdefault(r["host"], set()).add(r["netns"])
+        # one network namespace per node, shared by the node's ranks...
+        assert all(len(spaces) == 1 for spaces in by_node.values()), by_node
+        spaces = [next(iter(s)) for s in by_node.values()]
+        # ...different between nodes, and none is this machine's own
+        assert len(set(spaces)) == NODES
+        assert _root_netns() not in spaces
+        # and each is the namespace 'up' created under the node's name
+        for host, ns in zip(by_node, spaces):
+            assert ns == f"net:[{_netns_inode(host)}]"
+
+    def test_map_by_node_and_fewer_ranks(self, cluster, native_bin):
+        ranks = _whoami(native_bin, "-n", "4", "--map-by", "node")
+        assert [r["host"] for r in ranks] == ["tiers-n0", "tiers-n1", "tiers-n2", "tiers-n0"]
+
+    def test_inter_node_bandwidth_is_the_shaped_rate(self, cluster, tmp_path):
+        def probe(pair):
+            out = tmp_path / f"net-{pair.replace(',', '-')}.json"
+            run = run_tiers("probe", "net", "--vcluster", "-n", "4", "--tests", "pingpong",
+                            "--sizes", "8,1M", "--iters", "6", "--window", "4",
+                            "--pair", pair, "--json", str(out), "--time-limit", "150",
+                            timeout=180)
+            assert run.returncode == 0, run.stderr
+            return json.loads(out.read_text())
+
+        inter = probe("0,2")
+        place = {p["rank"]: p["host"] for p in inter["samples"]["placement"]}
+        assert (place[0], place[2]) == ("tiers-n0", "tiers-n1")
+        assert inter["params"]["vcluster"]["link"]["rate"] == RATE
+        pp = inter["summary"]["pingpong"]
+        for key in ("pingpong_1mib_mbps", "bandwidth_1mib_mbps"):
+            assert abs(pp[key] - RATE_MBPS) <= 0.15 * RATE_MBPS, (key, pp[key], RATE_MBPS)
+
+        print(f"between nodes at {RATE}: 1 MiB ping-pong {pp['pingpong_1mib_mbps']:.1f} MB/s, "
+              f"streaming {pp['bandwidth_1mib_mbps']:.1f} MB/s, shaped {RATE_MBPS:.1f} MB/s")
+        intra = probe("0,1")
+        place = {p["rank"]: p["host"] for p in intra["samples"]["placement"]}
+        assert place[0] == place[1] == "tiers-n0"
+        # shared memory within a node is not held to the link rate
+        assert intra["summary"]["pingpong"]["pingpong_1mib_mbps"] > 3 * RATE_MBPS
+
+    def test_up_again_changes_nothing(self, cluster):
+        before = ([_netns_inode(n["netns"]) for n in cluster["nodes"]],
+                  [vcluster._link(n["host_if"])["ifindex"] for n in cluster["nodes"]],
+                  _hosts_lines())
+        run = run_tiers("vcluster", "up", "--nodes", str(NODES), "--slots", str(SLOTS),
+                        "--link", RATE)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.startswith("already up")
+        after = ([_netns_inode(n["netns"]) for n in cluster["nodes"]],
+                 [vcluster._link(n["host_if"])["ifindex"] for n in cluster["nodes"]],
+                 _hosts_lines())
+        assert after == before
+        assert len(before[2]) == NODES
+        assert json.loads(vcluster.state_path().read_text())["created"] == cluster["created"]
+
+    def test_status_shows_both_link_ends_shaped(self, cluster, tmp_path):
+        out = tmp_path / "status.json"
+        run = run_tiers("vcluster", "status", "--json", str(out))
+        assert run.returncode == 0, run.stderr
+        st = json.loads(out.read_text())
+        assert st["up"] and st["healthy"]
+        assert [n["name"] for n in st["nodes"]] == [f"tiers-n{i}" for i in range(NODES)]
+        for n in st["nodes"]:
+            for end in ("qdisc_node", "qdisc_host"):
+                assert n[end]["kind"] == "tbf"
+                assert n[end]["rate_bits_per_s"] == 300_000_000
+            assert n["processes"] == 0        # every launch above cleaned up after itself
+
+    def test_up_of_another_size_refuses(self, cluster):
+        run = run_tiers("vcluster", "up", "--nodes", "2")
+        assert_one_line_error(run, "tiers vcluster down")
+        assert len(json.loads(vcluster.state_path().read_text())["nodes"]) == NODES
+
+
+def test_down_removes_everything(clean):
+    run = run_tiers("vcluster", "up", "--nodes", "2", "--link", "1gbit")
+    assert run.returncode == 0, run.stderr
+    assert len(_hosts_lines()) == 2 and vcluster.leftovers()
+    run = run_tiers("vcluster", "down")
+    assert run.returncode == 0, run.stderr
+    assert vcluster.leftovers() == []
+    listed = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    assert "tiers-" not in listed
+    assert "tiers-" not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                          text=True).stdout
+    assert _hosts_lines() == []
+    run = run_tiers("vcluster", "down")        # nothing left to remove: still fine
+    assert run.returncode == 0 and "nothing to remove" in run.stdout
+    # and launching on no cluster is a one-line error
+    assert_one_line_error(run_tiers("vcluster", "mpirun", "-n", "2", "--", "true"),
+                          "no virtual cluster is up")
+    assert_one_line_error(run_tiers("probe", "net", "--vcluster", "-n", "2"),
+                          "no virtual cluster is up")
+
+
+def test_up_refuses_a_foreign_interface_of_the_same_name(clean):
+    subprocess.run(["ip", "link", "add", vcluster.BRIDGE, "type", "bridge"], check=True)
+    try:
+        run = run_tiers("vcluster", "up", "--nodes", "2")
+        assert_one_line_error(run, f"interface {vcluster.BRIDGE} exists and was not created")
+        # the foreign bridge is untouched and nothing was built
+        assert vcluster._link(vcluster.BRIDGE) is not None
+        assert vcluster._link(vcluster.BRIDGE).get("ifalias") is None
+        assert not vcluster.state_path().exists()
+        assert not any(ns.startswith("tiers-") for ns in vcluster._netns_list())
+        run = run_tiers("vcluster", "down")    # and down leaves it alone too
+        assert run.returncode == 0
+        assert vcluster._link(vcluster.BRIDGE) is not None
+    finally:
+        subprocess.run(["ip", "link", "delete", vcluster.BRIDGE], check=False)
+
+
+def test_down_after_up_was_killed_half_way(clean):
+    proc = subprocess.Popen([sys.executable, "-m", "tiers", "vcluster", "up", "--nodes", "8"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = vcluster.state_path()
+    state = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            state = None
+        if state and sum(o["kind"] == "netns" for o in state["created"]) >= 3:
+            proc.send_signal(signal.SIGSTOP)     # freeze it mid-way, then crash it
+            break
+        time.sleep(0.001)
+    proc.kill()
+    proc.wait()
+    state = json.loads(path.read_text())
+    assert state["complete"] is False
+    assert 3 <= sum(o["kind"] == "netns" for o in state["created"]) < 8
+    assert vcluster.leftovers()
+    run = run_tiers("vcluster", "status")
+    assert run.returncode == 0 and "half built" in run.stdout
+    run = run_tiers("vcluster", "mpirun", "-n", "2", "--", "true")
+    assert_one_line_error(run, "half built")
+    run = run_tiers("vcluster", "down")
+    assert run.returncode == 0, run.stderr
+    assert vcluster.leftovers() == []
+
+
+def test_up_completes_what_a_killed_up_left(clean, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "tiers", "vcluster", "up", "--nodes", "6"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            state = json.loads(vcluster.state_path().read_text())
+        except (OSError, json.JSONDecodeError):
+            state = None
+        if state and sum(o["kind"] == "netns" for o in state["created"]) >= 2:
+            proc.send_signal(signal.SIGSTOP)
+            break
+        time.sleep(0.001)
+    proc.kill()
+    proc.wait()
+    run = run_tiers("vcluster", "up", "--nodes", "6", "--json", str(tmp_path / "up.json"))
+    assert run.returncode == 0, run.stderr
+    st = json.loads((tmp_path / "up.json").read_text())
+    assert st["complete"] and not st["already_up"]
+    # every object exactly once in the record: nothing was created twice
+    assert len(st["created"]) == len({(o["kind"], o["name"]) for o in st["created"]})
+    assert sorted(o["name"] for o in st["created"] if o["kind"] == "netns") == \
+        sorted(f"tiers-n{i}" for i in range(6))
+    status = run_tiers("vcluster", "status", "--json", str(tmp_path / "status.json"))
+    assert status.returncode == 0
+    assert json.loads((tmp_path / "status.json").read_text())["healthy"]
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv is not installed")
+def test_without_root_one_line_and_non_zero():
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           sys.executable, "-m", "tiers", "vcluster", "up", "--nodes", "2"],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=60)
+    assert proc.returncode != 0
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert lines == ["tiers: error: tiers vcluster needs root (network namespaces, links "
+                     "and tc)"], proc.stderr
+    assert vcluster.leftovers() == []
