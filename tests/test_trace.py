@@ -32,12 +32,28 @@ def programs(tmp_path_factory):
     """Compile the traced test programs; return {name: path}."""
     out = tmp_path_factory.mktemp("trace-programs")
     built = {}
-    for name in ("trace_mix", "trace_pingpong"):
+    for name, flags in (("trace_mix", []), ("trace_pingpong", []),
+                        ("trace_threads", ["-fopenmp"])):
         exe = out / name
-        subprocess.run(["mpicc", "-O1", "-o", str(exe), str(PROGRAMS / f"{name}.c")],
+        subprocess.run(["mpicc", "-O1", *flags, "-o", str(exe), str(PROGRAMS / f"{name}.c")],
                        check=True, capture_output=True)
         built[name] = str(exe)
     return built
+
+
+@pytest.fixture(scope="module")
+def fortran_program(tmp_path_factory):
+    """Compile tests/programs/trace_f.f90 with mpif90; return its path (skip
+    when there is no Fortran MPI compiler)."""
+    fc = shutil.which("mpif90") or shutil.which("mpifort")
+    if not fc:
+        pytest.skip("needs mpif90 (gfortran and the MPI Fortran bindings)")
+    exe = tmp_path_factory.mktemp("trace-fortran") / "trace_f"
+    proc = subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / "trace_f.f90")],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"mpif90 cannot build a program here: {proc.stderr.strip()[:200]}")
+    return str(exe)
 
 
 def trace(tmp_path, *args, out="trace"):
@@ -84,6 +100,73 @@ def mix_expected(n):
             calls[ranks[0]]["MPI_Send"] += 1
             calls[ranks[1]]["MPI_Recv"] += 1
     return b, m, calls
+
+
+def fortran_expected(n):
+    """Return (bytes matrix, messages matrix, per-rank call counts) of trace_f on n ranks."""
+    b = [[0] * n for _ in range(n)]
+    m = [[0] * n for _ in range(n)]
+
+    def add(i, j, nbytes, count=1):
+        b[i][j] += nbytes * count
+        m[i][j] += count
+
+    calls = [collections.Counter() for _ in range(n)]
+    for r in range(n):
+        right = (r + 1) % n
+        add(r, r ^ 1, 512 * 8, 4)                   # blocking pairs
+        calls[r].update({"MPI_Send": 4, "MPI_Recv": 4})
+        add(r, right, 100 * 4, 2)                   # ring, MPI_STATUSES_IGNORE
+        add(r, right, 50 * 4)                       # ring, a statuses array
+        calls[r].update({"MPI_Irecv": 3, "MPI_Isend": 3, "MPI_Waitall": 3})
+        add(r, r ^ 1, 7 * 8)                        # Irecv + Send + Wait
+        calls[r].update({"MPI_Irecv": 1, "MPI_Send": 1, "MPI_Wait": 1})
+        if r > 0:                                   # wildcard receives at rank 0
+            add(r, 0, 5 * r * 4)
+            calls[r]["MPI_Send"] += 1
+            calls[0]["MPI_Recv"] += 1
+        add(r, right, 6 * 4)                        # Sendrecv
+        calls[r].update({"MPI_Sendrecv": 1, "MPI_Barrier": 1, "MPI_Bcast": 1,
+                         "MPI_Allreduce": 2, "MPI_Gather": 1, "MPI_Reduce": 1,
+                         "MPI_Comm_split": 1, "MPI_Comm_free": 1, "MPI_Init": 1,
+                         "MPI_Finalize": 1})
+    for c in (0, 1):                                # one Send inside each sub-communicator
+        ranks = [r for r in range(n) if r % 2 == c]
+        if len(ranks) >= 2:
+            add(ranks[0], ranks[1], 3 * 8)
+            calls[ranks[0]]["MPI_Send"] += 1
+            calls[ranks[1]]["MPI_Recv"] += 1
+    return b, m, calls
+
+
+def threads_expected(n, nthreads, rounds):
+    """Return (bytes matrix, messages matrix, per-rank call counts) of trace_threads."""
+    b = [[0] * n for _ in range(n)]
+    m = [[0] * n for _ in range(n)]
+    calls = [collections.Counter() for _ in range(n)]
+    for r in range(n):
+        for t in range(nthreads):
+            b[r][r ^ 1] += rounds * (t + 1) * 100 * 4 + (t + 1) * 10 * 4
+            m[r][r ^ 1] += rounds + 1
+        calls[r].update({"MPI_Send": rounds * nthreads, "MPI_Recv": rounds * nthreads,
+                         "MPI_Irecv": nthreads, "MPI_Isend": nthreads, "MPI_Waitall": nthreads,
+                         "MPI_Barrier": 1, "MPI_Allreduce": 1, "MPI_Init_thread": 1,
+                         "MPI_Finalize": 1})
+    return b, m, calls
+
+
+def assert_counts_and_matrix(doc, expected):
+    """The summary holds exactly the expected matrix and per-rank call counts."""
+    b, m, calls = expected
+    s = doc["summary"]
+    assert s["comm_matrix"]["bytes"] == b
+    assert s["comm_matrix"]["messages"] == m
+    assert s["p2p_bytes"] == sum(map(sum, b))
+    assert s["matched_p2p_bytes"] == s["p2p_bytes"]   # every send found its receive
+    for rank in doc["samples"]["ranks"]:
+        got = {f: e["calls"] for f, e in rank["functions"].items()}
+        assert got == dict(calls[rank["rank"]]), rank["rank"]
+        assert rank["finalized"] and rank["stopped"] is None
 
 
 def otf2_print_counts(anchor):
@@ -163,6 +246,88 @@ def test_mix_counts_bytes_and_matrix(tmp_path, programs, n):
                 matrix[src][int(dst)] += event.msg_length
     assert kinds["MpiSend"] == sends and kinds["MpiRecv"] == recvs
     assert matrix == b
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_fortran_program_counts_bytes_and_matrix(tmp_path, fortran_program, n):
+    # mpif.h / `use mpi` calls reach the Fortran entry points of the tracer,
+    # each recorded exactly once (the Fortran library's pmpi_ calls PMPI_ in C)
+    run, folder = trace(tmp_path, "--", *MPIRUN, "-n", str(n), fortran_program)
+    assert run.returncode == 0, run.stderr
+    doc = summary(folder)
+    expected = fortran_expected(n)
+    assert_counts_and_matrix(doc, expected)
+    r0 = doc["samples"]["ranks"][0]["functions"]
+    assert r0["MPI_Send"]["bytes"] == 4 * 4096 + 56 + (24 if n >= 4 else 0)
+    assert r0["MPI_Recv"]["bytes"] == 4 * 4096 + sum(20 * r for r in range(1, n))
+    assert r0["MPI_Isend"]["bytes"] == 2 * 400 + 200
+    # Irecv completions (statuses ignored, a statuses array, a status) carry their bytes
+    assert r0["MPI_Waitall"]["bytes"] == 2 * 400 + 200
+    assert r0["MPI_Wait"]["bytes"] == 56
+    assert r0["MPI_Sendrecv"]["bytes"] == 48
+    assert r0["MPI_Bcast"]["bytes"] == 400
+    # Fortran's MPI_IN_PLACE is seen: the root's Gather sends its recvcount, not 0
+    assert r0["MPI_Gather"]["bytes"] == 4 + 4 * n
+    assert r0["MPI_Allreduce"]["bytes"] == 2 * 40 + 2 * 40
+    assert r0["MPI_Reduce"]["bytes"] == 48
+    assert doc["samples"]["ranks"][1]["functions"]["MPI_Gather"]["bytes"] == 4
+
+    printed = otf2_print_counts(folder / "traces.otf2")
+    _, _, calls = expected
+    assert printed["ENTER"] == printed["LEAVE"] == sum(sum(c.values()) for c in calls)
+    assert printed["MPI_SEND"] == sum(c["MPI_Send"] + c["MPI_Sendrecv"] for c in calls)
+    assert printed["MPI_IRECV"] == printed["MPI_IRECV_REQUEST"] == 4 * n
+    assert printed["MPI_ISEND"] == printed["MPI_ISEND_COMPLETE"] == 3 * n
+
+
+@needs_mpi
+@pytest.mark.parametrize("n, nthreads, policy", [(2, 4, "full"), (4, 2, "sync")])
+def test_thread_multiple_one_location_per_thread(tmp_path, programs, n, nthreads, policy):
+    # full: a 64K buffer that the threads fill about twice (160 bytes a round trip)
+    rounds = 120 if policy == "full" else 20
+    budget = ["--budget", "64K"] if policy == "full" else []
+    run, folder = trace(tmp_path, *budget, "--policy", policy, "--", *MPIRUN, "-n", str(n),
+                        "-x", "OMP_WAIT_POLICY=passive", programs["trace_threads"],
+                        str(nthreads), str(rounds))
+    if run.returncode == 77:
+        pytest.skip("this MPI library does not provide MPI_THREAD_MULTIPLE")
+    assert run.returncode == 0, run.stderr
+    doc = summary(folder)
+    expected = threads_expected(n, nthreads, rounds)
+    assert_counts_and_matrix(doc, expected)
+    for rank in doc["samples"]["ranks"]:
+        assert rank["thread_level"] == 3            # MPI_THREAD_MULTIPLE
+        assert rank["functions"]["MPI_Send"]["bytes"] == sum(
+            rounds * (t + 1) * 400 for t in range(nthreads))
+    if policy == "full":
+        assert doc["summary"]["swapouts"]["count"] >= n   # swapped out while threads recorded
+
+    printed = otf2_print_counts(folder / "traces.otf2")
+    swaps = doc["summary"]["swapouts"]["count"]     # each swap-out is a region too
+    assert printed["ENTER"] == printed["LEAVE"] == sum(sum(c.values()) for c in expected[2]) + swaps
+    assert printed["MPI_SEND"] == printed["MPI_RECV"] == n * nthreads * rounds
+
+    otf2 = pytest.importorskip("otf2")
+    per_loc = collections.defaultdict(collections.Counter)
+    tags = collections.defaultdict(set)
+    with otf2.reader.open(str(folder / "traces.otf2")) as tr:
+        assert len(tr.definitions.location_groups) == n
+        assert len(tr.definitions.locations) == n * nthreads
+        for location, event in tr.events:
+            key = (location.group.name, location.name)
+            per_loc[key][type(event).__name__] += 1
+            if isinstance(event, (otf2.events.MpiSend, otf2.events.MpiRecv)):
+                tags[key].add(event.msg_tag)
+    assert len(per_loc) == n * nthreads
+    by_rank = collections.defaultdict(list)
+    for key, counts in per_loc.items():
+        assert counts["MpiSend"] == counts["MpiRecv"] == rounds, key
+        assert counts["MpiIsend"] == counts["MpiIrecv"] == 1, key
+        assert len(tags[key]) == 1, key             # a thread's messages stay on its location
+        by_rank[key[0]].append(next(iter(tags[key])))
+    for group, thread_tags in by_rank.items():
+        assert sorted(thread_tags) == list(range(nthreads)), group
 
 
 @needs_mpi

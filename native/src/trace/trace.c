@@ -21,6 +21,7 @@
  * - Failures (no space, write error, buffer overflow under sync) stop the
  *   tracing with one line on stderr; the program is never stopped.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -105,11 +106,76 @@ static _Thread_local int t_depth;      /* > 0: inside a wrapper */
 static _Thread_local int t_thread = -1; /* this thread's index */
 static _Thread_local int t_sync_due;   /* a world collective just ended */
 
-static inline int64_t now_ns(void)
+static _Thread_local int64_t t_enter_ns; /* this wrapper's Enter time */
+static _Thread_local int64_t t_post_ns;  /* its time after the PMPI call; 0: not taken */
+
+/* The clock: CLOCK_MONOTONIC in ns.  Where the kernel itself counts time
+ * with the TSC (clocksource "tsc": invariant and synchronised across
+ * cores), the tracer reads the TSC (about 8 ns instead of 25 in a VM) and
+ * scales it to the monotonic clock, calibrated at MPI_Init; what is left
+ * of a rate error is removed by the clock offsets measured at MPI_Init and
+ * MPI_Finalize, which are taken with this same clock. */
+static struct {
+  int tsc;
+  uint64_t tsc0;
+  int64_t ns0;
+  double ns_per_tick;
+} CK;
+
+static inline int64_t mono_ns(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline int64_t now_ns(void)
+{
+  if (CK.tsc)
+    return CK.ns0 + (int64_t)((double)(__rdtsc() - CK.tsc0) * CK.ns_per_tick);
+  return mono_ns();
+}
+
+static void clock_calibrate(void)
+{
+  char src[32] = "";
+  FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (f) {
+    if (!fgets(src, sizeof src, f))
+      src[0] = 0;
+    fclose(f);
+  }
+  if (strncmp(src, "tsc", 3) != 0 || (src[3] != '\n' && src[3] != 0))
+    return;
+  int64_t a = mono_ns();
+  uint64_t ta = __rdtsc();
+  int64_t b = a;
+  uint64_t tb = ta;
+  while (b - a < 4000000) { /* 4 ms */
+    b = mono_ns();
+    tb = __rdtsc();
+  }
+  if (tb <= ta)
+    return;
+  CK.ns_per_tick = (double)(b - a) / (double)(tb - ta);
+  CK.tsc0 = tb;
+  CK.ns0 = b;
+  CK.tsc = 1;
+}
+#else
+static inline int64_t now_ns(void) { return mono_ns(); }
+static void clock_calibrate(void) {}
+#endif
+
+/* The time of an event recorded after the PMPI call: taken once per
+ * wrapper, and used for its Leave as well. */
+static inline int64_t post_ns(void)
+{
+  if (!t_post_ns)
+    t_post_ns = now_ns();
+  return t_post_ns;
 }
 
 int64_t tiers_trace_clock(void) { return now_ns(); }
@@ -404,6 +470,8 @@ static int comm_id(MPI_Comm comm)
 {
   if (comm == MPI_COMM_WORLD)
     return 0;
+  if (comm == MPI_COMM_SELF && S.buf) /* registered second at MPI_Init */
+    return 1;
   slot_t *s = map_find(&comms, hkey(&comm, sizeof comm));
   if (s)
     return (int)s->a;
@@ -445,7 +513,9 @@ int tiers_trace_begin(int func)
     return 1;
   }
   t_depth = 1;
-  rec_head_t h = head(REC_ENTER, func, sizeof h, now_ns());
+  t_post_ns = 0;
+  t_enter_ns = now_ns();
+  rec_head_t h = head(REC_ENTER, func, sizeof h, t_enter_ns);
   lock();
   put(&h, sizeof h);
   unlock();
@@ -457,7 +527,7 @@ static void sync_point(void);
 void tiers_trace_end(int func)
 {
   if (t_depth == 1) {
-    rec_head_t h = head(REC_LEAVE, func, sizeof h, now_ns());
+    rec_head_t h = head(REC_LEAVE, func, sizeof h, post_ns());
     lock();
     put(&h, sizeof h);
     unlock();
@@ -507,7 +577,7 @@ static void msg(int kind, int peer, int tag, MPI_Comm comm, uint64_t bytes, uint
   rec_msg_t r;
   memset(&r, 0, sizeof r);
   lock();
-  r.h = head(kind, 0, sizeof r, now_ns());
+  r.h = head(kind, 0, sizeof r, kind == REC_SEND ? t_enter_ns : post_ns());
   r.comm = comm_id(comm);
   r.peer = peer;
   r.tag = tag;
@@ -563,7 +633,7 @@ void tiers_trace_irecv(MPI_Comm comm, MPI_Request req)
   uint64_t id = ++S.next_req_id;
   int cid = comm_id(comm);
   map_put(&reqs, hkey(&req, sizeof req), id, ((uint64_t)REC_IRECV_POST << 32) | (uint32_t)cid);
-  r.h = head(REC_IRECV_POST, 0, sizeof r, now_ns());
+  r.h = head(REC_IRECV_POST, 0, sizeof r, post_ns());
   r.req = id;
   put(&r, sizeof r);
   unlock();
@@ -587,14 +657,14 @@ void tiers_trace_complete(MPI_Request saved, const MPI_Status *st)
   if (st != MPI_STATUS_IGNORE)
     PMPI_Test_cancelled(st, &cancelled);
   if (kind == REC_ISEND) {
-    rec_req_t r = { head(REC_ISEND_DONE, 0, sizeof r, now_ns()), id };
+    rec_req_t r = { head(REC_ISEND_DONE, 0, sizeof r, post_ns()), id };
     if (cancelled)
       r.h.flags = 1;
     put(&r, sizeof r);
   } else if (st != MPI_STATUS_IGNORE && !cancelled && st->MPI_SOURCE >= 0) {
     rec_msg_t r;
     memset(&r, 0, sizeof r);
-    r.h = head(REC_IRECV_DONE, 0, sizeof r, now_ns());
+    r.h = head(REC_IRECV_DONE, 0, sizeof r, post_ns());
     r.comm = cid;
     r.peer = st->MPI_SOURCE;
     r.tag = st->MPI_TAG;
@@ -610,55 +680,188 @@ MPI_Status *tiers_trace_reqs_save(tiers_reqsave_t *sv, int count, const MPI_Requ
 {
   sv->count = count > 0 ? count : 0;
   sv->req = sv->req_stack;
-  sv->st = sv->st_stack;
+  sv->st = st;
+  sv->fst = NULL;
+  sv->own = NULL;
   if (sv->count > TIERS_REQ_STACK) {
-    sv->req = malloc(sizeof(MPI_Request) * (size_t)sv->count);
-    sv->st = malloc(sizeof(MPI_Status) * (size_t)sv->count);
-    if (!sv->req || !sv->st) { /* no copies: completions go unrecorded */
-      free(sv->req);
-      free(sv->st);
+    size_t n = (size_t)sv->count;
+    sv->own = malloc(n * (sizeof(MPI_Request) + sizeof(MPI_Status)));
+    if (!sv->own) { /* no copies: completions go unrecorded */
       sv->req = NULL;
-      sv->st = NULL;
       sv->count = 0;
       return st;
     }
+    sv->req = sv->own;
+    if (st == MPI_STATUSES_IGNORE)
+      sv->st = (MPI_Status *)((char *)sv->own + n * sizeof(MPI_Request));
+  } else if (st == MPI_STATUSES_IGNORE) {
+    sv->st = sv->st_stack;
   }
   if (sv->count > 0)
     memcpy(sv->req, req, sizeof(MPI_Request) * (size_t)sv->count);
-  if (st == MPI_STATUSES_IGNORE)
-    return sv->st;
-  sv->st = NULL; /* the caller's statuses are used */
-  return st;
+  return sv->st;
+}
+
+/* Completions k = 0..nidx-1: request idx[k] - base (k when idx is NULL),
+ * status k of the statuses given to the MPI call (Waitsome's statuses
+ * follow its indices; Waitall's follow the requests). */
+static void reqs_done(tiers_reqsave_t *sv, int nidx, const int *idx, int base)
+{
+  if (!sv->req)
+    return;
+  for (int k = 0; k < nidx; k++) {
+    int i = idx ? idx[k] - base : k;
+    if (i < 0 || i >= sv->count)
+      continue;
+    MPI_Status cst;
+    const MPI_Status *s = MPI_STATUS_IGNORE;
+    if (sv->fst) {
+      if (PMPI_Status_f2c(sv->fst + (size_t)k * TIERS_FSTATUS_WORDS, &cst) == MPI_SUCCESS)
+        s = &cst;
+    } else if (sv->st) {
+      s = &sv->st[k];
+    }
+    tiers_trace_complete(sv->req[i], s);
+  }
 }
 
 void tiers_trace_reqs_done(tiers_reqsave_t *sv, int nidx, const int *idx)
 {
-  if (!sv->req)
-    return;
-  MPI_Status *st = sv->st;
-  for (int k = 0; k < nidx && k < sv->count; k++) {
-    int i = idx ? idx[k] : k;
-    if (i < 0 || i >= sv->count)
-      continue;
-    /* the statuses array given to PMPI: ours when the caller ignored them */
-    const MPI_Status *s = st ? &st[i] : NULL;
-    tiers_trace_complete(sv->req[i], s ? s : MPI_STATUS_IGNORE);
-  }
+  reqs_done(sv, nidx, idx, 0);
 }
 
 void tiers_trace_reqs_release(tiers_reqsave_t *sv)
 {
-  if (sv->req && sv->req != sv->req_stack)
-    free(sv->req);
-  if (sv->st && sv->st != sv->st_stack)
-    free(sv->st);
+  free(sv->own);
+  sv->own = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Fortran support */
+
+/* Addresses of Fortran's MPI_STATUS_IGNORE, MPI_STATUSES_IGNORE,
+ * MPI_IN_PLACE and MPI_BOTTOM: common blocks of the Fortran binding
+ * (Open MPI: mpi_fortran_status_ignore_ ...), found once with dlsym; NULL
+ * where the MPI library has none of that name (then nothing matches). */
+static struct {
+  int looked;
+  const void *status_ignore, *statuses_ignore, *in_place, *bottom;
+} F;
+
+static const void *fsym_data(const char *base)
+{
+  char name[96];
+  const char *forms[] = { "%s_", "%s", "%s__" };
+  for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+    snprintf(name, sizeof name, forms[i], base);
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (p)
+      return p;
+  }
+  return NULL;
+}
+
+static void fortran_lookup(void)
+{
+  if (__atomic_load_n(&F.looked, __ATOMIC_ACQUIRE))
+    return;
+  F.status_ignore = fsym_data("mpi_fortran_status_ignore");
+  F.statuses_ignore = fsym_data("mpi_fortran_statuses_ignore");
+  F.in_place = fsym_data("mpi_fortran_in_place");
+  F.bottom = fsym_data("mpi_fortran_bottom");
+  __atomic_store_n(&F.looked, 1, __ATOMIC_RELEASE);
+}
+
+void *tiers_trace_freal(void **slot, const char *name)
+{
+  void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (p)
+    return p;
+  char sym[96], upper[96];
+  size_t n = strlen(name);
+  if (n + 3 > sizeof sym)
+    return NULL;
+  for (size_t i = 0; i <= n; i++)
+    upper[i] = (name[i] >= 'a' && name[i] <= 'z') ? (char)(name[i] - 'a' + 'A') : name[i];
+  const char *forms[] = { "%s_", "%s__", "%s" };
+  for (size_t i = 0; !p && i < sizeof forms / sizeof *forms; i++) {
+    snprintf(sym, sizeof sym, forms[i], name);
+    p = dlsym(RTLD_NEXT, sym);
+    if (!p)
+      p = dlsym(RTLD_DEFAULT, sym);
+  }
+  if (!p)
+    p = dlsym(RTLD_NEXT, upper);
+  if (!p) {
+    say("the Fortran MPI library has no %s_; the call fails with MPI_ERR_INTERN", name);
+    return NULL;
+  }
+  __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+  return p;
+}
+
+const void *tiers_trace_fbuf(const void *p)
+{
+  fortran_lookup();
+  if (p && p == F.in_place)
+    return MPI_IN_PLACE;
+  if (p && p == F.bottom)
+    return MPI_BOTTOM;
+  return p;
+}
+
+int tiers_trace_fstatus_ignore(const MPI_Fint *st)
+{
+  fortran_lookup();
+  return st == NULL || (const void *)st == F.status_ignore ||
+         (const void *)st == F.statuses_ignore;
+}
+
+MPI_Fint *tiers_trace_freqs_save(tiers_reqsave_t *sv, int count, const MPI_Fint *req,
+                                 MPI_Fint *st)
+{
+  fortran_lookup();
+  sv->count = count > 0 ? count : 0;
+  sv->req = sv->req_stack;
+  sv->st = NULL;
+  sv->fst = st;
+  sv->own = NULL;
+  size_t n = (size_t)sv->count;
+  int ignore = st != NULL && ((const void *)st == F.statuses_ignore ||
+                              (const void *)st == F.status_ignore);
+  size_t need = (n > TIERS_REQ_STACK ? n * sizeof(MPI_Request) : 0) +
+                (ignore ? n * TIERS_FSTATUS_WORDS * sizeof(MPI_Fint) : 0);
+  if (need > 0) {
+    sv->own = malloc(need);
+    if (!sv->own) {
+      sv->req = NULL;
+      sv->count = 0;
+      sv->fst = NULL;
+      return st;
+    }
+    char *b = sv->own;
+    if (n > TIERS_REQ_STACK) {
+      sv->req = (MPI_Request *)b;
+      b += n * sizeof(MPI_Request);
+    }
+    if (ignore)
+      sv->fst = (MPI_Fint *)b;
+  }
+  for (size_t i = 0; i < n; i++)
+    sv->req[i] = PMPI_Request_f2c(req[i]);
+  return sv->fst ? sv->fst : st;
+}
+
+void tiers_trace_freqs_done(tiers_reqsave_t *sv, int nidx, const MPI_Fint *idx)
+{
+  reqs_done(sv, nidx, idx, 1); /* Fortran indices count from 1 */
 }
 
 void tiers_trace_coll_begin(void)
 {
   if (t_depth != 1)
     return;
-  rec_head_t h = head(REC_COLL_BEGIN, 0, sizeof h, now_ns());
+  rec_head_t h = head(REC_COLL_BEGIN, 0, sizeof h, t_enter_ns);
   lock();
   put(&h, sizeof h);
   unlock();
@@ -673,7 +876,7 @@ void tiers_trace_coll_end(int op, MPI_Comm comm, int root, uint64_t sent, uint64
   rec_coll_t r;
   memset(&r, 0, sizeof r);
   lock();
-  r.h = head(REC_COLL_END, 0, sizeof r, now_ns());
+  r.h = head(REC_COLL_END, 0, sizeof r, post_ns());
   r.comm = comm_id(comm);
   r.root = root;
   r.op = (uint32_t)op;
@@ -690,16 +893,19 @@ static void sync_point(void)
 {
   if (!S.sync_active)
     return;
+  /* fill, largest write so far, stop flag, bytes to write.  The lock is
+   * not held across the reduction: another thread of this rank may have
+   * to record (and post) a receive that a peer waits for meanwhile. */
   lock();
-  /* fill, largest write so far, stop flag, bytes to write */
   double v[4] = { S.cap ? (double)S.used / (double)(S.cap - HEADROOM) : 0.0,
                   S.largest_write_s, S.stopped ? 1.0 : 0.0, (double)S.used };
+  unlock();
   double m[4];
   if (PMPI_Allreduce(v, m, 4, MPI_DOUBLE, MPI_MAX, S.priv) != MPI_SUCCESS) {
     S.sync_active = 0;
-    unlock();
     return;
   }
+  lock();
   if (m[2] > 0) { /* some rank stopped: all stop, and the checks end here */
     if (!S.stopped)
       stop_tracing(STOP_PEER, NULL);
@@ -775,8 +981,8 @@ static void on_signal(int sig)
 
 static void at_exit(void)
 {
-  /* exit() without MPI_Finalize: keep what was recorded */
-  if (S.initialised && !S.finished && !S.stopped) {
+  /* exit() without MPI_Finalize (or during it): keep what was recorded */
+  if (S.initialised && S.fd >= 0 && !S.stopped) {
     lock();
     write_buffer();
     S.finished = 1;
@@ -842,6 +1048,7 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
     return;
   PMPI_Comm_rank(MPI_COMM_WORLD, &S.rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &S.size);
+  clock_calibrate();
   S.provided = provided;
   S.threaded = provided == MPI_THREAD_MULTIPLE;
   S.policy = parse_policy(getenv(TIERS_TRACE_ENV_POLICY));
@@ -928,24 +1135,44 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
   atexit(at_exit);
 }
 
+/* MPI_Finalize, before PMPI_Finalize: the last MPI steps of the tracer
+ * (clock offsets, freeing its communicator); no call is recorded after. */
 void tiers_trace_before_finalize(void)
 {
   if (!S.initialised || S.finished)
     return;
   clock_sync(1); /* every rank: rank 0 waits for each */
   lock();
-  if (!S.stopped)
-    write_buffer();
   S.finished = 1;
   S.sync_active = 0;
-  if (S.fd >= 0)
-    close(S.fd);
+  unlock();
+  if (S.priv != MPI_COMM_NULL)
+    PMPI_Comm_free(&S.priv);
+}
+
+/* MPI_Finalize, after PMPI_Finalize: its Leave (when its Enter was
+ * recorded), then the buffer goes to the file. */
+void tiers_trace_after_finalize(int func, int began)
+{
+  if (began) {
+    if (t_depth == 1) {
+      rec_head_t h = head(REC_LEAVE, func, sizeof h, now_ns());
+      lock();
+      put(&h, sizeof h);
+      unlock();
+    }
+    t_depth = 0;
+  }
+  if (!S.initialised || S.fd < 0)
+    return;
+  lock();
+  if (!S.stopped)
+    write_buffer();
+  close(S.fd);
   S.fd = -1;
   unlock();
   sigaction(SIGTERM, &S.old_term, NULL);
   sigaction(SIGINT, &S.old_int, NULL);
-  if (S.priv != MPI_COMM_NULL)
-    PMPI_Comm_free(&S.priv);
 }
 
 void tiers_trace_at_abort(void)

@@ -22,11 +22,20 @@
 #define TIERS_REQ_STACK 32
 typedef struct tiers_reqsave {
   int count;
-  MPI_Request *req;             /* copies of the requests */
-  MPI_Status *st;               /* statuses to pass to PMPI */
+  MPI_Request *req;             /* copies of the requests (C handles) */
+  MPI_Status *st;               /* C statuses given to PMPI (the caller's or ours), or NULL */
+  MPI_Fint *fst;                /* Fortran statuses given to pmpi_ (the caller's or ours), or NULL */
+  void *own;                    /* heap block of ours to free, or NULL */
   MPI_Request req_stack[TIERS_REQ_STACK];
   MPI_Status st_stack[TIERS_REQ_STACK];
 } tiers_reqsave_t;
+
+/* A Fortran status: MPI_STATUS_SIZE integers (the C status's size in
+ * Open MPI and MPICH); TIERS_FSTATUS_MAX bounds it for local copies. */
+#define TIERS_FSTATUS_WORDS (sizeof(MPI_Status) / sizeof(MPI_Fint))
+#define TIERS_FSTATUS_MAX 16
+_Static_assert(TIERS_FSTATUS_WORDS <= TIERS_FSTATUS_MAX, "Fortran status larger than expected");
+_Static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is not int");
 
 TIERS_HIDDEN int tiers_trace_begin(int func);
 TIERS_HIDDEN void tiers_trace_end(int func);
@@ -49,11 +58,28 @@ TIERS_HIDDEN void tiers_trace_comm_free(MPI_Comm comm);
 TIERS_HIDDEN int64_t tiers_trace_clock(void);
 TIERS_HIDDEN void tiers_trace_after_init(int provided, int func, int64_t t_enter);
 TIERS_HIDDEN void tiers_trace_before_finalize(void);
+TIERS_HIDDEN void tiers_trace_after_finalize(int func, int began);
 TIERS_HIDDEN void tiers_trace_at_abort(void);
 TIERS_HIDDEN uint64_t tiers_trace_type_size(MPI_Datatype t);
 TIERS_HIDDEN uint64_t tiers_trace_sum(const int *a, MPI_Comm comm);
 TIERS_HIDDEN int tiers_trace_comm_size(MPI_Comm comm);
 TIERS_HIDDEN int tiers_trace_comm_rank(MPI_Comm comm);
+
+/* Fortran support (the mpi_*_ entry points of wrappers.c).
+ * tiers_trace_freal: the Fortran library's entry point pmpi_NAME_ (or its
+ *   other manglings), looked up once and cached in *slot; NULL if absent.
+ * tiers_trace_fbuf: a Fortran buffer address with MPI_IN_PLACE and
+ *   MPI_BOTTOM (Fortran common blocks) turned into the C constants.
+ * tiers_trace_fstatus_ignore: whether st is Fortran's MPI_STATUS_IGNORE.
+ * tiers_trace_freqs_save: tiers_trace_reqs_save for Fortran handles and
+ *   statuses (MPI_STATUSES_IGNORE replaced by a local array, returned).
+ * tiers_trace_freqs_done: tiers_trace_reqs_done with 1-based indices. */
+TIERS_HIDDEN void *tiers_trace_freal(void **slot, const char *name);
+TIERS_HIDDEN const void *tiers_trace_fbuf(const void *p);
+TIERS_HIDDEN int tiers_trace_fstatus_ignore(const MPI_Fint *st);
+TIERS_HIDDEN MPI_Fint *tiers_trace_freqs_save(tiers_reqsave_t *sv, int count, const MPI_Fint *req,
+                                               MPI_Fint *st);
+TIERS_HIDDEN void tiers_trace_freqs_done(tiers_reqsave_t *sv, int nidx, const MPI_Fint *idx);
 
 /* Names of the wrapped functions, indexed by the TIERS_FN_ ids of wrappers.c. */
 extern TIERS_HIDDEN const char *const tiers_trace_fn_names[];

@@ -82,10 +82,17 @@ def body(e: dict, fid: str) -> str:
           f"{fid}, tiers_t0_);")
         w("  return rc;")
         return "\n".join(lines)
-    if kind in ("finalize", "abort"):  # always reach the tracer: its last steps
+    if kind == "finalize":  # always reach the tracer: its last steps
+        w(f"  int tiers_on_ = tiers_trace_begin({fid});")
+        w("  tiers_trace_before_finalize();")
+        w(f"  int rc = {pm};")
+        w(f"  tiers_trace_after_finalize({fid}, tiers_on_);")
+        w("  return rc;")
+        return "\n".join(lines)
+    if kind == "abort":
         w(f"  if (tiers_trace_begin({fid}))")
         w(f"    tiers_trace_end({fid});")
-        w("  tiers_trace_before_finalize();" if kind == "finalize" else "  tiers_trace_at_abort();")
+        w("  tiers_trace_at_abort();")
         w(f"  return {pm};")
         return "\n".join(lines)
     w(f"  if (!tiers_trace_begin({fid}))")
@@ -170,6 +177,204 @@ def body(e: dict, fid: str) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------
+# Fortran: the mpif.h / `use mpi` bindings (Open MPI's libmpi_mpifh, MPICH's
+# libmpifort) call PMPI_ in C directly, so the C wrappers above never see a
+# Fortran call.  Each table entry also gets a Fortran entry point under the
+# four usual manglings (mpi_send_, mpi_send__, mpi_send, MPI_SEND: one
+# function and three aliases) that records through the same runtime and
+# calls the Fortran library's own pmpi_send_ (found with dlsym when first
+# used).  Arguments arrive by reference; handles are converted with
+# PMPI_*_f2c only when the call is recorded.
+
+FORTRAN_MANGLINGS = ("{l}__", "{l}", "{u}")   # aliases of {l}_
+
+
+def fparams(params) -> list[tuple[str, str]]:
+    """Return the Fortran entry point's parameters as (C type, name): every
+    argument by reference, argc/argv dropped, ierr appended."""
+    out = []
+    for t, n, _arr in params:
+        if n in ("argc", "argv"):
+            continue
+        if "void" in t:
+            out.append((t if t.endswith("*") else t + " *", f"f_{n}"))
+        else:
+            out.append(("MPI_Fint *", f"f_{n}"))
+    out.append(("MPI_Fint *", "ierr"))
+    return out
+
+
+def fdecl(fps) -> str:
+    return ", ".join(f"{t}{n}" for t, n in fps)
+
+
+def flocals(params, code: str) -> list[str]:
+    """C-typed copies of the input arguments that the recording code uses,
+    under their C names (so the table's sent=/recv= formulas apply as they are)."""
+    out = []
+    for t, n, arr in params:
+        if not re.search(rf"\b{n}\b", code):
+            continue
+        if "void" in t:
+            out.append(f"  const void *{n} = tiers_trace_fbuf(f_{n});")
+        elif t in ("int", "const int") and not arr:
+            out.append(f"  int {n} = (int)*f_{n};")
+        elif arr and "int" in t:
+            out.append(f"  const int *{n} = (const int *)f_{n};")
+        elif t == "MPI_Datatype":
+            out.append(f"  MPI_Datatype {n} = PMPI_Type_f2c(*f_{n});")
+        elif t == "MPI_Comm":
+            out.append(f"  MPI_Comm {n} = PMPI_Comm_f2c(*f_{n});")
+    return out
+
+
+def fbody(e: dict, fid: str) -> str:
+    """Return the body of the Fortran entry point of table entry ``e``."""
+    kind, name, params, o = e["kind"], e["name"], e["params"], e["opts"]
+    fps = fparams(params)
+    real = f"tiers_real_({', '.join(n for _, n in fps)})"
+    lines = [f"  static void *tiers_slot_;",
+             f"  tiers_ft_{name} tiers_real_ = (tiers_ft_{name})tiers_trace_freal(&tiers_slot_, "
+             f"\"pmpi_{name.lower()}\");",
+             "  if (!tiers_real_) {", "    *ierr = MPI_ERR_INTERN;", "    return;", "  }"]
+    w = lines.append
+    if kind in ("init", "init_thread"):
+        w("  int64_t tiers_t0_ = tiers_trace_clock();")
+        w(f"  {real};")
+        w("  if (*ierr == MPI_SUCCESS)")
+        w(f"    tiers_trace_after_init({'(int)*f_provided' if kind == 'init_thread' else 'MPI_THREAD_SINGLE'}, "
+          f"{fid}, tiers_t0_);")
+        return "\n".join(lines)
+    if kind == "finalize":
+        w(f"  int tiers_on_ = tiers_trace_begin({fid});")
+        w("  tiers_trace_before_finalize();")
+        w(f"  {real};")
+        w(f"  tiers_trace_after_finalize({fid}, tiers_on_);")
+        return "\n".join(lines)
+    if kind == "abort":
+        w(f"  if (tiers_trace_begin({fid}))")
+        w(f"    tiers_trace_end({fid});")
+        w("  tiers_trace_at_abort();")
+        w(f"  {real};")
+        return "\n".join(lines)
+    w(f"  if (!tiers_trace_begin({fid})) {{")
+    w(f"    {real};")
+    w("    return;")
+    w("  }")
+    pre, post = [], []
+    status = "  MPI_Status tiers_cst_;\n  PMPI_Status_f2c(f_status, &tiers_cst_);"
+    if kind == "send":
+        pre.append("  tiers_trace_send(dest, tag, comm, count, datatype);")
+    elif kind == "recv":
+        pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
+                   "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
+        post.append(f"  if (rc == MPI_SUCCESS) {{\n  {status.replace(chr(10), chr(10) + '  ')}\n"
+                    "    tiers_trace_recv(&tiers_cst_, comm);\n  }")
+    elif kind == "isend":
+        post.append("  if (rc == MPI_SUCCESS)\n"
+                    "    tiers_trace_isend(dest, tag, comm, count, datatype, "
+                    "PMPI_Request_f2c(*f_request));")
+    elif kind == "irecv":
+        post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_irecv(comm, PMPI_Request_f2c(*f_request));")
+    elif kind == "sendrecv":
+        sc, st = o.get("sendcount", "sendcount"), o.get("sendtype", "sendtype")
+        pre.append(f"  tiers_trace_send(dest, sendtag, comm, {sc}, {st});")
+        pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
+                   "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
+        post.append(f"  if (rc == MPI_SUCCESS) {{\n  {status.replace(chr(10), chr(10) + '  ')}\n"
+                    "    tiers_trace_recv(&tiers_cst_, comm);\n  }")
+    elif kind in ("wait", "test"):
+        pre.append("  MPI_Request tiers_saved_ = PMPI_Request_f2c(*f_request);")
+        pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
+                   "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
+        cond = "rc == MPI_SUCCESS" + (" && *f_flag" if kind == "test" else "")
+        post.append(f"  if ({cond}) {{\n  {status.replace(chr(10), chr(10) + '  ')}\n"
+                    "    tiers_trace_complete(tiers_saved_, &tiers_cst_);\n  }")
+    elif kind in ("waitany", "testany"):
+        pre.append("  tiers_reqsave_t tiers_sv_;\n"
+                   "  tiers_trace_freqs_save(&tiers_sv_, count, f_array_of_requests, NULL);")
+        pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
+                   "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
+        cond = "rc == MPI_SUCCESS && *f_index != MPI_UNDEFINED" + (" && *f_flag" if kind == "testany" else "")
+        post.append(f"  if ({cond}) {{\n"
+                    "    tiers_sv_.fst = f_status;\n"
+                    "    int tiers_i_ = (int)*f_index - 1; /* Fortran counts from 1 */\n"
+                    "    tiers_trace_reqs_done(&tiers_sv_, 1, &tiers_i_);\n  }\n"
+                    "  tiers_trace_reqs_release(&tiers_sv_);")
+    elif kind in ("waitall", "testall"):
+        pre.append("  tiers_reqsave_t tiers_sv_;\n"
+                   "  f_array_of_statuses = tiers_trace_freqs_save(&tiers_sv_, count, f_array_of_requests,\n"
+                   "                                               f_array_of_statuses);")
+        cond = "(rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)" + (" && *f_flag" if kind == "testall" else "")
+        post.append(f"  if ({cond})\n    tiers_trace_reqs_done(&tiers_sv_, count, NULL);\n"
+                    "  tiers_trace_reqs_release(&tiers_sv_);")
+    elif kind in ("waitsome", "testsome"):
+        pre.append("  tiers_reqsave_t tiers_sv_;\n"
+                   "  f_array_of_statuses = tiers_trace_freqs_save(&tiers_sv_, incount, f_array_of_requests,\n"
+                   "                                               f_array_of_statuses);")
+        post.append("  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *f_outcount != MPI_UNDEFINED)\n"
+                    "    tiers_trace_freqs_done(&tiers_sv_, (int)*f_outcount, f_array_of_indices);\n"
+                    "  tiers_trace_reqs_release(&tiers_sv_);")
+    elif kind == "coll":
+        comm = "comm"
+        pre.append("  tiers_trace_coll_begin();")
+        root = o["root"]
+        uses = o["sent"] + o["recv"]
+        if "NP" in uses or "SUM(" in uses:
+            pre.append(f"  int tiers_np_ = tiers_trace_comm_size({comm});")
+        if "ME" in uses:
+            pre.append(f"  int tiers_me_ = tiers_trace_comm_rank({comm});")
+        pre.append(f"  uint64_t tiers_sent_ = {coll_expr(o['sent'], comm)};")
+        pre.append(f"  uint64_t tiers_recv_ = {coll_expr(o['recv'], comm)};")
+        if "tiers_np_" in "".join(pre) and "tiers_np_" not in coll_expr(uses, comm):
+            pre.append("  (void)tiers_np_;")
+        post.append(f"  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "
+                    f"{root if root != '-' else 'OTF2_UNDEFINED_UINT32'}, tiers_sent_, tiers_recv_);")
+    elif kind == "comm_new":
+        out = o["out"]
+        parent = params[0][1]
+        post.append(f"  if (rc == MPI_SUCCESS) {{\n"
+                    f"    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_{out});\n"
+                    f"    if (tiers_new_ != MPI_COMM_NULL)\n"
+                    f"      tiers_trace_comm_new({parent}, tiers_new_);\n  }}")
+    elif kind == "comm_free":
+        pre.append("  tiers_trace_comm_free(PMPI_Comm_f2c(*f_comm));")
+    elif kind != "plain":
+        raise SystemExit(f"{TABLE.name}: unknown kind '{kind}' for {name}")
+    code = "\n".join(pre + post)
+    lines += flocals(params, code)
+    lines += pre
+    w(f"  {real};")
+    w("  int rc = (int)*ierr;")
+    if not re.search(r"\brc\b", "\n".join(post)):
+        w("  (void)rc;")
+    lines += post
+    w(f"  tiers_trace_end({fid});")
+    return "\n".join(lines)
+
+
+def generate_fortran(entries: list[dict]) -> list[str]:
+    """Return the lines of the Fortran entry points (appended to wrappers.c)."""
+    out = ["", "/* ------------------------------------------------------------------ */",
+           "/* Fortran entry points (mpif.h and `use mpi`), see wrapgen.py */"]
+    for e in entries:
+        name = e["name"]
+        fps = fparams(e["params"])
+        low, up = f"mpi_{name.lower()}", f"MPI_{name.upper()}"
+        out.append("")
+        out.append(f"typedef void (*tiers_ft_{name})({', '.join(t.strip() for t, _ in fps)});")
+        out.append(f"TIERS_EXPORT void {low}_({fdecl(fps)});")
+        for m in FORTRAN_MANGLINGS:
+            out.append(f"TIERS_EXPORT void {m.format(l=low, u=up)}({fdecl(fps)}) "
+                       f"__attribute__((alias(\"{low}_\")));")
+        out.append(f"void {low}_({fdecl(fps)})")
+        out.append("{")
+        out.append(fbody(e, f"TIERS_FN_{name}"))
+        out.append("}")
+    return out
+
+
 def generate(entries: list[dict]) -> str:
     """Return the text of wrappers.c for the table's entries."""
     out = ["/* Generated by native/src/trace/wrapgen.py from mpi_functions.txt: do not edit. */",
@@ -191,6 +396,7 @@ def generate(entries: list[dict]) -> str:
         out.append("{")
         out.append(body(e, f"TIERS_FN_{e['name']}"))
         out.append("}")
+    out += generate_fortran(entries)
     return "\n".join(out) + "\n"
 
 

@@ -133,10 +133,11 @@ TIERS_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *pro
 
 TIERS_EXPORT int MPI_Finalize(void)
 {
-  if (tiers_trace_begin(TIERS_FN_Finalize))
-    tiers_trace_end(TIERS_FN_Finalize);
+  int tiers_on_ = tiers_trace_begin(TIERS_FN_Finalize);
   tiers_trace_before_finalize();
-  return PMPI_Finalize();
+  int rc = PMPI_Finalize();
+  tiers_trace_after_finalize(TIERS_FN_Finalize, tiers_on_);
+  return rc;
 }
 
 TIERS_EXPORT int MPI_Abort(MPI_Comm comm, int errorcode)
@@ -741,4 +742,1477 @@ TIERS_EXPORT int MPI_Comm_free(MPI_Comm *comm)
   int rc = PMPI_Comm_free(comm);
   tiers_trace_end(TIERS_FN_Comm_free);
   return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Fortran entry points (mpif.h and `use mpi`), see wrapgen.py */
+
+typedef void (*tiers_ft_Init)(MPI_Fint *);
+TIERS_EXPORT void mpi_init_(MPI_Fint *ierr);
+TIERS_EXPORT void mpi_init__(MPI_Fint *ierr) __attribute__((alias("mpi_init_")));
+TIERS_EXPORT void mpi_init(MPI_Fint *ierr) __attribute__((alias("mpi_init_")));
+TIERS_EXPORT void MPI_INIT(MPI_Fint *ierr) __attribute__((alias("mpi_init_")));
+void mpi_init_(MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Init tiers_real_ = (tiers_ft_Init)tiers_trace_freal(&tiers_slot_, "pmpi_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  int64_t tiers_t0_ = tiers_trace_clock();
+  tiers_real_(ierr);
+  if (*ierr == MPI_SUCCESS)
+    tiers_trace_after_init(MPI_THREAD_SINGLE, TIERS_FN_Init, tiers_t0_);
+}
+
+typedef void (*tiers_ft_Init_thread)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_init_thread_(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_init_thread__(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr) __attribute__((alias("mpi_init_thread_")));
+TIERS_EXPORT void mpi_init_thread(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr) __attribute__((alias("mpi_init_thread_")));
+TIERS_EXPORT void MPI_INIT_THREAD(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr) __attribute__((alias("mpi_init_thread_")));
+void mpi_init_thread_(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Init_thread tiers_real_ = (tiers_ft_Init_thread)tiers_trace_freal(&tiers_slot_, "pmpi_init_thread");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  int64_t tiers_t0_ = tiers_trace_clock();
+  tiers_real_(f_required, f_provided, ierr);
+  if (*ierr == MPI_SUCCESS)
+    tiers_trace_after_init((int)*f_provided, TIERS_FN_Init_thread, tiers_t0_);
+}
+
+typedef void (*tiers_ft_Finalize)(MPI_Fint *);
+TIERS_EXPORT void mpi_finalize_(MPI_Fint *ierr);
+TIERS_EXPORT void mpi_finalize__(MPI_Fint *ierr) __attribute__((alias("mpi_finalize_")));
+TIERS_EXPORT void mpi_finalize(MPI_Fint *ierr) __attribute__((alias("mpi_finalize_")));
+TIERS_EXPORT void MPI_FINALIZE(MPI_Fint *ierr) __attribute__((alias("mpi_finalize_")));
+void mpi_finalize_(MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Finalize tiers_real_ = (tiers_ft_Finalize)tiers_trace_freal(&tiers_slot_, "pmpi_finalize");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  int tiers_on_ = tiers_trace_begin(TIERS_FN_Finalize);
+  tiers_trace_before_finalize();
+  tiers_real_(ierr);
+  tiers_trace_after_finalize(TIERS_FN_Finalize, tiers_on_);
+}
+
+typedef void (*tiers_ft_Abort)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_abort_(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_abort__(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr) __attribute__((alias("mpi_abort_")));
+TIERS_EXPORT void mpi_abort(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr) __attribute__((alias("mpi_abort_")));
+TIERS_EXPORT void MPI_ABORT(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr) __attribute__((alias("mpi_abort_")));
+void mpi_abort_(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Abort tiers_real_ = (tiers_ft_Abort)tiers_trace_freal(&tiers_slot_, "pmpi_abort");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (tiers_trace_begin(TIERS_FN_Abort))
+    tiers_trace_end(TIERS_FN_Abort);
+  tiers_trace_at_abort();
+  tiers_real_(f_comm, f_errorcode, ierr);
+}
+
+typedef void (*tiers_ft_Send)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_send_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_send__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_send_")));
+TIERS_EXPORT void mpi_send(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_send_")));
+TIERS_EXPORT void MPI_SEND(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_send_")));
+void mpi_send_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Send tiers_real_ = (tiers_ft_Send)tiers_trace_freal(&tiers_slot_, "pmpi_send");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Send)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_send(dest, tag, comm, count, datatype);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Send);
+}
+
+typedef void (*tiers_ft_Ssend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ssend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ssend__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_ssend_")));
+TIERS_EXPORT void mpi_ssend(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_ssend_")));
+TIERS_EXPORT void MPI_SSEND(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_ssend_")));
+void mpi_ssend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ssend tiers_real_ = (tiers_ft_Ssend)tiers_trace_freal(&tiers_slot_, "pmpi_ssend");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ssend)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_send(dest, tag, comm, count, datatype);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Ssend);
+}
+
+typedef void (*tiers_ft_Bsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_bsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_bsend__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_bsend_")));
+TIERS_EXPORT void mpi_bsend(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_bsend_")));
+TIERS_EXPORT void MPI_BSEND(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_bsend_")));
+void mpi_bsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Bsend tiers_real_ = (tiers_ft_Bsend)tiers_trace_freal(&tiers_slot_, "pmpi_bsend");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Bsend)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_send(dest, tag, comm, count, datatype);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Bsend);
+}
+
+typedef void (*tiers_ft_Rsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_rsend__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_rsend_")));
+TIERS_EXPORT void mpi_rsend(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_rsend_")));
+TIERS_EXPORT void MPI_RSEND(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_rsend_")));
+void mpi_rsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rsend tiers_real_ = (tiers_ft_Rsend)tiers_trace_freal(&tiers_slot_, "pmpi_rsend");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Rsend)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_send(dest, tag, comm, count, datatype);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Rsend);
+}
+
+typedef void (*tiers_ft_Recv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_recv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_recv__(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_recv_")));
+TIERS_EXPORT void mpi_recv(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_recv_")));
+TIERS_EXPORT void MPI_RECV(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_recv_")));
+void mpi_recv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Recv tiers_real_ = (tiers_ft_Recv)tiers_trace_freal(&tiers_slot_, "pmpi_recv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Recv)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_status, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];
+  if (tiers_trace_fstatus_ignore(f_status))
+    f_status = tiers_fst_;
+  tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Status tiers_cst_;
+    PMPI_Status_f2c(f_status, &tiers_cst_);
+    tiers_trace_recv(&tiers_cst_, comm);
+  }
+  tiers_trace_end(TIERS_FN_Recv);
+}
+
+typedef void (*tiers_ft_Isend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_isend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_isend__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_isend_")));
+TIERS_EXPORT void mpi_isend(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_isend_")));
+TIERS_EXPORT void MPI_ISEND(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_isend_")));
+void mpi_isend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Isend tiers_real_ = (tiers_ft_Isend)tiers_trace_freal(&tiers_slot_, "pmpi_isend");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Isend)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_isend(dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Isend);
+}
+
+typedef void (*tiers_ft_Issend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_issend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_issend__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_issend_")));
+TIERS_EXPORT void mpi_issend(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_issend_")));
+TIERS_EXPORT void MPI_ISSEND(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_issend_")));
+void mpi_issend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Issend tiers_real_ = (tiers_ft_Issend)tiers_trace_freal(&tiers_slot_, "pmpi_issend");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Issend)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_isend(dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Issend);
+}
+
+typedef void (*tiers_ft_Ibsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ibsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ibsend__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ibsend_")));
+TIERS_EXPORT void mpi_ibsend(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ibsend_")));
+TIERS_EXPORT void MPI_IBSEND(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ibsend_")));
+void mpi_ibsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ibsend tiers_real_ = (tiers_ft_Ibsend)tiers_trace_freal(&tiers_slot_, "pmpi_ibsend");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ibsend)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_isend(dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Ibsend);
+}
+
+typedef void (*tiers_ft_Irsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_irsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_irsend__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_irsend_")));
+TIERS_EXPORT void mpi_irsend(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_irsend_")));
+TIERS_EXPORT void MPI_IRSEND(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_irsend_")));
+void mpi_irsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Irsend tiers_real_ = (tiers_ft_Irsend)tiers_trace_freal(&tiers_slot_, "pmpi_irsend");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Irsend)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_isend(dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Irsend);
+}
+
+typedef void (*tiers_ft_Irecv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_irecv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_irecv__(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_irecv_")));
+TIERS_EXPORT void mpi_irecv(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_irecv_")));
+TIERS_EXPORT void MPI_IRECV(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_irecv_")));
+void mpi_irecv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Irecv tiers_real_ = (tiers_ft_Irecv)tiers_trace_freal(&tiers_slot_, "pmpi_irecv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Irecv)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_irecv(comm, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Irecv);
+}
+
+typedef void (*tiers_ft_Sendrecv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_sendrecv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_sendrecv__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_sendrecv_")));
+TIERS_EXPORT void mpi_sendrecv(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_sendrecv_")));
+TIERS_EXPORT void MPI_SENDRECV(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_sendrecv_")));
+void mpi_sendrecv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Sendrecv tiers_real_ = (tiers_ft_Sendrecv)tiers_trace_freal(&tiers_slot_, "pmpi_sendrecv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Sendrecv)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_dest, f_sendtag, f_recvbuf, f_recvcount, f_recvtype, f_source, f_recvtag, f_comm, f_status, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int dest = (int)*f_dest;
+  int sendtag = (int)*f_sendtag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_send(dest, sendtag, comm, sendcount, sendtype);
+  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];
+  if (tiers_trace_fstatus_ignore(f_status))
+    f_status = tiers_fst_;
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_dest, f_sendtag, f_recvbuf, f_recvcount, f_recvtype, f_source, f_recvtag, f_comm, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Status tiers_cst_;
+    PMPI_Status_f2c(f_status, &tiers_cst_);
+    tiers_trace_recv(&tiers_cst_, comm);
+  }
+  tiers_trace_end(TIERS_FN_Sendrecv);
+}
+
+typedef void (*tiers_ft_Sendrecv_replace)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_sendrecv_replace_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_sendrecv_replace__(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_sendrecv_replace_")));
+TIERS_EXPORT void mpi_sendrecv_replace(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_sendrecv_replace_")));
+TIERS_EXPORT void MPI_SENDRECV_REPLACE(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_sendrecv_replace_")));
+void mpi_sendrecv_replace_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Sendrecv_replace tiers_real_ = (tiers_ft_Sendrecv_replace)tiers_trace_freal(&tiers_slot_, "pmpi_sendrecv_replace");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Sendrecv_replace)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_sendtag, f_source, f_recvtag, f_comm, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int sendtag = (int)*f_sendtag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_send(dest, sendtag, comm, count, datatype);
+  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];
+  if (tiers_trace_fstatus_ignore(f_status))
+    f_status = tiers_fst_;
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_sendtag, f_source, f_recvtag, f_comm, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Status tiers_cst_;
+    PMPI_Status_f2c(f_status, &tiers_cst_);
+    tiers_trace_recv(&tiers_cst_, comm);
+  }
+  tiers_trace_end(TIERS_FN_Sendrecv_replace);
+}
+
+typedef void (*tiers_ft_Wait)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_wait_(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_wait__(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_wait_")));
+TIERS_EXPORT void mpi_wait(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_wait_")));
+TIERS_EXPORT void MPI_WAIT(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_wait_")));
+void mpi_wait_(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Wait tiers_real_ = (tiers_ft_Wait)tiers_trace_freal(&tiers_slot_, "pmpi_wait");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Wait)) {
+    tiers_real_(f_request, f_status, ierr);
+    return;
+  }
+  MPI_Request tiers_saved_ = PMPI_Request_f2c(*f_request);
+  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];
+  if (tiers_trace_fstatus_ignore(f_status))
+    f_status = tiers_fst_;
+  tiers_real_(f_request, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Status tiers_cst_;
+    PMPI_Status_f2c(f_status, &tiers_cst_);
+    tiers_trace_complete(tiers_saved_, &tiers_cst_);
+  }
+  tiers_trace_end(TIERS_FN_Wait);
+}
+
+typedef void (*tiers_ft_Test)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_test_(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_test__(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_test_")));
+TIERS_EXPORT void mpi_test(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_test_")));
+TIERS_EXPORT void MPI_TEST(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_test_")));
+void mpi_test_(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Test tiers_real_ = (tiers_ft_Test)tiers_trace_freal(&tiers_slot_, "pmpi_test");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Test)) {
+    tiers_real_(f_request, f_flag, f_status, ierr);
+    return;
+  }
+  MPI_Request tiers_saved_ = PMPI_Request_f2c(*f_request);
+  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];
+  if (tiers_trace_fstatus_ignore(f_status))
+    f_status = tiers_fst_;
+  tiers_real_(f_request, f_flag, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS && *f_flag) {
+    MPI_Status tiers_cst_;
+    PMPI_Status_f2c(f_status, &tiers_cst_);
+    tiers_trace_complete(tiers_saved_, &tiers_cst_);
+  }
+  tiers_trace_end(TIERS_FN_Test);
+}
+
+typedef void (*tiers_ft_Waitall)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_waitall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_waitall__(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_waitall_")));
+TIERS_EXPORT void mpi_waitall(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_waitall_")));
+TIERS_EXPORT void MPI_WAITALL(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_waitall_")));
+void mpi_waitall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Waitall tiers_real_ = (tiers_ft_Waitall)tiers_trace_freal(&tiers_slot_, "pmpi_waitall");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Waitall)) {
+    tiers_real_(f_count, f_array_of_requests, f_array_of_statuses, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  tiers_reqsave_t tiers_sv_;
+  f_array_of_statuses = tiers_trace_freqs_save(&tiers_sv_, count, f_array_of_requests,
+                                               f_array_of_statuses);
+  tiers_real_(f_count, f_array_of_requests, f_array_of_statuses, ierr);
+  int rc = (int)*ierr;
+  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS))
+    tiers_trace_reqs_done(&tiers_sv_, count, NULL);
+  tiers_trace_reqs_release(&tiers_sv_);
+  tiers_trace_end(TIERS_FN_Waitall);
+}
+
+typedef void (*tiers_ft_Testall)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_testall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_testall__(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_testall_")));
+TIERS_EXPORT void mpi_testall(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_testall_")));
+TIERS_EXPORT void MPI_TESTALL(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_testall_")));
+void mpi_testall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Testall tiers_real_ = (tiers_ft_Testall)tiers_trace_freal(&tiers_slot_, "pmpi_testall");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Testall)) {
+    tiers_real_(f_count, f_array_of_requests, f_flag, f_array_of_statuses, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  tiers_reqsave_t tiers_sv_;
+  f_array_of_statuses = tiers_trace_freqs_save(&tiers_sv_, count, f_array_of_requests,
+                                               f_array_of_statuses);
+  tiers_real_(f_count, f_array_of_requests, f_flag, f_array_of_statuses, ierr);
+  int rc = (int)*ierr;
+  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *f_flag)
+    tiers_trace_reqs_done(&tiers_sv_, count, NULL);
+  tiers_trace_reqs_release(&tiers_sv_);
+  tiers_trace_end(TIERS_FN_Testall);
+}
+
+typedef void (*tiers_ft_Waitany)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_waitany_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_waitany__(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_waitany_")));
+TIERS_EXPORT void mpi_waitany(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_waitany_")));
+TIERS_EXPORT void MPI_WAITANY(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_waitany_")));
+void mpi_waitany_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Waitany tiers_real_ = (tiers_ft_Waitany)tiers_trace_freal(&tiers_slot_, "pmpi_waitany");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Waitany)) {
+    tiers_real_(f_count, f_array_of_requests, f_index, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  tiers_reqsave_t tiers_sv_;
+  tiers_trace_freqs_save(&tiers_sv_, count, f_array_of_requests, NULL);
+  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];
+  if (tiers_trace_fstatus_ignore(f_status))
+    f_status = tiers_fst_;
+  tiers_real_(f_count, f_array_of_requests, f_index, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS && *f_index != MPI_UNDEFINED) {
+    tiers_sv_.fst = f_status;
+    int tiers_i_ = (int)*f_index - 1; /* Fortran counts from 1 */
+    tiers_trace_reqs_done(&tiers_sv_, 1, &tiers_i_);
+  }
+  tiers_trace_reqs_release(&tiers_sv_);
+  tiers_trace_end(TIERS_FN_Waitany);
+}
+
+typedef void (*tiers_ft_Testany)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_testany_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_testany__(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_testany_")));
+TIERS_EXPORT void mpi_testany(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_testany_")));
+TIERS_EXPORT void MPI_TESTANY(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_testany_")));
+void mpi_testany_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Testany tiers_real_ = (tiers_ft_Testany)tiers_trace_freal(&tiers_slot_, "pmpi_testany");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Testany)) {
+    tiers_real_(f_count, f_array_of_requests, f_index, f_flag, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  tiers_reqsave_t tiers_sv_;
+  tiers_trace_freqs_save(&tiers_sv_, count, f_array_of_requests, NULL);
+  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];
+  if (tiers_trace_fstatus_ignore(f_status))
+    f_status = tiers_fst_;
+  tiers_real_(f_count, f_array_of_requests, f_index, f_flag, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS && *f_index != MPI_UNDEFINED && *f_flag) {
+    tiers_sv_.fst = f_status;
+    int tiers_i_ = (int)*f_index - 1; /* Fortran counts from 1 */
+    tiers_trace_reqs_done(&tiers_sv_, 1, &tiers_i_);
+  }
+  tiers_trace_reqs_release(&tiers_sv_);
+  tiers_trace_end(TIERS_FN_Testany);
+}
+
+typedef void (*tiers_ft_Waitsome)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_waitsome_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_waitsome__(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_waitsome_")));
+TIERS_EXPORT void mpi_waitsome(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_waitsome_")));
+TIERS_EXPORT void MPI_WAITSOME(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_waitsome_")));
+void mpi_waitsome_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Waitsome tiers_real_ = (tiers_ft_Waitsome)tiers_trace_freal(&tiers_slot_, "pmpi_waitsome");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Waitsome)) {
+    tiers_real_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, f_array_of_statuses, ierr);
+    return;
+  }
+  int incount = (int)*f_incount;
+  tiers_reqsave_t tiers_sv_;
+  f_array_of_statuses = tiers_trace_freqs_save(&tiers_sv_, incount, f_array_of_requests,
+                                               f_array_of_statuses);
+  tiers_real_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, f_array_of_statuses, ierr);
+  int rc = (int)*ierr;
+  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *f_outcount != MPI_UNDEFINED)
+    tiers_trace_freqs_done(&tiers_sv_, (int)*f_outcount, f_array_of_indices);
+  tiers_trace_reqs_release(&tiers_sv_);
+  tiers_trace_end(TIERS_FN_Waitsome);
+}
+
+typedef void (*tiers_ft_Testsome)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_testsome_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_testsome__(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_testsome_")));
+TIERS_EXPORT void mpi_testsome(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_testsome_")));
+TIERS_EXPORT void MPI_TESTSOME(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr) __attribute__((alias("mpi_testsome_")));
+void mpi_testsome_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Testsome tiers_real_ = (tiers_ft_Testsome)tiers_trace_freal(&tiers_slot_, "pmpi_testsome");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Testsome)) {
+    tiers_real_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, f_array_of_statuses, ierr);
+    return;
+  }
+  int incount = (int)*f_incount;
+  tiers_reqsave_t tiers_sv_;
+  f_array_of_statuses = tiers_trace_freqs_save(&tiers_sv_, incount, f_array_of_requests,
+                                               f_array_of_statuses);
+  tiers_real_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, f_array_of_statuses, ierr);
+  int rc = (int)*ierr;
+  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *f_outcount != MPI_UNDEFINED)
+    tiers_trace_freqs_done(&tiers_sv_, (int)*f_outcount, f_array_of_indices);
+  tiers_trace_reqs_release(&tiers_sv_);
+  tiers_trace_end(TIERS_FN_Testsome);
+}
+
+typedef void (*tiers_ft_Probe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_probe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_probe__(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_probe_")));
+TIERS_EXPORT void mpi_probe(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_probe_")));
+TIERS_EXPORT void MPI_PROBE(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_probe_")));
+void mpi_probe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Probe tiers_real_ = (tiers_ft_Probe)tiers_trace_freal(&tiers_slot_, "pmpi_probe");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Probe)) {
+    tiers_real_(f_source, f_tag, f_comm, f_status, ierr);
+    return;
+  }
+  tiers_real_(f_source, f_tag, f_comm, f_status, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Probe);
+}
+
+typedef void (*tiers_ft_Iprobe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iprobe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_iprobe__(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_iprobe_")));
+TIERS_EXPORT void mpi_iprobe(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_iprobe_")));
+TIERS_EXPORT void MPI_IPROBE(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_iprobe_")));
+void mpi_iprobe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iprobe tiers_real_ = (tiers_ft_Iprobe)tiers_trace_freal(&tiers_slot_, "pmpi_iprobe");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Iprobe)) {
+    tiers_real_(f_source, f_tag, f_comm, f_flag, f_status, ierr);
+    return;
+  }
+  tiers_real_(f_source, f_tag, f_comm, f_flag, f_status, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Iprobe);
+}
+
+typedef void (*tiers_ft_Request_free)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_request_free_(MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_request_free__(MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_request_free_")));
+TIERS_EXPORT void mpi_request_free(MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_request_free_")));
+TIERS_EXPORT void MPI_REQUEST_FREE(MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_request_free_")));
+void mpi_request_free_(MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Request_free tiers_real_ = (tiers_ft_Request_free)tiers_trace_freal(&tiers_slot_, "pmpi_request_free");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Request_free)) {
+    tiers_real_(f_request, ierr);
+    return;
+  }
+  tiers_real_(f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Request_free);
+}
+
+typedef void (*tiers_ft_Cancel)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_cancel_(MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_cancel__(MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_cancel_")));
+TIERS_EXPORT void mpi_cancel(MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_cancel_")));
+TIERS_EXPORT void MPI_CANCEL(MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_cancel_")));
+void mpi_cancel_(MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Cancel tiers_real_ = (tiers_ft_Cancel)tiers_trace_freal(&tiers_slot_, "pmpi_cancel");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Cancel)) {
+    tiers_real_(f_request, ierr);
+    return;
+  }
+  tiers_real_(f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Cancel);
+}
+
+typedef void (*tiers_ft_Barrier)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_barrier_(MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_barrier__(MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_barrier_")));
+TIERS_EXPORT void mpi_barrier(MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_barrier_")));
+TIERS_EXPORT void MPI_BARRIER(MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_barrier_")));
+void mpi_barrier_(MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Barrier tiers_real_ = (tiers_ft_Barrier)tiers_trace_freal(&tiers_slot_, "pmpi_barrier");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Barrier)) {
+    tiers_real_(f_comm, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = 0;
+  uint64_t tiers_recv_ = 0;
+  tiers_real_(f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_BARRIER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Barrier);
+}
+
+typedef void (*tiers_ft_Bcast)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_bcast_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_bcast__(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_bcast_")));
+TIERS_EXPORT void mpi_bcast(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_bcast_")));
+TIERS_EXPORT void MPI_BCAST(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_bcast_")));
+void mpi_bcast_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Bcast tiers_real_ = (tiers_ft_Bcast)tiers_trace_freal(&tiers_slot_, "pmpi_bcast");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Bcast)) {
+    tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  uint64_t tiers_recv_ = (tiers_me_!=root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_BCAST, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Bcast);
+}
+
+typedef void (*tiers_ft_Reduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_reduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_reduce__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_reduce_")));
+TIERS_EXPORT void mpi_reduce(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_reduce_")));
+TIERS_EXPORT void MPI_REDUCE(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_reduce_")));
+void mpi_reduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Reduce tiers_real_ = (tiers_ft_Reduce)tiers_trace_freal(&tiers_slot_, "pmpi_reduce");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Reduce)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_REDUCE, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Reduce);
+}
+
+typedef void (*tiers_ft_Allreduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_allreduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_allreduce__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_allreduce_")));
+TIERS_EXPORT void mpi_allreduce(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_allreduce_")));
+TIERS_EXPORT void MPI_ALLREDUCE(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_allreduce_")));
+void mpi_allreduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Allreduce tiers_real_ = (tiers_ft_Allreduce)tiers_trace_freal(&tiers_slot_, "pmpi_allreduce");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Allreduce)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLREDUCE, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Allreduce);
+}
+
+typedef void (*tiers_ft_Scan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_scan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_scan__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_scan_")));
+TIERS_EXPORT void mpi_scan(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_scan_")));
+TIERS_EXPORT void MPI_SCAN(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_scan_")));
+void mpi_scan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Scan tiers_real_ = (tiers_ft_Scan)tiers_trace_freal(&tiers_slot_, "pmpi_scan");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Scan)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_SCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Scan);
+}
+
+typedef void (*tiers_ft_Exscan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_exscan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_exscan__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_exscan_")));
+TIERS_EXPORT void mpi_exscan(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_exscan_")));
+TIERS_EXPORT void MPI_EXSCAN(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_exscan_")));
+void mpi_exscan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Exscan tiers_real_ = (tiers_ft_Exscan)tiers_trace_freal(&tiers_slot_, "pmpi_exscan");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Exscan)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_>0?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_EXSCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Exscan);
+}
+
+typedef void (*tiers_ft_Gather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_gather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_gather__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_gather_")));
+TIERS_EXPORT void mpi_gather(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_gather_")));
+TIERS_EXPORT void MPI_GATHER(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_gather_")));
+void mpi_gather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Gather tiers_real_ = (tiers_ft_Gather)tiers_trace_freal(&tiers_slot_, "pmpi_gather");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Gather)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):0);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_GATHER, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Gather);
+}
+
+typedef void (*tiers_ft_Gatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_gatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_gatherv__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_gatherv_")));
+TIERS_EXPORT void mpi_gatherv(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_gatherv_")));
+TIERS_EXPORT void MPI_GATHERV(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_gatherv_")));
+void mpi_gatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Gatherv tiers_real_ = (tiers_ft_Gatherv)tiers_trace_freal(&tiers_slot_, "pmpi_gatherv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Gatherv)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):0);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_GATHERV, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Gatherv);
+}
+
+typedef void (*tiers_ft_Scatter)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_scatter_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_scatter__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_scatter_")));
+TIERS_EXPORT void mpi_scatter(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_scatter_")));
+TIERS_EXPORT void MPI_SCATTER(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_scatter_")));
+void mpi_scatter_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Scatter tiers_real_ = (tiers_ft_Scatter)tiers_trace_freal(&tiers_slot_, "pmpi_scatter");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Scatter)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const void *recvbuf = tiers_trace_fbuf(f_recvbuf);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcount*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_SCATTER, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Scatter);
+}
+
+typedef void (*tiers_ft_Scatterv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_scatterv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_scatterv__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_scatterv_")));
+TIERS_EXPORT void mpi_scatterv(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_scatterv_")));
+TIERS_EXPORT void MPI_SCATTERV(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_scatterv_")));
+void mpi_scatterv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Scatterv tiers_real_ = (tiers_ft_Scatterv)tiers_trace_freal(&tiers_slot_, "pmpi_scatterv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Scatterv)) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
+    return;
+  }
+  const int *sendcounts = (const int *)f_sendcounts;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const void *recvbuf = tiers_trace_fbuf(f_recvbuf);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcounts[tiers_me_]*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_SCATTERV, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Scatterv);
+}
+
+typedef void (*tiers_ft_Allgather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_allgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_allgather__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_allgather_")));
+TIERS_EXPORT void mpi_allgather(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_allgather_")));
+TIERS_EXPORT void MPI_ALLGATHER(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_allgather_")));
+void mpi_allgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Allgather tiers_real_ = (tiers_ft_Allgather)tiers_trace_freal(&tiers_slot_, "pmpi_allgather");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Allgather)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Allgather);
+}
+
+typedef void (*tiers_ft_Allgatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_allgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_allgatherv__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_allgatherv_")));
+TIERS_EXPORT void mpi_allgatherv(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_allgatherv_")));
+TIERS_EXPORT void MPI_ALLGATHERV(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_allgatherv_")));
+void mpi_allgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Allgatherv tiers_real_ = (tiers_ft_Allgatherv)tiers_trace_freal(&tiers_slot_, "pmpi_allgatherv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Allgatherv)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Allgatherv);
+}
+
+typedef void (*tiers_ft_Alltoall)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_alltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_alltoall__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_alltoall_")));
+TIERS_EXPORT void mpi_alltoall(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_alltoall_")));
+TIERS_EXPORT void MPI_ALLTOALL(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_alltoall_")));
+void mpi_alltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Alltoall tiers_real_ = (tiers_ft_Alltoall)tiers_trace_freal(&tiers_slot_, "pmpi_alltoall");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Alltoall)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Alltoall);
+}
+
+typedef void (*tiers_ft_Alltoallv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_alltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_alltoallv__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_alltoallv_")));
+TIERS_EXPORT void mpi_alltoallv(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_alltoallv_")));
+TIERS_EXPORT void MPI_ALLTOALLV(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_alltoallv_")));
+void mpi_alltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Alltoallv tiers_real_ = (tiers_ft_Alltoallv)tiers_trace_freal(&tiers_slot_, "pmpi_alltoallv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Alltoallv)) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  const int *sendcounts = (const int *)f_sendcounts;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Alltoallv);
+}
+
+typedef void (*tiers_ft_Reduce_scatter)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_reduce_scatter_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_reduce_scatter__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_reduce_scatter_")));
+TIERS_EXPORT void mpi_reduce_scatter(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_reduce_scatter_")));
+TIERS_EXPORT void MPI_REDUCE_SCATTER(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_reduce_scatter_")));
+void mpi_reduce_scatter_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Reduce_scatter tiers_real_ = (tiers_ft_Reduce_scatter)tiers_trace_freal(&tiers_slot_, "pmpi_reduce_scatter");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, ierr);
+    return;
+  }
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(datatype);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_REDUCE_SCATTER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Reduce_scatter);
+}
+
+typedef void (*tiers_ft_Reduce_scatter_block)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_reduce_scatter_block_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_reduce_scatter_block__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_reduce_scatter_block_")));
+TIERS_EXPORT void mpi_reduce_scatter_block(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_reduce_scatter_block_")));
+TIERS_EXPORT void MPI_REDUCE_SCATTER_BLOCK(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_reduce_scatter_block_")));
+void mpi_reduce_scatter_block_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Reduce_scatter_block tiers_real_ = (tiers_ft_Reduce_scatter_block)tiers_trace_freal(&tiers_slot_, "pmpi_reduce_scatter_block");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_block)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, ierr);
+    return;
+  }
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcount*tiers_trace_type_size(datatype);
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Reduce_scatter_block);
+}
+
+typedef void (*tiers_ft_Comm_dup)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_dup_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_comm_dup__(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_dup_")));
+TIERS_EXPORT void mpi_comm_dup(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_dup_")));
+TIERS_EXPORT void MPI_COMM_DUP(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_dup_")));
+void mpi_comm_dup_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_dup tiers_real_ = (tiers_ft_Comm_dup)tiers_trace_freal(&tiers_slot_, "pmpi_comm_dup");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_dup)) {
+    tiers_real_(f_comm, f_newcomm, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_comm, f_newcomm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newcomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Comm_dup);
+}
+
+typedef void (*tiers_ft_Comm_split)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_split_(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_comm_split__(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_split_")));
+TIERS_EXPORT void mpi_comm_split(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_split_")));
+TIERS_EXPORT void MPI_COMM_SPLIT(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_split_")));
+void mpi_comm_split_(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_split tiers_real_ = (tiers_ft_Comm_split)tiers_trace_freal(&tiers_slot_, "pmpi_comm_split");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_split)) {
+    tiers_real_(f_comm, f_color, f_key, f_newcomm, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_comm, f_color, f_key, f_newcomm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newcomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Comm_split);
+}
+
+typedef void (*tiers_ft_Comm_split_type)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_split_type_(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_comm_split_type__(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_split_type_")));
+TIERS_EXPORT void mpi_comm_split_type(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_split_type_")));
+TIERS_EXPORT void MPI_COMM_SPLIT_TYPE(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_split_type_")));
+void mpi_comm_split_type_(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_split_type tiers_real_ = (tiers_ft_Comm_split_type)tiers_trace_freal(&tiers_slot_, "pmpi_comm_split_type");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_split_type)) {
+    tiers_real_(f_comm, f_split_type, f_key, f_info, f_newcomm, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_comm, f_split_type, f_key, f_info, f_newcomm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newcomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Comm_split_type);
+}
+
+typedef void (*tiers_ft_Comm_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_create_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_comm_create__(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_create_")));
+TIERS_EXPORT void mpi_comm_create(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_create_")));
+TIERS_EXPORT void MPI_COMM_CREATE(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_create_")));
+void mpi_comm_create_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_create tiers_real_ = (tiers_ft_Comm_create)tiers_trace_freal(&tiers_slot_, "pmpi_comm_create");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_create)) {
+    tiers_real_(f_comm, f_group, f_newcomm, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_comm, f_group, f_newcomm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newcomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Comm_create);
+}
+
+typedef void (*tiers_ft_Cart_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_cart_create_(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_cart_create__(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr) __attribute__((alias("mpi_cart_create_")));
+TIERS_EXPORT void mpi_cart_create(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr) __attribute__((alias("mpi_cart_create_")));
+TIERS_EXPORT void MPI_CART_CREATE(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr) __attribute__((alias("mpi_cart_create_")));
+void mpi_cart_create_(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Cart_create tiers_real_ = (tiers_ft_Cart_create)tiers_trace_freal(&tiers_slot_, "pmpi_cart_create");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Cart_create)) {
+    tiers_real_(f_comm_old, f_ndims, f_dims, f_periods, f_reorder, f_comm_cart, ierr);
+    return;
+  }
+  MPI_Comm comm_old = PMPI_Comm_f2c(*f_comm_old);
+  tiers_real_(f_comm_old, f_ndims, f_dims, f_periods, f_reorder, f_comm_cart, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_comm_cart);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm_old, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Cart_create);
+}
+
+typedef void (*tiers_ft_Comm_free)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_free_(MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_comm_free__(MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_free_")));
+TIERS_EXPORT void mpi_comm_free(MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_free_")));
+TIERS_EXPORT void MPI_COMM_FREE(MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_free_")));
+void mpi_comm_free_(MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_free tiers_real_ = (tiers_ft_Comm_free)tiers_trace_freal(&tiers_slot_, "pmpi_comm_free");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_free)) {
+    tiers_real_(f_comm, ierr);
+    return;
+  }
+  tiers_trace_comm_free(PMPI_Comm_f2c(*f_comm));
+  tiers_real_(f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Comm_free);
 }
