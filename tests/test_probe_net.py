@@ -145,6 +145,94 @@ def test_cores_per_node_rounds(tmp_path, cores):
 
 
 # --------------------------------------------------------------------------
+# Barrier: MPI_Barrier and the hybrid barrier (team spin barrier, MPI_Barrier
+# by the master thread, team barrier again), side by side
+
+
+def _ordered(r):
+    # min <= avg <= max, allowing the last bit of the mean's rounding
+    eps = 1e-12 * r["max_us"]
+    return 0 < r["min_us"] <= r["avg_us"] + eps and r["avg_us"] <= r["max_us"] + eps
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_barrier_mpi_and_hybrid_rows(tmp_path, ranks):
+    from tiers import launch
+
+    doc, run = _doc(tmp_path, "-n", str(ranks), "--tests", "barrier", "--barrier-iters", "20",
+                    "--barrier-threads", "2")
+    b = doc["samples"]["barrier"]
+    counts = list(range(2, ranks + 1))
+    # one row per process count, for both barriers
+    assert [r["ranks"] for r in b["mpi"]] == counts
+    assert [r["ranks"] for r in b["hybrid"]] == counts
+    assert all(_ordered(r) for r in b["mpi"])
+    for r in b["hybrid"]:
+        assert r["threads"] == 2
+        assert _ordered(r), r
+    pb = doc["params"]["barrier"]
+    assert pb["iters"] == 20 and pb["threads"] == 2 and pb["hybrid_warmup"] >= 1
+    assert pb["pin"] in ("compact", "none")
+    # the summary pairs them by process count
+    rows = doc["summary"]["barrier"]["rows"]
+    assert [r["ranks"] for r in rows] == counts
+    for r, m, h in zip(rows, b["mpi"], b["hybrid"]):
+        assert r["hybrid_threads"] == 2
+        assert r["hybrid_over_mpi"] == pytest.approx(h["avg_us"] / m["avg_us"])
+    # room for the threads: 2 cores per rank where the machine has them, else unbound
+    command = " ".join(doc["params"]["launch_command"])
+    if ranks * 2 <= launch.local_slots():
+        assert "PE=2" in command
+    else:
+        assert "--bind-to none" in command
+    assert "hybrid barrier" in run.stdout
+    assert (tmp_path / "net.png").is_file()
+
+
+def test_barrier_threads_default_follows_the_cpusets(tmp_path):
+    # default: 2 threads where every rank has 2 PUs of its own (its cpuset's
+    # PUs over the ranks of its host whose cpusets overlap it), else 1
+    doc, _ = _doc(tmp_path, "-n", "2", "--tests", "barrier", "--barrier-iters", "20")
+
+    def pu_set(text):
+        out = set()
+        for part in str(text).split(","):
+            lo, _, hi = part.partition("-")
+            if lo:
+                out.update(range(int(lo), int(hi or lo) + 1))
+        return out
+
+    places = doc["samples"]["placement"]
+
+    def own_pus(p):
+        mine = pu_set(p["cpuset"])
+        sharing = sum(1 for q in places
+                      if q["host"] == p["host"] and mine & pu_set(q["cpuset"]))
+        return len(pu_set(p["pus"])) // max(sharing, 1)
+
+    want = 2 if all(own_pus(p) >= 2 for p in places) else 1
+    assert doc["params"]["barrier"]["threads"] == want
+    assert [r["threads"] for r in doc["samples"]["barrier"]["hybrid"]] == [want]
+
+
+def test_bad_barrier_threads_are_refused():
+    run = run_tiers("probe", "net", "-n", "2", "--tests", "barrier", "--barrier-threads", "0")
+    assert_one_line_error(run, "--barrier-threads")
+    # the native tool checks too, on every rank
+    from tiers import launch
+    from tiers.probe import net
+
+    with pytest.raises(launch.LaunchError) as err:
+        net.measure(2, tests="barrier", barrier_iters=5, time_limit=120,
+                    native_extra=["--barrier-threads", "0"])
+    assert "\n" not in str(err.value) and "bad --barrier-threads '0'" in str(err.value)
+    # more threads than a rank has PUs: the team cannot start
+    run = run_tiers("probe", "net", "-n", "2", "--tests", "barrier", "--barrier-iters", "5",
+                    "--barrier-threads", "4096")
+    assert_one_line_error(run, "4096 threads")
+
+
+# --------------------------------------------------------------------------
 # The fit, on synthetic timings
 
 

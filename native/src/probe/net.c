@@ -39,15 +39,24 @@
  * barrier   MPI_Barrier over the first p ranks, p = 2 .. n (2, 4, 8, ..., n
  *           above 16 ranks): minimum, mean and maximum over ranks of each
  *           rank's mean time per barrier, after warm-up barriers (as IMB).
- *           The hybrid runtime's barrier is a hook that reports null until
- *           that runtime exists (measure_hybrid_barrier below).
+ *           Then the hybrid barrier of libtiers-hybrid (tiers_team_barrier:
+ *           a team spin barrier, MPI_Barrier by the master thread, a team
+ *           barrier again) over the same process counts, with a team of
+ *           --barrier-threads T threads in every process (default: 2, or
+ *           fewer when a rank's cpuset has fewer PUs).  All episodes of a
+ *           series run inside one tiers_team_parallel region; the master
+ *           thread times them, so one rank's time per episode is the time
+ *           of the whole hybrid barrier (its threads and all processes).
  *
  * No wait is unbounded: every message completion and every step barrier is
  * a loop of MPI_Test calls against a deadline of --timeout seconds (default
  * 60).  A rank whose deadline passes prints one line naming the peer and the
  * test and calls MPI_Abort.  (MPI_Barrier in the barrier test is the one
  * blocking call, since that is what is measured; a deadline-checked
- * MPI_Ibarrier before each series makes sure every rank is still there.)
+ * MPI_Ibarrier before each series makes sure every rank is still there.
+ * The hybrid barrier is watched by a thread of its own: when no episode
+ * completes within --timeout seconds the rank says so in one line and
+ * leaves, which ends the job.)
  *
  * Errors in the options are found by every rank alike; rank 0 prints the
  * line "tiers-probe-net: error: ..." and every rank exits with status 2.
@@ -55,7 +64,9 @@
 #define _GNU_SOURCE
 #include <math.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +81,7 @@
 #include "common/json.h"
 #include "common/tool.h"
 #include "tiers/error.h"
+#include "tiers/hybrid.h" /* after <mpi.h>: the team API */
 #include "tiers/topo.h"
 
 #define HOST_CHARS 256
@@ -102,6 +114,7 @@ static struct {
   long cores_per_node, node_size;
   int flat;
   long barrier_iters, barrier_warmup;
+  long barrier_threads; /* 0: the default (2, or the PUs of the smallest cpuset) */
   double timeout;
   int yield;
   int quick;
@@ -286,7 +299,7 @@ static const char *usage =
     "use --tests LIST (pingpong,allpairs,barrier), --sizes LIST, --iters N, --skip N, "
     "--window N, --bw-iters N, --pair A,B, --center BYTES, --factors LIST, --reps N, "
     "--warmup N, --cores-per-node C, --node-size P, --flat, --barrier-iters N, "
-    "--timeout S, --yield, --quick";
+    "--barrier-threads T, --timeout S, --yield, --quick";
 
 static void parse_args(int argc, char **argv)
 {
@@ -395,6 +408,10 @@ static void parse_args(int argc, char **argv)
       if (tiers_parse_long(v, &opt.barrier_iters) != 0 || opt.barrier_iters < 1)
         fail_all("bad --barrier-iters '%s': a positive integer", v);
       opt.barrier_warmup = opt.barrier_iters / 10;
+    } else if (strcmp(a, "--barrier-threads") == 0) {
+      if (tiers_parse_long(v, &opt.barrier_threads) != 0 || opt.barrier_threads < 1 ||
+          opt.barrier_threads > 4096)
+        fail_all("bad --barrier-threads '%s': an integer from 1 to 4096", v);
     } else if (strcmp(a, "--timeout") == 0) {
       if (tiers_parse_double(v, &opt.timeout) != 0)
         fail_all("bad --timeout '%s': a positive number of seconds", v);
@@ -767,6 +784,7 @@ static int gather_pairs(double **all)
 
 typedef struct {
   int ranks;
+  int threads; /* per process; 1 for MPI_Barrier */
   double min_us, avg_us, max_us;
 } barrier_row_t;
 
@@ -804,6 +822,7 @@ static void mpi_barrier_series(int p, barrier_row_t *row)
     MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req[2]);
     wait_all(3, req, 1, "the barrier test", -1);
     row->ranks = p;
+    row->threads = 1;
     row->min_us = lo;
     row->max_us = hi;
     row->avg_us = sum / p;
@@ -812,16 +831,181 @@ static void mpi_barrier_series(int p, barrier_row_t *row)
 }
 
 /*
- * Hook for the hybrid runtime's barrier (threads inside a node, messages
- * between nodes): not measured yet, since that runtime does not exist yet.
- * When it does, measure it here over the same rank counts and return 1;
- * the JSON then carries its rows under barrier.hybrid instead of null.
+ * The hybrid barrier (libtiers-hybrid's tiers_team_barrier).
+ *
+ * Threads per process: --barrier-threads, or 2 where every rank has 2 PUs
+ * of its own -- the PUs of its cpuset divided by the ranks of its host whose
+ * cpusets overlap it -- else 1, so that the default never puts more threads
+ * than PUs on a host.  The team's threads are pinned (compact) when this
+ * rank's cpuset shares no PU with another rank of its host; otherwise --
+ * unbound or overlapping ranks, or more ranks than cores -- compact
+ * pinning would stack several ranks' threads on the same PUs, so the OS
+ * places them.
  */
-static int measure_hybrid_barrier(int p, barrier_row_t *row)
+
+/* Counts the PUs of a list such as "0-3,8" (0 when it cannot be read). */
+static int count_pus(const char *list)
 {
-  (void)p;
-  (void)row;
-  return 0;
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  int n = 0;
+  if (set && list[0] && hwloc_bitmap_list_sscanf(set, list) == 0)
+    n = hwloc_bitmap_weight(set);
+  hwloc_bitmap_free(set);
+  return n > 0 ? n : 0;
+}
+
+static int hybrid_threads(void)
+{
+  if (opt.barrier_threads > 0)
+    return (int)opt.barrier_threads;
+  int pus = count_pus(places[rank].pus);
+  int sharing = 0; /* ranks of this host whose cpusets overlap this rank's, itself included */
+  hwloc_bitmap_t mine_set = hwloc_bitmap_alloc(), other = hwloc_bitmap_alloc();
+  if (mine_set && other && hwloc_bitmap_list_sscanf(mine_set, places[rank].cpuset) == 0) {
+    for (int r = 0; r < nranks; r++)
+      if (strcmp(places[r].host, places[rank].host) == 0 &&
+          hwloc_bitmap_list_sscanf(other, places[r].cpuset) == 0 &&
+          hwloc_bitmap_intersects(mine_set, other))
+        sharing++;
+  }
+  hwloc_bitmap_free(mine_set);
+  hwloc_bitmap_free(other);
+  if (sharing < 1)
+    sharing = 1;
+  int mine = pus / sharing >= 2 ? 2 : 1, all = 1;
+  MPI_Request req;
+  MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
+  wait_all(1, &req, 1, "start-up", -1);
+  return all;
+}
+
+static tiers_pin_policy_t hybrid_pin(void)
+{
+  if (opt.yield)
+    return TIERS_PIN_NONE;
+  hwloc_bitmap_t mine = hwloc_bitmap_alloc(), other = hwloc_bitmap_alloc();
+  int own = mine && other && places[rank].cpuset[0] &&
+            hwloc_bitmap_list_sscanf(mine, places[rank].cpuset) == 0 &&
+            !hwloc_bitmap_iszero(mine);
+  for (int r = 0; own && r < nranks; r++) {
+    if (r == rank || strcmp(places[r].host, places[rank].host) != 0)
+      continue;
+    if (!places[r].cpuset[0] || hwloc_bitmap_list_sscanf(other, places[r].cpuset) != 0 ||
+        hwloc_bitmap_intersects(mine, other))
+      own = 0;
+  }
+  hwloc_bitmap_free(mine);
+  hwloc_bitmap_free(other);
+  return own ? TIERS_PIN_COMPACT : TIERS_PIN_NONE;
+}
+
+/* What the watchdog of a hybrid series watches. */
+typedef struct {
+  atomic_long progress; /* episodes the master has finished */
+  atomic_int stop;      /* set when the series is over */
+  int ranks, threads;
+} watch_t;
+
+/*
+ * The deadline of the hybrid barrier: MPI_Barrier inside it blocks, so a
+ * thread of its own checks every 10 ms that the master still finishes
+ * episodes.  When none finishes within --timeout seconds it says so and
+ * leaves the process (no MPI call: only the master thread may make them),
+ * which makes the launcher end the job.
+ */
+static void *watchdog(void *arg)
+{
+  watch_t *w = arg;
+  const struct timespec nap = {0, 10 * 1000 * 1000};
+  long seen = -1;
+  double since = tiers_now();
+  while (!atomic_load(&w->stop)) {
+    nanosleep(&nap, NULL);
+    long now = atomic_load_explicit(&w->progress, memory_order_relaxed);
+    if (now != seen) {
+      seen = now;
+      since = tiers_now();
+    } else if (tiers_now() - since > opt.timeout) {
+      fprintf(stderr, "tiers-probe-net: error: rank %d: no hybrid barrier over %d ranks x %d "
+              "threads completed within %g s; a rank may have died or stalled, or use "
+              "--timeout to wait longer\n", rank, w->ranks, w->threads, opt.timeout);
+      fflush(stderr);
+      _exit(TIERS_TOOL_EXIT_USAGE);
+    }
+  }
+  return NULL;
+}
+
+typedef struct {
+  long warmup, iters;
+  double seconds; /* of the timed episodes, on the master */
+  watch_t *watch;
+} episodes_t;
+
+/* One series in one parallel region: every team thread runs it. */
+static int hybrid_episodes(tiers_team_t team, int thread, void *arg)
+{
+  episodes_t *e = arg;
+  long done = 0;
+  double t0 = 0;
+  for (long i = 0; i < e->warmup + e->iters; i++) {
+    if (i == e->warmup && thread == 0)
+      t0 = tiers_now();
+    int rc = tiers_team_barrier(team);
+    if (rc != TIERS_OK)
+      return rc;
+    if (thread == 0)
+      atomic_store_explicit(&e->watch->progress, ++done, memory_order_relaxed);
+  }
+  if (thread == 0)
+    e->seconds = tiers_now() - t0;
+  return TIERS_OK;
+}
+
+/* Warm-up episodes of the hybrid barrier: as MPI_Barrier's, at least one,
+ * so that the timed episodes never include the threads' start. */
+static long hybrid_warmup(void)
+{
+  return opt.barrier_warmup > 0 ? opt.barrier_warmup : 1;
+}
+
+static void hybrid_barrier_series(int p, int threads, tiers_pin_policy_t pin,
+                                  barrier_row_t *row)
+{
+  barrier_bounded(MPI_COMM_WORLD, "the hybrid barrier test");
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
+  if (sub == MPI_COMM_NULL)
+    return;
+  tiers_team_t team = NULL;
+  if (tiers_team_create(&team, sub, threads, pin) != TIERS_OK)
+    fail_here("cannot start a team of %d threads: %s", threads, tiers_last_error());
+  watch_t watch = {.ranks = p, .threads = threads};
+  atomic_init(&watch.progress, 0);
+  atomic_init(&watch.stop, 0);
+  pthread_t tid;
+  int watched = pthread_create(&tid, NULL, watchdog, &watch) == 0;
+  episodes_t e = {.warmup = hybrid_warmup(), .iters = opt.barrier_iters, .watch = &watch};
+  int rc = tiers_team_parallel(team, hybrid_episodes, &e);
+  atomic_store(&watch.stop, 1);
+  if (watched)
+    pthread_join(tid, NULL);
+  if (rc != TIERS_OK)
+    fail_here("the hybrid barrier over %d ranks x %d threads failed: %s", p, threads,
+              tiers_last_error());
+  double mine = e.seconds * 1e6 / (double)opt.barrier_iters, lo, hi, sum;
+  MPI_Request req[3];
+  MPI_Ireduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, sub, &req[0]);
+  MPI_Ireduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, sub, &req[1]);
+  MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req[2]);
+  wait_all(3, req, 1, "the hybrid barrier test", -1);
+  row->ranks = p;
+  row->threads = threads;
+  row->min_us = lo;
+  row->max_us = hi;
+  row->avg_us = sum / p;
+  tiers_team_destroy(&team);
+  MPI_Comm_free(&sub);
 }
 
 /* ------------------------------------------------------------------ */
@@ -836,7 +1020,7 @@ static void json_sizes(tiers_json_t *j, const char *key, const uint64_t *v, int 
   tiers_json_array_end(j);
 }
 
-static void write_params(tiers_json_t *j)
+static void write_params(tiers_json_t *j, int hthreads, tiers_pin_policy_t hpin)
 {
   char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
   int len = 0;
@@ -890,6 +1074,11 @@ static void write_params(tiers_json_t *j)
   tiers_json_object_begin(j);
   tiers_json_kv_int(j, "iters", opt.barrier_iters);
   tiers_json_kv_int(j, "warmup", opt.barrier_warmup);
+  if (opt.selected[TEST_BARRIER]) {
+    tiers_json_kv_int(j, "threads", hthreads);
+    tiers_json_kv_int(j, "hybrid_warmup", hybrid_warmup());
+    tiers_json_kv_string(j, "pin", hpin == TIERS_PIN_COMPACT ? "compact" : "none");
+  }
   tiers_json_object_end(j);
   tiers_json_object_end(j);
 }
@@ -1013,7 +1202,10 @@ static void write_allpairs(tiers_json_t *j, const phase_t *phases, double *recs,
 int main(int argc, char **argv)
 {
   tiers_tool_init(argv[0]);
-  MPI_Init(&argc, &argv);
+  /* The hybrid barrier's team needs MPI_THREAD_FUNNELED: only the thread
+   * that initialised MPI calls it. */
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   parse_args(argc, argv);
@@ -1072,11 +1264,28 @@ int main(int argc, char **argv)
                  node_count[nd] == 1 ? "" : "s");
   }
 
+  /* the hybrid barrier's team, tried once over all ranks before anything
+   * is measured: a thread count the ranks cannot run is a usage error */
+  int hthreads = 0;
+  tiers_pin_policy_t hpin = TIERS_PIN_NONE;
+  if (opt.selected[TEST_BARRIER]) {
+    hthreads = hybrid_threads();
+    if (hthreads > 1 && provided < MPI_THREAD_FUNNELED)
+      fail_all("the hybrid barrier needs MPI_THREAD_FUNNELED, which this MPI library does "
+               "not give: use --barrier-threads 1");
+    hpin = hybrid_pin();
+    tiers_team_t team = NULL;
+    if (tiers_team_create(&team, MPI_COMM_WORLD, hthreads, hpin) != TIERS_OK)
+      fail_all("cannot run the hybrid barrier with %d threads per rank: %s (give ranks more "
+               "PUs, e.g. --map-by slot:PE=%d, or lower --barrier-threads)", hthreads,
+               tiers_last_error(), hthreads);
+    tiers_team_destroy(&team);
+  }
+
   pp_row_t *pp = calloc((size_t)opt.nsizes, sizeof *pp);
   int bcounts[64];
   int nbarrier = barrier_counts(bcounts);
   barrier_row_t brows[64], hrows[64];
-  int have_hybrid = 0;
   phase_t phases[2];
   memset(phases, 0, sizeof phases);
   double *recs = NULL;
@@ -1105,9 +1314,8 @@ int main(int argc, char **argv)
     maybe_die(TEST_BARRIER);
     for (int i = 0; i < nbarrier; i++)
       mpi_barrier_series(bcounts[i], &brows[i]);
-    have_hybrid = 1;
     for (int i = 0; i < nbarrier; i++)
-      have_hybrid &= measure_hybrid_barrier(bcounts[i], &hrows[i]);
+      hybrid_barrier_series(bcounts[i], hthreads, hpin, &hrows[i]);
     seconds[TEST_BARRIER] = MPI_Wtime() - t0;
   }
   barrier_bounded(MPI_COMM_WORLD, "the end of the measurements");
@@ -1117,7 +1325,7 @@ int main(int argc, char **argv)
     tiers_json_init(&j, stdout);
     tiers_json_object_begin(&j);
     tiers_tool_json_native(&j);
-    write_params(&j);
+    write_params(&j, hthreads, hpin);
     write_placement(&j);
     if (opt.selected[TEST_PINGPONG]) {
       tiers_json_key(&j, "pingpong");
@@ -1166,18 +1374,17 @@ int main(int argc, char **argv)
       }
       tiers_json_array_end(&j);
       tiers_json_key(&j, "hybrid");
-      if (have_hybrid) {
-        tiers_json_array_begin(&j);
-        for (int i = 0; i < nbarrier; i++) {
-          tiers_json_object_begin(&j);
-          tiers_json_kv_int(&j, "ranks", hrows[i].ranks);
-          tiers_json_kv_double(&j, "avg_us", hrows[i].avg_us);
-          tiers_json_object_end(&j);
-        }
-        tiers_json_array_end(&j);
-      } else {
-        tiers_json_null(&j);
+      tiers_json_array_begin(&j);
+      for (int i = 0; i < nbarrier; i++) {
+        tiers_json_object_begin(&j);
+        tiers_json_kv_int(&j, "ranks", hrows[i].ranks);
+        tiers_json_kv_int(&j, "threads", hrows[i].threads);
+        tiers_json_kv_double(&j, "min_us", hrows[i].min_us);
+        tiers_json_kv_double(&j, "avg_us", hrows[i].avg_us);
+        tiers_json_kv_double(&j, "max_us", hrows[i].max_us);
+        tiers_json_object_end(&j);
       }
+      tiers_json_array_end(&j);
       tiers_json_kv_double(&j, "seconds", seconds[TEST_BARRIER]);
       tiers_json_object_end(&j);
     }

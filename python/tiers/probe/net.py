@@ -12,7 +12,10 @@ module (:mod:`tiers.launch`), measures
   between nodes one core per node takes part (``--cores-per-node c``: c
   steps at once); each pair exchanges sizes around a centre (1.5 MB x
   0.667, 0.8, 1, 1.25, 1.5) several times;
-- **barrier**: ``MPI_Barrier`` time over 2..n ranks.
+- **barrier**: ``MPI_Barrier`` time over 2..n ranks, and the hybrid
+  barrier of ``libtiers-hybrid`` (a team of T threads per process: team
+  spin barrier, ``MPI_Barrier`` by the master thread, team barrier again)
+  over the same process counts (``--barrier-threads T``).
 
 This module fits time = latency + size / bandwidth for every pair
 (:mod:`tiers.probe.netfit`), classifies each pair by the layer that joins it
@@ -85,8 +88,8 @@ def default_ranks() -> int:
 
 def native_args(*, tests=None, sizes=None, iters=None, window=None, pair=None, center=None,
                 factors=None, reps=None, cores_per_node=None, node_size=None,
-                flat=False, barrier_iters=None, timeout=None, quick=False,
-                yield_cpu=False, extra=()) -> list[str]:
+                flat=False, barrier_iters=None, barrier_threads=None, timeout=None,
+                quick=False, yield_cpu=False, extra=()) -> list[str]:
     """Return the tiers-probe-net arguments for these options (lists as
     Python lists or comma-separated text; None: the tool's default) after
     checking them: one line of TiersError for sizes the tool cannot
@@ -130,7 +133,8 @@ def native_args(*, tests=None, sizes=None, iters=None, window=None, pair=None, c
     for flag, value, low in (("--iters", iters, 1), ("--window", window, 1), ("--reps", reps, 1),
                              ("--cores-per-node", cores_per_node, 1),
                              ("--node-size", node_size, 1),
-                             ("--barrier-iters", barrier_iters, 1)):
+                             ("--barrier-iters", barrier_iters, 1),
+                             ("--barrier-threads", barrier_threads, 1)):
         if value is None:
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -155,7 +159,7 @@ def native_args(*, tests=None, sizes=None, iters=None, window=None, pair=None, c
 def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, sizes=None,
             iters=None, window=None, pair=None, center=None, factors=None, reps=None,
             cores_per_node=None, node_size=None, flat: bool = False, barrier_iters=None,
-            timeout: float | None = None, time_limit: float | None = None,
+            barrier_threads: int | None = None, timeout: float | None = None, time_limit: float | None = None,
             quick: bool = False, launcher=None, hostfile=None,
             launcher_args: Sequence[str] | str = (), native_extra: Sequence[str] = (),
             topology: str = "this", vcluster: bool = False,
@@ -168,7 +172,12 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     or "0,8,1K"), ``iters`` per size, streaming ``window``, ``pair`` of
     ranks.  All pairs: ``center`` bytes, ``factors``, ``reps`` per size,
     ``cores_per_node``, ``node_size`` (treat blocks of that many ranks as
-    nodes), ``flat`` (one XOR schedule over all ranks).  ``barrier_iters``.
+    nodes), ``flat`` (one XOR schedule over all ranks).  Barrier:
+    ``barrier_iters`` timed barriers per process count, ``barrier_threads``
+    threads per process of the hybrid barrier (default 2, or 1 where a
+    rank is bound to a single PU); when given and the run is local, ranks
+    get that many cores each (``--map-by slot:PE=T``) where the machine
+    has enough, else they run unbound.
     ``timeout`` bounds every wait inside the program (seconds, default 60);
     ``time_limit`` the whole run (default 1800 s).  ``launcher`` (kind or
     :class:`tiers.launch.Launcher`), ``hostfile`` and ``launcher_args``
@@ -200,8 +209,11 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     args = native_args(tests=selected, sizes=sizes, iters=iters, window=window, pair=pair,
                        center=center, factors=factors, reps=reps,
                        cores_per_node=cores_per_node, node_size=node_size, flat=flat,
-                       barrier_iters=barrier_iters, timeout=timeout, quick=quick,
-                       yield_cpu=oversubscribed, extra=native_extra)
+                       barrier_iters=barrier_iters, barrier_threads=barrier_threads,
+                       timeout=timeout, quick=quick, yield_cpu=oversubscribed,
+                       extra=native_extra)
+    placement = _hybrid_placement(ranks, barrier_threads if "barrier" in selected else None,
+                                  local=hostfile is None and not vcluster)
     program = [str(native.tool_path(TOOL)), *args]
     lau = launcher if isinstance(launcher, launch.Launcher) else launch.detect(launcher)
     extra = shlex.split(launcher_args) if isinstance(launcher_args, str) else list(launcher_args)
@@ -212,7 +224,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         command = vcl.command(program, ranks, launcher=lau, mca=mca, extra=extra)
     else:
         command = launch.build_command(lau, program, ranks, hostfile=hostfile, mca=mca,
-                                       extra=extra)
+                                       extra=extra, **placement)
     limit = float(time_limit) if time_limit is not None else 1800.0
     run = launch.run_command(command, timeout=limit, label=TOOL, ranks=ranks)
     raw = run.json(TOOL)
@@ -231,6 +243,20 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
                    "wall_seconds": round(run.elapsed_s, 3)})
     return result.new_document("probe.net", params=params, samples=samples, summary=summary,
                                argv=argv, native=raw.get("native", {}))
+
+
+def _hybrid_placement(ranks: int, threads: int | None, *, local: bool) -> dict:
+    """Return the :func:`tiers.launch.build_command` options that give
+    every rank room for ``threads`` threads of the hybrid barrier: on this
+    machine, ``threads`` cores per rank when ranks x threads fit in its
+    cores, else no binding (the threads then share the cores).  Empty (the
+    launcher's own placement) when no thread count was asked for, for one
+    thread, or on other hosts."""
+    if not local or threads is None or threads <= 1:
+        return {}
+    if ranks * threads <= launch.local_slots():
+        return {"cpus_per_rank": threads, "bind_to": "core"}
+    return {"bind_to": "none"}
 
 
 def _vcluster_params() -> dict:
@@ -306,7 +332,20 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
         }
     if "barrier" in raw:
         samples["barrier"] = raw["barrier"]
-        summary["barrier"] = {"mpi": raw["barrier"]["mpi"], "hybrid": raw["barrier"]["hybrid"]}
+        mpi = raw["barrier"]["mpi"]
+        hybrid = raw["barrier"].get("hybrid")
+        by_ranks = {r["ranks"]: r for r in hybrid or []}
+        rows = []
+        for r in mpi:
+            h = by_ranks.get(r["ranks"])
+            rows.append({"ranks": r["ranks"], "mpi_avg_us": r["avg_us"],
+                         "hybrid_threads": h["threads"] if h else None,
+                         "hybrid_avg_us": h["avg_us"] if h else None,
+                         "hybrid_over_mpi": (h["avg_us"] / r["avg_us"]
+                                             if h and r["avg_us"] > 0 else None)})
+        summary["barrier"] = {"mpi": mpi, "hybrid": hybrid,
+                              "threads": raw["params"].get("barrier", {}).get("threads"),
+                              "rows": rows}
     return samples, summary
 
 
@@ -415,30 +454,53 @@ def render(doc: dict, console: Console) -> None:
                 t.add_row(str(i), *cells)
             console.print(t)
     if "barrier" in s:
-        t = Table(title="MPI_Barrier time against processes", title_justify="left")
+        b = s["barrier"]
+        hybrid = {r["ranks"]: r for r in b.get("hybrid") or []}
+        threads = b.get("threads")
+        title = "MPI_Barrier and the hybrid barrier" + \
+            (f" ({threads} threads per process)" if hybrid and threads else "") + \
+            " against processes"
+        t = Table(title=title, title_justify="left")
         t.add_column("processes", justify="right")
-        t.add_column("min us", justify="right")
-        t.add_column("avg us", justify="right")
-        t.add_column("max us", justify="right")
-        for r in s["barrier"]["mpi"]:
-            t.add_row(str(r["ranks"]), _num(r["min_us"]), _num(r["avg_us"]), _num(r["max_us"]))
+        for head in ("MPI min us", "MPI avg us", "MPI max us"):
+            t.add_column(head, justify="right")
+        if hybrid:
+            for head in ("hybrid min us", "hybrid avg us", "hybrid max us", "hybrid / MPI"):
+                t.add_column(head, justify="right")
+        for r in b["mpi"]:
+            cells = [str(r["ranks"]), _num(r["min_us"]), _num(r["avg_us"]), _num(r["max_us"])]
+            h = hybrid.get(r["ranks"])
+            if hybrid:
+                cells += ([_num(h["min_us"]), _num(h["avg_us"]), _num(h["max_us"]),
+                           _num(h["avg_us"] / r["avg_us"] if r["avg_us"] > 0 else None,
+                                "{:,.1f}x")] if h else ["-"] * 4)
+            t.add_row(*cells)
         console.print(t)
-        if s["barrier"]["hybrid"] is None:
-            console.print("Hybrid barrier: not measured (the hybrid runtime's barrier is not "
-                          "available yet).")
+        pb = doc["params"].get("barrier", {})
+        if hybrid:
+            console.print(f"min / avg / max over processes of each one's mean time per "
+                          f"barrier, {pb.get('iters')} timed after {pb.get('warmup')} "
+                          f"warm-up ones; hybrid barrier = team spin barrier, MPI_Barrier by "
+                          f"the master thread, team barrier again, all episodes in one "
+                          f"parallel region timed by the master (threads pinned: "
+                          f"{pb.get('pin', 'none')}).")
+        else:
+            console.print("Hybrid barrier: not measured by this tiers-probe-net.")
 
 
 def plot(doc: dict, path) -> Path | None:
-    """Draw heat maps of the all-pairs bandwidth and latency (when measured)
-    and the ping-pong latency and bandwidth against message size (when
-    measured); save as PNG at ``path`` and return the path (None when there
-    is nothing to draw)."""
+    """Draw heat maps of the all-pairs bandwidth and latency, the ping-pong
+    latency and bandwidth against message size, and the MPI and hybrid
+    barrier times against processes (each when measured); save as PNG at
+    ``path`` and return the path (None when there is nothing to draw)."""
     s = doc["summary"]
     rows = []
     if "allpairs" in s:
         rows.append("allpairs")
     if "pingpong" in s:
         rows.append("pingpong")
+    if "barrier" in s and s["barrier"]["mpi"]:
+        rows.append("barrier")
     if not rows:
         return None
     import numpy as np
@@ -462,6 +524,8 @@ def plot(doc: dict, path) -> Path | None:
                 if n <= 32:
                     ax.set_xticks(range(n))
                     ax.set_yticks(range(n))
+        elif kind == "barrier":
+            _plot_barrier(s["barrier"], left, right)
         else:
             pr = [x for x in s["pingpong"]["rows"] if x["bytes"] > 0]
             sizes = [x["bytes"] for x in pr]
@@ -482,6 +546,37 @@ def plot(doc: dict, path) -> Path | None:
     return tplot.save(fig, path)
 
 
+def _plot_barrier(b: dict, left, right) -> None:
+    """Left: mean time per barrier against processes, MPI_Barrier and the
+    hybrid barrier (min..max over processes shaded); right: hybrid / MPI."""
+    mpi = b["mpi"]
+    hybrid = b.get("hybrid") or []
+    for rows, label, marker in ((mpi, "MPI_Barrier", "o"),
+                                (hybrid, f"hybrid ({b.get('threads')} threads/process)", "s")):
+        if not rows:
+            continue
+        xs = [r["ranks"] for r in rows]
+        left.plot(xs, [r["avg_us"] for r in rows], marker=marker, markersize=3, label=label)
+        left.fill_between(xs, [r["min_us"] for r in rows], [r["max_us"] for r in rows],
+                          alpha=0.2)
+    xs = [r["ranks"] for r in mpi]
+    left.set_yscale("log")
+    left.set_xlabel("processes")
+    left.set_ylabel("time per barrier (us)")
+    left.set_title("barrier")
+    left.legend(fontsize=8)
+    ratio = [(r["ranks"], r["hybrid_over_mpi"]) for r in b.get("rows", [])
+             if r.get("hybrid_over_mpi") is not None]
+    if ratio:
+        right.plot([x for x, _ in ratio], [y for _, y in ratio], marker="s", markersize=3)
+    right.set_xlabel("processes")
+    right.set_ylabel("hybrid / MPI_Barrier")
+    right.set_title("cost of the thread level")
+    for ax in (left, right):
+        ax.set_xticks(xs if len(xs) <= 16 else xs[:: max(1, len(xs) // 8)])
+        ax.grid(True, alpha=0.3, which="both")
+
+
 def main(args, argv: list[str]) -> int:
     """``tiers probe net``: measure, print, and write the document (--json)
     and the plot (--plot, or next to --json); return the exit status."""
@@ -490,7 +585,7 @@ def main(args, argv: list[str]) -> int:
                   iters=args.iters, window=args.window, pair=args.pair, center=args.center,
                   factors=args.factors, reps=args.reps, cores_per_node=args.cores_per_node,
                   node_size=args.node_size, flat=args.flat, barrier_iters=args.barrier_iters,
-                  timeout=args.timeout, time_limit=args.time_limit, quick=args.quick,
+                  barrier_threads=getattr(args, "barrier_threads", None), timeout=args.timeout, time_limit=args.time_limit, quick=args.quick,
                   launcher=args.launcher, hostfile=args.hostfile,
                   launcher_args=args.launcher_args or (),
                   vcluster=getattr(args, "vcluster", False), argv=argv)
