@@ -120,8 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--barrier-iters", type=int, metavar="N",
                    help="MPI_Barrier calls timed per process count (default 1000)")
     p.add_argument("--barrier-threads", type=int, metavar="T",
-                   help="threads per process of the hybrid barrier (default 2, or 1 where "
-                   "a rank is bound to one PU)")
+                   help="threads per process of the hybrid barrier (default 2 where every "
+                   "rank has 2 PUs of its own, else 1)")
     p.add_argument("--timeout", type=float, metavar="S",
                    help="time limit of every wait inside the probe, in seconds (default 60)")
     p.add_argument("--time-limit", type=float, metavar="S",
