@@ -1,0 +1,1188 @@
+/*
+ * libtiers-mbc: the MPI/MBCF protocol (seed 001 §2.2) and the
+ * point-to-point API of tiers/mbc.h.  docs/mbc.md is the long form of the
+ * comments here.
+ *
+ * Send (per destination, in the order the sends were started; only the
+ * oldest unfinished send to a destination moves, which gives MPI's
+ * non-overtaking order):
+ *   1. read the send requests the destination has written into my request
+ *      FIFO; a request still valid and matching the message's tag takes it:
+ *      the message is written straight into the receive buffer
+ *      (process_vm_writev) and an MBC_E_DIRECT notice goes into the FIFO;
+ *      shorter than direct_min_bytes, it travels through the FIFO as an
+ *      answer (MBC_E_ANSWER) to that request;
+ *   2. otherwise the message goes into my message FIFO in the destination's
+ *      memory (MBC_E_FIRST, then MBC_E_MORE chunks when it is longer than
+ *      the free space) and is counted: fifo_sent.
+ * Receive:
+ *   1. look through the messages already taken from the FIFOs (unexpected);
+ *   2. drain the FIFO(s) of the source(s), matching each message against
+ *      the posted receives in posting order, queueing the others;
+ *   3. still unmatched and from a known source: send a send request that
+ *      carries fifo_seen, the number of unasked messages of that sender
+ *      taken from its FIFO so far.
+ * Races: the sender keeps a request only when fifo_seen == fifo_sent (no
+ * unasked message was in flight when the receiver asked) and floor >
+ * dropped_max (no receive whose request was dropped earlier still waits
+ * before it); otherwise it drops the request as stale and the receiver
+ * matches the FIFO copy, as it does for any posted receive.  The receiver
+ * sends a request only when no wildcard-source receive and no receive
+ * from that source without a request is pending before it, so the
+ * sender's list of valid requests is always the receiver's list of
+ * pending receives from it, in order.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mbc_internal.h"
+
+enum { REQ_SEND = 1, REQ_RECV = 2 };
+
+struct tiers_mbc_request {
+  int kind;
+  int done;
+  tiers_mbc_status_t st;
+  struct tiers_mbc_request *all_prev, *all_next; /* every live request */
+  struct tiers_mbc_request *prev, *next;         /* posted list / send queue */
+  int peer, tag;
+  /* send */
+  const unsigned char *sbuf;
+  size_t len, pushed;
+  int started;      /* first chunk is in the FIFO */
+  int answer;       /* answers send request `rseq` */
+  int blocked;      /* last attempt found the FIFO full */
+  /* receive */
+  unsigned char *rbuf;
+  size_t cap;
+  uint64_t rseq;    /* its send request (0: none) */
+  int unasked;      /* counted in peer.norequest */
+  int posted;       /* in the posted list */
+};
+
+/* A message taken from a FIFO before its receive was posted. */
+struct unexp {
+  struct unexp *prev, *next;
+  int source, tag;
+  size_t total, got;
+  unsigned char *data;
+  tiers_mbc_request_t claimed; /* a receive waiting for the rest of it */
+};
+
+/* A valid send request held by the sender. */
+struct held {
+  uint64_t rseq, addr, cap;
+  int tag;
+};
+
+struct peer {
+  /* as sender to this peer */
+  uint64_t tail[2], head_cache[2];
+  uint64_t fifo_sent, dropped_max;
+  tiers_mbc_request_t sq_head, sq_tail;
+  struct held *held;
+  size_t nheld, held_cap;
+  /* as receiver from this peer */
+  uint64_t head[2];
+  uint64_t fifo_seen, req_issued;
+  int norequest;
+  /* the message from this peer being assembled chunk by chunk */
+  int asm_active;
+  tiers_mbc_request_t asm_recv;
+  struct unexp *asm_ux;
+  size_t asm_total, asm_got;
+  int asm_tag;
+};
+
+struct counters {
+  uint64_t msgs_sent, bytes_sent, msgs_direct, bytes_direct, msgs_fifo, bytes_fifo,
+      msgs_answered_fifo, bytes_answered_fifo, fifo_chunks, fifo_full_waits, requests_sent,
+      requests_received, requests_used, requests_stale, requests_unsent, msgs_received,
+      bytes_received, msgs_unexpected, truncations;
+};
+
+struct tiers_mbc {
+  MPI_Comm comm;
+  int rank, size;
+  tiers_mbc_options_t opt;
+  struct mbc_transport *tp;
+  struct peer *peers;
+  tiers_mbc_request_t all;                      /* live requests */
+  tiers_mbc_request_t posted_head, posted_tail; /* posted receives */
+  struct unexp *ux_head, *ux_tail;
+  int anysrc_pending;
+  int fifo_first_left;
+  int fatal;                                    /* a protocol error: every call fails */
+  char fatal_msg[256];
+  struct counters c;
+  double t0;
+};
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static size_t align8(size_t v) { return (v + 7) & ~(size_t)7; }
+
+/* ------------------------------------------------------------------ */
+/* Options */
+
+static int env_double(const char *name, double *v)
+{
+  const char *s = getenv(name);
+  if (!s || !*s)
+    return TIERS_OK;
+  char *end;
+  errno = 0;
+  double d = strtod(s, &end);
+  if (errno || *end || d < 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "%s=%s is not a number of seconds >= 0", name, s);
+  *v = d;
+  return TIERS_OK;
+}
+
+static int env_int(const char *name, int *v)
+{
+  const char *s = getenv(name);
+  if (!s || !*s)
+    return TIERS_OK;
+  char *end;
+  errno = 0;
+  long l = strtol(s, &end, 10);
+  if (errno || *end || l < 0 || l > 1000000000L)
+    TIERS_ERROR(TIERS_ERR_ARG, "%s=%s is not a count >= 0", name, s);
+  *v = (int)l;
+  return TIERS_OK;
+}
+
+int tiers_mbc_options_init(tiers_mbc_options_t *opts)
+{
+  if (!opts)
+    TIERS_ERROR(TIERS_ERR_ARG, "options pointer is NULL");
+  memset(opts, 0, sizeof *opts);
+  opts->fifo_bytes = 65536;
+  opts->request_slots = 64;
+  opts->direct_min_bytes = 4096;
+  opts->timeout_s = 0;
+  opts->direct = TIERS_MBC_DIRECT_AUTO;
+  TIERS_CALL(env_double("TIERS_MBC_TIMEOUT_S", &opts->timeout_s));
+  TIERS_CALL(env_int("TIERS_MBC_DEBUG_FIFO_FIRST", &opts->debug_fifo_first));
+  return TIERS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Lifecycle */
+
+int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t *out)
+{
+  if (!out)
+    TIERS_ERROR(TIERS_ERR_ARG, "output handle pointer is NULL");
+  *out = NULL;
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited)
+    TIERS_ERROR(TIERS_ERR_STATE, "MPI is not initialised");
+  if (comm == MPI_COMM_NULL)
+    TIERS_ERROR(TIERS_ERR_ARG, "communicator is MPI_COMM_NULL");
+  tiers_mbc_options_t o;
+  if (opts)
+    o = *opts;
+  else
+    TIERS_CALL(tiers_mbc_options_init(&o));
+  if (o.fifo_bytes < 4096 || o.fifo_bytes > ((size_t)1 << 30))
+    TIERS_ERROR(TIERS_ERR_ARG, "fifo_bytes %zu is outside 4096..1 GiB", o.fifo_bytes);
+  if (o.request_slots < 4 || o.request_slots > (1 << 20))
+    TIERS_ERROR(TIERS_ERR_ARG, "request_slots %d is outside 4..1048576", o.request_slots);
+  if (!(o.timeout_s >= 0))
+    TIERS_ERROR(TIERS_ERR_ARG, "timeout_s must be >= 0");
+  if (o.direct != TIERS_MBC_DIRECT_AUTO && o.direct != TIERS_MBC_DIRECT_OFF)
+    TIERS_ERROR(TIERS_ERR_ARG, "direct must be TIERS_MBC_DIRECT_AUTO or _OFF, not %d", o.direct);
+  if (o.debug_fifo_first < 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "debug_fifo_first must be >= 0");
+  o.fifo_bytes = (o.fifo_bytes + 63) / 64 * 64;
+
+  struct tiers_mbc *m = calloc(1, sizeof *m);
+  if (!m)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory");
+  if (MPI_Comm_dup(comm, &m->comm) != MPI_SUCCESS) {
+    free(m);
+    TIERS_ERROR(TIERS_ERR_MPI, "MPI_Comm_dup failed");
+  }
+  MPI_Comm_rank(m->comm, &m->rank);
+  MPI_Comm_size(m->comm, &m->size);
+  m->opt = o;
+  m->fifo_first_left = o.debug_fifo_first;
+  m->peers = calloc((size_t)m->size, sizeof *m->peers);
+  /* everyone must learn whether everyone could allocate */
+  int ok = m->peers != NULL, ok_all = 0;
+  MPI_Allreduce(&ok, &ok_all, 1, MPI_INT, MPI_MIN, m->comm);
+  if (!ok_all) {
+    free(m->peers);
+    MPI_Comm_free(&m->comm);
+    free(m);
+    TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory for the peer table");
+  }
+  int rc = mbc_shm_create(m->comm, o.fifo_bytes, (size_t)o.request_slots * MBC_SREQ,
+                          o.direct == TIERS_MBC_DIRECT_AUTO, &m->tp);
+  if (rc != TIERS_OK) {
+    free(m->peers);
+    MPI_Comm_free(&m->comm);
+    free(m);
+    return rc;
+  }
+  m->t0 = now_s();
+  *out = m;
+  return TIERS_OK;
+}
+
+int mbc_check(tiers_mbc_t m)
+{
+  if (!m)
+    TIERS_ERROR(TIERS_ERR_ARG, "memory-based communicator handle is NULL (destroyed?)");
+  if (m->fatal)
+    TIERS_ERROR(TIERS_ERR_STATE, "memory-based communicator is broken: %s", m->fatal_msg);
+  return TIERS_OK;
+}
+
+MPI_Comm mbc_comm(tiers_mbc_t m) { return m->comm; }
+
+int tiers_mbc_rank(tiers_mbc_t m, int *rank, int *size)
+{
+  if (!m)
+    TIERS_ERROR(TIERS_ERR_ARG, "memory-based communicator handle is NULL (destroyed?)");
+  if (rank)
+    *rank = m->rank;
+  if (size)
+    *size = m->size;
+  return TIERS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Request bookkeeping */
+
+static tiers_mbc_request_t req_new(tiers_mbc_t m, int kind)
+{
+  tiers_mbc_request_t r = calloc(1, sizeof *r);
+  if (!r)
+    return NULL;
+  r->kind = kind;
+  r->all_next = m->all;
+  if (m->all)
+    m->all->all_prev = r;
+  m->all = r;
+  return r;
+}
+
+static void req_free(tiers_mbc_t m, tiers_mbc_request_t r)
+{
+  if (r->all_prev)
+    r->all_prev->all_next = r->all_next;
+  else
+    m->all = r->all_next;
+  if (r->all_next)
+    r->all_next->all_prev = r->all_prev;
+  free(r);
+}
+
+static void posted_remove(tiers_mbc_t m, tiers_mbc_request_t r)
+{
+  if (!r->posted)
+    return;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    m->posted_head = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  else
+    m->posted_tail = r->prev;
+  r->prev = r->next = NULL;
+  r->posted = 0;
+  if (r->peer == TIERS_MBC_ANY_SOURCE)
+    m->anysrc_pending--;
+  if (r->unasked) {
+    m->peers[r->peer].norequest--;
+    r->unasked = 0;
+  }
+}
+
+static int tag_matches(int want, int tag)
+{
+  return want == tag || (want == TIERS_MBC_ANY_TAG && tag >= 0);
+}
+
+static tiers_mbc_request_t posted_match(tiers_mbc_t m, int source, int tag)
+{
+  for (tiers_mbc_request_t r = m->posted_head; r; r = r->next)
+    if ((r->peer == source || r->peer == TIERS_MBC_ANY_SOURCE) && tag_matches(r->tag, tag))
+      return r;
+  return NULL;
+}
+
+static tiers_mbc_request_t posted_by_rseq(tiers_mbc_t m, int source, uint64_t rseq)
+{
+  for (tiers_mbc_request_t r = m->posted_head; r; r = r->next)
+    if (r->peer == source && r->rseq == rseq)
+      return r;
+  return NULL;
+}
+
+static void recv_complete(tiers_mbc_t m, tiers_mbc_request_t r, int source, int tag, size_t total)
+{
+  posted_remove(m, r);
+  r->done = 1;
+  r->st.source = source;
+  r->st.tag = tag;
+  r->st.message_bytes = total;
+  r->st.bytes = total < r->cap ? total : r->cap;
+  r->st.truncated = total > r->cap;
+  r->st.error = r->st.truncated ? TIERS_ERR_ARG : TIERS_OK;
+  m->c.msgs_received++;
+  m->c.bytes_received += r->st.bytes;
+  if (r->st.truncated)
+    m->c.truncations++;
+}
+
+/* copy chunk [off, off+len) of a message into a receive buffer, cut at cap */
+static void store_part(unsigned char *dst, size_t cap, size_t off, const unsigned char *src,
+                       size_t len)
+{
+  if (off >= cap || len == 0)
+    return;
+  size_t n = cap - off < len ? cap - off : len;
+  memcpy(dst + off, src, n);
+}
+
+static int set_fatal(tiers_mbc_t m, int code, const char *file, int line, const char *msg)
+{
+  m->fatal = code;
+  snprintf(m->fatal_msg, sizeof m->fatal_msg, "%s", msg);
+  return tiers_error_set(code, file, line, "memory-based communicator: %s", msg);
+}
+#define FATAL(m, code, msg) return set_fatal((m), (code), __FILE__, __LINE__, (msg))
+
+/* ------------------------------------------------------------------ */
+/* Ring access */
+
+static void ring_read(tiers_mbc_t m, int peer, int ring, uint64_t pos, void *dst, size_t len)
+{
+  size_t cap = m->tp->capacity[ring];
+  const unsigned char *d = m->tp->data(m->tp, peer, ring);
+  size_t off = (size_t)(pos % cap);
+  size_t first = cap - off < len ? cap - off : len;
+  memcpy(dst, d + off, first);
+  if (first < len)
+    memcpy((unsigned char *)dst + first, d, len - first);
+}
+
+static void ring_write(tiers_mbc_t m, int peer, int ring, uint64_t pos, const void *src,
+                       size_t len)
+{
+  size_t cap = m->tp->capacity[ring];
+  size_t off = (size_t)(pos % cap);
+  size_t first = cap - off < len ? cap - off : len;
+  if (first)
+    m->tp->put(m->tp, peer, ring, off, src, first);
+  if (first < len)
+    m->tp->put(m->tp, peer, ring, 0, (const unsigned char *)src + first, len - first);
+}
+
+/* Free bytes in my ring at peer; reads the consumer's head only when the
+ * cached one does not show `need` bytes free. */
+static size_t ring_free(tiers_mbc_t m, int peer, int ring, size_t need)
+{
+  struct peer *p = &m->peers[peer];
+  size_t cap = m->tp->capacity[ring];
+  size_t fr = cap - (size_t)(p->tail[ring] - p->head_cache[ring]);
+  if (fr < need) {
+    p->head_cache[ring] = m->tp->load_head(m->tp, peer, ring);
+    fr = cap - (size_t)(p->tail[ring] - p->head_cache[ring]);
+  }
+  return fr;
+}
+
+/* ------------------------------------------------------------------ */
+/* Receiver side: draining the message FIFO of one sender */
+
+static void asm_finish(tiers_mbc_t m, int source)
+{
+  struct peer *p = &m->peers[source];
+  if (p->asm_got < p->asm_total)
+    return;
+  p->asm_active = 0;
+  if (p->asm_recv) {
+    recv_complete(m, p->asm_recv, source, p->asm_tag, p->asm_total);
+  } else {
+    struct unexp *u = p->asm_ux;
+    u->got = u->total;
+    if (u->claimed) { /* a receive matched it while it was arriving */
+      tiers_mbc_request_t r = u->claimed;
+      store_part(r->rbuf, r->cap, 0, u->data, u->total);
+      recv_complete(m, r, source, u->tag, u->total);
+      if (u->prev)
+        u->prev->next = u->next;
+      else
+        m->ux_head = u->next;
+      if (u->next)
+        u->next->prev = u->prev;
+      else
+        m->ux_tail = u->prev;
+      free(u->data);
+      free(u);
+    }
+  }
+  p->asm_recv = NULL;
+  p->asm_ux = NULL;
+}
+
+static int drain_msgs(tiers_mbc_t m, int source, int *events)
+{
+  struct peer *p = &m->peers[source];
+  struct mbc_transport *t = m->tp;
+  uint64_t tail = t->load_tail(t, source, MBC_RING_MSG);
+  uint64_t head = p->head[MBC_RING_MSG];
+  if (head == tail)
+    return TIERS_OK;
+  size_t cap = t->capacity[MBC_RING_MSG];
+  const unsigned char *data = t->data(t, source, MBC_RING_MSG);
+  while (head != tail) {
+    struct mbc_hdr h;
+    ring_read(m, source, MBC_RING_MSG, head, &h, MBC_HDR);
+    uint64_t pay = head + MBC_HDR;
+    size_t entry = MBC_HDR + align8((size_t)h.chunk);
+    if (entry > (size_t)(tail - head) || h.chunk > h.total)
+      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO entry (length beyond the data written)");
+    /* where the payload of this entry goes */
+    unsigned char *dst = NULL;
+    size_t dcap = 0, off = 0;
+    switch (h.kind) {
+    case MBC_E_FIRST:
+    case MBC_E_ANSWER: {
+      if (p->asm_active)
+        FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: new message before the last one was whole");
+      tiers_mbc_request_t r;
+      if (h.kind == MBC_E_FIRST) {
+        if (h.aux != p->fifo_seen + 1)
+          FATAL(m, TIERS_ERR_STATE, "FIFO sequence number out of order");
+        p->fifo_seen++;
+        r = posted_match(m, source, h.tag);
+      } else {
+        r = posted_by_rseq(m, source, h.aux);
+        if (!r)
+          FATAL(m, TIERS_ERR_STATE, "FIFO answer to an unknown send request");
+      }
+      p->asm_active = 1;
+      p->asm_total = (size_t)h.total;
+      p->asm_got = 0;
+      p->asm_tag = h.tag;
+      if (r) {
+        posted_remove(m, r); /* matched: no later message may match it */
+        p->asm_recv = r;
+        dst = r->rbuf;
+        dcap = r->cap;
+      } else {
+        struct unexp *u = calloc(1, sizeof *u);
+        if (u)
+          u->data = malloc(h.total ? (size_t)h.total : 1);
+        if (!u || !u->data) {
+          free(u);
+          FATAL(m, TIERS_ERR_NOMEM, "out of memory buffering an unexpected message");
+        }
+        u->source = source;
+        u->tag = h.tag;
+        u->total = (size_t)h.total;
+        u->prev = m->ux_tail;
+        if (m->ux_tail)
+          m->ux_tail->next = u;
+        else
+          m->ux_head = u;
+        m->ux_tail = u;
+        m->c.msgs_unexpected++;
+        p->asm_ux = u;
+        dst = u->data;
+        dcap = u->total;
+      }
+      break;
+    }
+    case MBC_E_MORE:
+      if (!p->asm_active || h.aux != p->asm_got)
+        FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: chunk out of place");
+      off = p->asm_got;
+      if (p->asm_recv) {
+        dst = p->asm_recv->rbuf;
+        dcap = p->asm_recv->cap;
+      } else {
+        dst = p->asm_ux->data;
+        dcap = p->asm_ux->total;
+      }
+      break;
+    case MBC_E_DIRECT: {
+      tiers_mbc_request_t r = posted_by_rseq(m, source, h.aux);
+      if (!r)
+        FATAL(m, TIERS_ERR_STATE, "direct-write notice for an unknown send request");
+      recv_complete(m, r, source, h.tag, (size_t)h.total);
+      break;
+    }
+    default:
+      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO entry kind");
+    }
+    if (h.kind != MBC_E_DIRECT) {
+      size_t len = (size_t)h.chunk, pos = (size_t)(pay % cap);
+      size_t first = cap - pos < len ? cap - pos : len;
+      store_part(dst, dcap, off, data + pos, first);
+      if (first < len)
+        store_part(dst, dcap, off + first, data, len - first);
+      p->asm_got += len;
+      asm_finish(m, source);
+    }
+    head += entry;
+    (*events)++;
+  }
+  p->head[MBC_RING_MSG] = head;
+  t->publish_head(t, source, MBC_RING_MSG, head);
+  return TIERS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sender side: send requests and the send queue */
+
+static int drain_requests(tiers_mbc_t m, int dest, int *events)
+{
+  struct peer *p = &m->peers[dest];
+  struct mbc_transport *t = m->tp;
+  uint64_t tail = t->load_tail(t, dest, MBC_RING_REQ);
+  uint64_t head = p->head[MBC_RING_REQ];
+  if (head == tail)
+    return TIERS_OK;
+  while (head != tail) {
+    struct mbc_sreq e;
+    ring_read(m, dest, MBC_RING_REQ, head, &e, MBC_SREQ);
+    head += MBC_SREQ;
+    m->c.requests_received++;
+    (*events)++;
+    if (e.fifo_seen != p->fifo_sent || e.floor <= p->dropped_max || !t->direct) {
+      m->c.requests_stale++;
+      if (e.rseq > p->dropped_max)
+        p->dropped_max = e.rseq;
+      continue;
+    }
+    if (p->nheld == p->held_cap) {
+      size_t nc = p->held_cap ? 2 * p->held_cap : 16;
+      struct held *nh = realloc(p->held, nc * sizeof *nh);
+      if (!nh)
+        FATAL(m, TIERS_ERR_NOMEM, "out of memory holding send requests");
+      p->held = nh;
+      p->held_cap = nc;
+    }
+    p->held[p->nheld++] = (struct held){e.rseq, e.addr, e.cap, e.tag};
+  }
+  p->head[MBC_RING_REQ] = head;
+  t->publish_head(t, dest, MBC_RING_REQ, head);
+  return TIERS_OK;
+}
+
+static void send_complete(tiers_mbc_t m, struct peer *p, tiers_mbc_request_t q)
+{
+  p->sq_head = q->next;
+  if (!p->sq_head)
+    p->sq_tail = NULL;
+  q->next = NULL;
+  q->done = 1;
+  q->st.source = q->peer;
+  q->st.tag = q->tag;
+  q->st.bytes = q->st.message_bytes = q->len;
+  q->st.error = TIERS_OK;
+  m->c.msgs_sent++;
+  m->c.bytes_sent += q->len;
+}
+
+/* Move the sends to `dest` as far as the FIFO space allows. */
+static int advance_sends(tiers_mbc_t m, int dest, int *events)
+{
+  struct peer *p = &m->peers[dest];
+  struct mbc_transport *t = m->tp;
+  size_t cap = t->capacity[MBC_RING_MSG];
+  /* a chunk smaller than this waits for more space (unless it ends the message) */
+  size_t min_chunk = cap / 4 < 4096 ? cap / 4 : 4096;
+  tiers_mbc_request_t q;
+  while ((q = p->sq_head) != NULL) {
+    if (!q->started && !q->answer) {
+      size_t k = 0;
+      while (k < p->nheld && !tag_matches(p->held[k].tag, q->tag))
+        k++;
+      if (k < p->nheld) {
+        struct held h = p->held[k];
+        memmove(&p->held[k], &p->held[k + 1], (p->nheld - k - 1) * sizeof *p->held);
+        p->nheld--;
+        m->c.requests_used++;
+        if (q->len >= m->opt.direct_min_bytes) {
+          /* direct remote write, then the notice (room for it is waited
+           * for first so that the write is never repeated) */
+          if (ring_free(m, dest, MBC_RING_MSG, MBC_HDR) < MBC_HDR) {
+            /* no room for the notice: give the request back and wait */
+            memmove(&p->held[k + 1], &p->held[k], (p->nheld - k) * sizeof *p->held);
+            p->held[k] = h;
+            p->nheld++;
+            m->c.requests_used--;
+            if (!q->blocked) {
+              q->blocked = 1;
+              m->c.fifo_full_waits++;
+            }
+            return TIERS_OK;
+          }
+          size_t n = q->len < h.cap ? q->len : (size_t)h.cap;
+          int rc = t->direct_write(t, dest, h.addr, q->sbuf, n);
+          if (rc != TIERS_OK) {
+            m->fatal = rc;
+            snprintf(m->fatal_msg, sizeof m->fatal_msg, "%s", tiers_last_error());
+            return rc;
+          }
+          struct mbc_hdr hd = {MBC_E_DIRECT, q->tag, q->len, 0, h.rseq};
+          ring_write(m, dest, MBC_RING_MSG, p->tail[MBC_RING_MSG], &hd, MBC_HDR);
+          p->tail[MBC_RING_MSG] += MBC_HDR;
+          t->publish_tail(t, dest, MBC_RING_MSG, p->tail[MBC_RING_MSG]);
+          m->c.msgs_direct++;
+          m->c.bytes_direct += q->len;
+          (*events)++;
+          send_complete(m, p, q);
+          continue;
+        }
+        q->answer = 1;
+        q->rseq = h.rseq;
+      }
+    }
+    /* through the FIFO: one chunk per round of the loop */
+    size_t remaining = q->len - q->pushed;
+    size_t want = MBC_HDR + align8(remaining);
+    size_t fr = ring_free(m, dest, MBC_RING_MSG, want < MBC_HDR + min_chunk ? want : MBC_HDR + min_chunk);
+    size_t chunk;
+    if (fr >= want)
+      chunk = remaining;
+    else if (fr >= MBC_HDR + min_chunk)
+      chunk = (fr - MBC_HDR) & ~(size_t)7;
+    else {
+      if (!q->blocked) {
+        q->blocked = 1;
+        m->c.fifo_full_waits++;
+      }
+      return TIERS_OK;
+    }
+    q->blocked = 0;
+    struct mbc_hdr hd;
+    hd.tag = q->tag;
+    hd.total = q->len;
+    hd.chunk = chunk;
+    if (!q->started) {
+      if (q->answer) {
+        hd.kind = MBC_E_ANSWER;
+        hd.aux = q->rseq;
+      } else {
+        hd.kind = MBC_E_FIRST;
+        hd.aux = ++p->fifo_sent;
+      }
+    } else {
+      hd.kind = MBC_E_MORE;
+      hd.aux = q->pushed;
+    }
+    uint64_t pos = p->tail[MBC_RING_MSG];
+    ring_write(m, dest, MBC_RING_MSG, pos, &hd, MBC_HDR);
+    if (chunk)
+      ring_write(m, dest, MBC_RING_MSG, pos + MBC_HDR, q->sbuf + q->pushed, chunk);
+    p->tail[MBC_RING_MSG] = pos + MBC_HDR + align8(chunk);
+    t->publish_tail(t, dest, MBC_RING_MSG, p->tail[MBC_RING_MSG]);
+    m->c.fifo_chunks++;
+    (*events)++;
+    q->started = 1;
+    q->pushed += chunk;
+    if (q->pushed == q->len) {
+      if (q->answer) {
+        m->c.msgs_answered_fifo++;
+        m->c.bytes_answered_fifo += q->len;
+      } else {
+        m->c.msgs_fifo++;
+        m->c.bytes_fifo += q->len;
+      }
+      send_complete(m, p, q);
+    }
+  }
+  return TIERS_OK;
+}
+
+/* One round of progress over every peer.  *events counts what happened. */
+static int progress(tiers_mbc_t m, int *events)
+{
+  for (int i = 0; i < m->size; i++)
+    TIERS_CALL(drain_requests(m, i, events));
+  for (int i = 0; i < m->size; i++)
+    TIERS_CALL(drain_msgs(m, i, events));
+  for (int i = 0; i < m->size; i++)
+    if (m->peers[i].sq_head)
+      TIERS_CALL(advance_sends(m, i, events));
+  return TIERS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Waiting */
+
+struct waiter {
+  double start, next_check;
+  long idle;
+};
+
+#define SPIN_POLLS 200
+
+static void waiter_init(struct waiter *w)
+{
+  w->start = now_s();
+  w->next_check = w->start + 0.1;
+  w->idle = 0;
+}
+
+/* Called after an idle round: yield after a bounded spin, and now and then
+ * check the time limit and that every peer is still there. */
+static int waiter_idle(tiers_mbc_t m, struct waiter *w, const char *what)
+{
+  if (++w->idle < SPIN_POLLS)
+    return TIERS_OK;
+  sched_yield();
+  if ((w->idle & 63) != 0)
+    return TIERS_OK;
+  double t = now_s();
+  if (t < w->next_check)
+    return TIERS_OK;
+  w->next_check = t + 0.1;
+  if (m->opt.timeout_s > 0 && t - w->start > m->opt.timeout_s)
+    TIERS_ERROR(TIERS_ERR_STATE, "rank %d: %s did not complete within the time limit of %g s",
+                m->rank, what, m->opt.timeout_s);
+  for (int i = 0; i < m->size; i++)
+    if (i != m->rank && !m->tp->peer_alive(m->tp, i))
+      TIERS_ERROR(TIERS_ERR_STATE, "rank %d: rank %d exited while %s was waiting", m->rank, i,
+                  what);
+  return TIERS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Send and receive */
+
+static int check_rank(tiers_mbc_t m, int r, int wildcard_ok, const char *what)
+{
+  if (r == TIERS_MBC_ANY_SOURCE && wildcard_ok)
+    return TIERS_OK;
+  if (r < 0 || r >= m->size)
+    TIERS_ERROR(TIERS_ERR_ARG, "%s rank %d is outside 0..%d", what, r, m->size - 1);
+  return TIERS_OK;
+}
+
+static int isend_any(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
+                     tiers_mbc_request_t *req)
+{
+  tiers_mbc_request_t q = req_new(m, REQ_SEND);
+  if (!q)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory for a send request");
+  q->sbuf = buf;
+  q->len = bytes;
+  q->peer = dest;
+  q->tag = tag;
+  struct peer *p = &m->peers[dest];
+  if (p->sq_tail)
+    p->sq_tail->next = q;
+  else
+    p->sq_head = q;
+  p->sq_tail = q;
+  *req = q;
+  int events = 0;
+  if (p->sq_head == q) {
+    if (m->fifo_first_left > 0)
+      m->fifo_first_left--; /* testing hook: do not look at waiting requests first */
+    else
+      TIERS_CALL(drain_requests(m, dest, &events));
+    TIERS_CALL(advance_sends(m, dest, &events));
+  }
+  return TIERS_OK;
+}
+
+int mbc_isend_internal(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
+                       tiers_mbc_request_t *req)
+{
+  return isend_any(m, buf, bytes, dest, tag, req);
+}
+
+int tiers_mbc_isend(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
+                    tiers_mbc_request_t *req)
+{
+  TIERS_CALL(mbc_check(m));
+  if (!req)
+    TIERS_ERROR(TIERS_ERR_ARG, "request pointer is NULL");
+  *req = NULL;
+  TIERS_CALL(check_rank(m, dest, 0, "destination"));
+  if (tag < 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "tag %d is outside 0..%d", tag, TIERS_MBC_TAG_UB);
+  if (!buf && bytes)
+    TIERS_ERROR(TIERS_ERR_ARG, "send buffer is NULL with %zu bytes", bytes);
+  return isend_any(m, buf, bytes, dest, tag, req);
+}
+
+/* Send a send request for the posted receive r (source known). */
+static void maybe_request(tiers_mbc_t m, tiers_mbc_request_t r)
+{
+  struct peer *p = &m->peers[r->peer];
+  if (!m->tp->direct)
+    return;
+  if (m->anysrc_pending || p->norequest ||
+      ring_free(m, r->peer, MBC_RING_REQ, MBC_SREQ) < MBC_SREQ) {
+    r->unasked = 1;
+    p->norequest++;
+    m->c.requests_unsent++;
+    return;
+  }
+  uint64_t rseq = ++p->req_issued, floor = rseq;
+  for (tiers_mbc_request_t o = m->posted_head; o; o = o->next)
+    if (o->peer == r->peer && o->rseq && o->rseq < floor)
+      floor = o->rseq;
+  r->rseq = rseq;
+  struct mbc_sreq e;
+  memset(&e, 0, sizeof e);
+  e.rseq = rseq;
+  e.floor = floor;
+  e.fifo_seen = p->fifo_seen;
+  e.addr = (uint64_t)(uintptr_t)r->rbuf;
+  e.cap = r->cap;
+  e.tag = r->tag;
+  ring_write(m, r->peer, MBC_RING_REQ, p->tail[MBC_RING_REQ], &e, MBC_SREQ);
+  p->tail[MBC_RING_REQ] += MBC_SREQ;
+  m->tp->publish_tail(m->tp, r->peer, MBC_RING_REQ, p->tail[MBC_RING_REQ]);
+  m->c.requests_sent++;
+}
+
+static int irecv_any(tiers_mbc_t m, void *buf, size_t cap, int source, int tag,
+                     tiers_mbc_request_t *req)
+{
+  tiers_mbc_request_t r = req_new(m, REQ_RECV);
+  if (!r)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory for a receive request");
+  r->rbuf = buf;
+  r->cap = cap;
+  r->peer = source;
+  r->tag = tag;
+  *req = r;
+  /* 1. messages already taken from the FIFOs */
+  for (struct unexp *u = m->ux_head; u; u = u->next) {
+    if (u->claimed || (source != TIERS_MBC_ANY_SOURCE && u->source != source) ||
+        !tag_matches(tag, u->tag))
+      continue;
+    if (u->got < u->total) { /* still arriving: completes in asm_finish */
+      u->claimed = r;
+      return TIERS_OK;
+    }
+    store_part(r->rbuf, r->cap, 0, u->data, u->total);
+    recv_complete(m, r, u->source, u->tag, u->total);
+    if (u->prev)
+      u->prev->next = u->next;
+    else
+      m->ux_head = u->next;
+    if (u->next)
+      u->next->prev = u->prev;
+    else
+      m->ux_tail = u->prev;
+    free(u->data);
+    free(u);
+    return TIERS_OK;
+  }
+  /* post it, then 2. drain the FIFO(s) */
+  r->posted = 1;
+  r->prev = m->posted_tail;
+  if (m->posted_tail)
+    m->posted_tail->next = r;
+  else
+    m->posted_head = r;
+  m->posted_tail = r;
+  int events = 0;
+  if (source == TIERS_MBC_ANY_SOURCE) {
+    m->anysrc_pending++;
+    for (int i = 0; i < m->size && !r->done; i++)
+      TIERS_CALL(drain_msgs(m, i, &events));
+    return TIERS_OK;
+  }
+  TIERS_CALL(drain_msgs(m, source, &events));
+  /* 3. ask the sender to write the message straight here */
+  if (!r->done && r->posted)
+    maybe_request(m, r);
+  return TIERS_OK;
+}
+
+int mbc_irecv_internal(tiers_mbc_t m, void *buf, size_t cap, int source, int tag,
+                       tiers_mbc_request_t *req)
+{
+  return irecv_any(m, buf, cap, source, tag, req);
+}
+
+int tiers_mbc_irecv(tiers_mbc_t m, void *buf, size_t cap, int source, int tag,
+                    tiers_mbc_request_t *req)
+{
+  TIERS_CALL(mbc_check(m));
+  if (!req)
+    TIERS_ERROR(TIERS_ERR_ARG, "request pointer is NULL");
+  *req = NULL;
+  TIERS_CALL(check_rank(m, source, 1, "source"));
+  if (tag < 0 && tag != TIERS_MBC_ANY_TAG)
+    TIERS_ERROR(TIERS_ERR_ARG, "tag %d is outside 0..%d and not TIERS_MBC_ANY_TAG", tag,
+                TIERS_MBC_TAG_UB);
+  if (!buf && cap)
+    TIERS_ERROR(TIERS_ERR_ARG, "receive buffer is NULL with capacity %zu", cap);
+  return irecv_any(m, buf, cap, source, tag, req);
+}
+
+/* Hand a completed request back: status, error message, free. */
+static int finish(tiers_mbc_t m, tiers_mbc_request_t *req, tiers_mbc_status_t *status)
+{
+  tiers_mbc_request_t r = *req;
+  if (status)
+    *status = r->st;
+  int rc = r->st.error;
+  if (rc == TIERS_ERR_ARG && r->st.truncated)
+    tiers_error_set(rc, __FILE__, __LINE__,
+                    "message of %zu bytes from rank %d (tag %d) truncated to the "
+                    "receive buffer of %zu bytes",
+                    r->st.message_bytes, r->st.source, r->st.tag, r->cap);
+  req_free(m, r);
+  *req = NULL;
+  return rc;
+}
+
+static void empty_status(tiers_mbc_status_t *st)
+{
+  if (!st)
+    return;
+  memset(st, 0, sizeof *st);
+  st->source = TIERS_MBC_ANY_SOURCE;
+  st->tag = TIERS_MBC_ANY_TAG;
+}
+
+int tiers_mbc_test(tiers_mbc_t m, tiers_mbc_request_t *req, int *flag, tiers_mbc_status_t *status)
+{
+  TIERS_CALL(mbc_check(m));
+  if (!req || !flag)
+    TIERS_ERROR(TIERS_ERR_ARG, "request or flag pointer is NULL");
+  *flag = 0;
+  if (!*req) {
+    *flag = 1;
+    empty_status(status);
+    return TIERS_OK;
+  }
+  int events = 0;
+  if (!(*req)->done)
+    TIERS_CALL(progress(m, &events));
+  if (!(*req)->done)
+    return TIERS_OK;
+  *flag = 1;
+  return finish(m, req, status);
+}
+
+int tiers_mbc_wait(tiers_mbc_t m, tiers_mbc_request_t *req, tiers_mbc_status_t *status)
+{
+  return tiers_mbc_waitall(m, 1, req, status);
+}
+
+int tiers_mbc_testall(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs, int *flag,
+                      tiers_mbc_status_t *statuses)
+{
+  TIERS_CALL(mbc_check(m));
+  if (count < 0 || (count > 0 && !reqs) || !flag)
+    TIERS_ERROR(TIERS_ERR_ARG, "invalid request array, count or flag");
+  *flag = 0;
+  int events = 0;
+  TIERS_CALL(progress(m, &events));
+  for (int i = 0; i < count; i++)
+    if (reqs[i] && !reqs[i]->done)
+      return TIERS_OK;
+  *flag = 1;
+  int rc = TIERS_OK;
+  for (int i = 0; i < count; i++) {
+    tiers_mbc_status_t *st = statuses ? &statuses[i] : NULL;
+    if (!reqs[i]) {
+      empty_status(st);
+      continue;
+    }
+    int r = finish(m, &reqs[i], st);
+    if (rc == TIERS_OK)
+      rc = r;
+  }
+  return rc;
+}
+
+int tiers_mbc_waitall(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs,
+                      tiers_mbc_status_t *statuses)
+{
+  TIERS_CALL(mbc_check(m));
+  if (count < 0 || (count > 0 && !reqs))
+    TIERS_ERROR(TIERS_ERR_ARG, "invalid request array or count");
+  struct waiter w;
+  waiter_init(&w);
+  int i = 0;
+  for (;;) {
+    while (i < count && (!reqs[i] || reqs[i]->done))
+      i++;
+    if (i == count)
+      break;
+    int events = 0;
+    TIERS_CALL(progress(m, &events));
+    if (events)
+      w.idle = 0;
+    else if (!reqs[i]->done)
+      TIERS_CALL(waiter_idle(m, &w, reqs[i]->kind == REQ_SEND ? "a send" : "a receive"));
+  }
+  int rc = TIERS_OK;
+  for (i = 0; i < count; i++) {
+    tiers_mbc_status_t *st = statuses ? &statuses[i] : NULL;
+    if (!reqs[i]) {
+      empty_status(st);
+      continue;
+    }
+    int r = finish(m, &reqs[i], st);
+    if (rc == TIERS_OK)
+      rc = r;
+  }
+  return rc;
+}
+
+int tiers_mbc_send(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag)
+{
+  tiers_mbc_request_t r;
+  TIERS_CALL(tiers_mbc_isend(m, buf, bytes, dest, tag, &r));
+  return tiers_mbc_wait(m, &r, NULL);
+}
+
+int tiers_mbc_recv(tiers_mbc_t m, void *buf, size_t cap, int source, int tag,
+                   tiers_mbc_status_t *status)
+{
+  tiers_mbc_request_t r;
+  TIERS_CALL(tiers_mbc_irecv(m, buf, cap, source, tag, &r));
+  return tiers_mbc_wait(m, &r, status);
+}
+
+/* ------------------------------------------------------------------ */
+/* Statistics and teardown */
+
+void mbc_local_stats(tiers_mbc_t m, tiers_mbc_stats_t *st)
+{
+  memset(st, 0, sizeof *st);
+  st->msgs_sent = m->c.msgs_sent;
+  st->bytes_sent = m->c.bytes_sent;
+  st->msgs_direct = m->c.msgs_direct;
+  st->bytes_direct = m->c.bytes_direct;
+  st->msgs_fifo = m->c.msgs_fifo;
+  st->bytes_fifo = m->c.bytes_fifo;
+  st->msgs_answered_fifo = m->c.msgs_answered_fifo;
+  st->bytes_answered_fifo = m->c.bytes_answered_fifo;
+  st->fifo_chunks = m->c.fifo_chunks;
+  st->fifo_full_waits = m->c.fifo_full_waits;
+  st->requests_sent = m->c.requests_sent;
+  st->requests_received = m->c.requests_received;
+  st->requests_used = m->c.requests_used;
+  st->requests_stale = m->c.requests_stale;
+  st->requests_unsent = m->c.requests_unsent;
+  st->msgs_received = m->c.msgs_received;
+  st->bytes_received = m->c.bytes_received;
+  st->msgs_unexpected = m->c.msgs_unexpected;
+  st->truncations = m->c.truncations;
+  st->elapsed_s = now_s() - m->t0;
+  st->direct_available = m->tp->direct;
+  st->nprocs = m->size;
+}
+
+int tiers_mbc_stats_reset(tiers_mbc_t m)
+{
+  if (!m)
+    TIERS_ERROR(TIERS_ERR_ARG, "memory-based communicator handle is NULL (destroyed?)");
+  memset(&m->c, 0, sizeof m->c);
+  m->t0 = now_s();
+  return TIERS_OK;
+}
+
+int tiers_mbc_destroy(tiers_mbc_t *mp)
+{
+  if (!mp || !*mp)
+    return TIERS_OK;
+  tiers_mbc_t m = *mp;
+  *mp = NULL;
+  int rc = TIERS_OK;
+  /* 1. finish my sends (draining my own FIFOs meanwhile) */
+  if (!m->fatal) {
+    struct waiter w;
+    waiter_init(&w);
+    for (;;) {
+      int pending = 0;
+      for (int i = 0; i < m->size; i++)
+        pending |= m->peers[i].sq_head != NULL;
+      if (!pending)
+        break;
+      int events = 0;
+      rc = progress(m, &events);
+      if (rc == TIERS_OK && !events)
+        rc = waiter_idle(m, &w, "destroy (finishing sends)");
+      if (rc != TIERS_OK)
+        break;
+    }
+  }
+  /* 2. wait for everyone, still draining: a peer may be sending to me */
+  MPI_Request bar;
+  int stuck = 0;
+  if (MPI_Ibarrier(m->comm, &bar) != MPI_SUCCESS) {
+    if (rc == TIERS_OK)
+      rc = tiers_error_set(TIERS_ERR_MPI, __FILE__, __LINE__, "MPI_Ibarrier failed");
+    stuck = 1;
+  } else {
+    struct waiter w;
+    waiter_init(&w);
+    for (;;) {
+      int flag = 0, events = 0;
+      MPI_Test(&bar, &flag, MPI_STATUS_IGNORE);
+      if (flag)
+        break;
+      if (!m->fatal && progress(m, &events) != TIERS_OK)
+        m->fatal = TIERS_ERR_STATE;
+      if (events)
+        continue;
+      int wrc = waiter_idle(m, &w, "destroy (waiting for the other ranks)");
+      if (wrc != TIERS_OK) {
+        if (rc == TIERS_OK)
+          rc = wrc;
+        stuck = 1; /* the window cannot be freed collectively: leave it */
+        break;
+      }
+    }
+  }
+  /* 3. free */
+  int outstanding = 0;
+  while (m->all) {
+    outstanding += !m->all->done;
+    req_free(m, m->all);
+  }
+  for (struct unexp *u = m->ux_head, *n; u; u = n) {
+    n = u->next;
+    free(u->data);
+    free(u);
+  }
+  for (int i = 0; i < m->size; i++)
+    free(m->peers[i].held);
+  free(m->peers);
+  int trc = stuck ? TIERS_OK : m->tp->destroy(m->tp);
+  if (!stuck)
+    MPI_Comm_free(&m->comm);
+  int rank = m->rank;
+  free(m);
+  if (rc == TIERS_OK && trc != TIERS_OK)
+    rc = trc;
+  if (rc == TIERS_OK && outstanding)
+    rc = tiers_error_set(TIERS_ERR_STATE, __FILE__, __LINE__,
+                         "rank %d: %d requests were still outstanding at destroy (freed)", rank,
+                         outstanding);
+  return rc;
+}

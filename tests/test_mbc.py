@@ -1,0 +1,161 @@
+"""Memory-based message passing (libtiers-mbc) under real mpirun: ordering,
+wildcards, sizes, many outstanding requests, full and wrapping FIFOs, the
+forced stale-request race, mixed paths, barrier, allreduce, truncation and
+bad arguments, checked by tiers-mbc-check (native/tests/mpi/test_mbc.c),
+which verifies every payload byte and reports the per-path counters.
+
+Set TIERS_MBC_ASAN_CHECK to a tiers-mbc-check built with
+-DTIERS_SANITIZE=ON to run the suite under AddressSanitizer too (see
+docs/mbc.md)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tiers import launch, native
+
+CHECK = "tiers-mbc-check"
+RANKS = [2, 3, 4]
+TESTS = ["ordering", "wildcards", "sizes", "many", "fifo", "race", "mixed", "barrier",
+         "allreduce", "truncate", "badargs", "timeout"]
+# sizes the sizes test sends, and how many of them reach direct_min_bytes (4096)
+SIZES = [0, 1, 7, 8, 63, 4095, 4096, 4097, 65536, 65537, 1 << 20, (4 << 20) + 3]
+BIG = sum(1 for s in SIZES if s >= 4096)
+
+
+def _kwargs():
+    kwargs = dict(bind_to="none", oversubscribe=True, timeout=240)
+    if launch.detect().kind == "openmpi":
+        kwargs["mca"] = {"mpi_yield_when_idle": "1"}
+    return kwargs
+
+
+def _run(test: str, ranks: int, *args: str, program: str | None = None):
+    prog = program or str(native.tool_path(CHECK))
+    doc = launch.launch_json([prog, test, *args], ranks, **_kwargs())
+    assert doc["schema"] == "tiers.mbc-check/1"
+    assert doc["test"] == test and doc["ranks"] == ranks
+    assert doc["failures"] == [] and doc["wrong"] == 0, doc["failures"]
+    assert doc["ok"] is True
+    assert len(doc["stats"]) == ranks
+    return doc
+
+
+def _sum(doc, key):
+    return sum(s[key] for s in doc["stats"])
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+@pytest.mark.parametrize("test", TESTS)
+def test_check_passes(test, ranks):
+    doc = _run(test, ranks)
+    assert doc["checked"] > 0
+    # every message sent was received, and the global counters are the sums
+    assert doc["total"]["msgs_sent"] == _sum(doc, "msgs_sent")
+    assert _sum(doc, "msgs_sent") == _sum(doc, "msgs_received")
+    for s in doc["stats"]:
+        assert s["msgs_sent"] == s["msgs_direct"] + s["msgs_fifo"] + s["msgs_answered_fifo"]
+        assert s["bytes_sent"] == s["bytes_direct"] + s["bytes_fifo"] + s["bytes_answered_fifo"]
+        assert s["requests_used"] + s["requests_stale"] <= s["requests_received"]
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_payload_checks_cover_every_message(ranks):
+    doc = _run("ordering", ranks, "--count", "40")
+    # each rank verifies 40 messages from every rank (itself included)
+    assert doc["checked"] >= ranks * ranks * 40
+    assert doc["total"]["msgs_received"] == ranks * ranks * 40
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_forced_stale_request_is_dropped_and_fifo_copy_delivered(ranks):
+    doc = _run("race", ranks)
+    forced = doc["after_forced_phase"]
+    # phase 1: rank 0 asked (one send request), rank 1 wrote into the FIFO
+    # before reading it
+    assert forced[0]["requests_sent"] == 1
+    assert forced[1]["msgs_fifo"] == 1 and forced[1]["msgs_direct"] == 0
+    assert forced[0]["msgs_received"] == 1 and forced[0]["bytes_received"] == 32768
+    assert forced[0]["msgs_unexpected"] == 0        # matched to the posted receive
+    final = doc["stats"]
+    # the request was recognised as stale and dropped, exactly once
+    assert final[1]["requests_stale"] == 1
+    assert final[0]["requests_sent"] == 2
+    assert doc["total"]["msgs_sent"] == 2 and doc["total"]["bytes_sent"] == 2 * 32768
+    if doc["direct_available"]:
+        # phase 2 (no hook): the fresh request was used for a direct write
+        assert final[1]["requests_used"] == 1 and final[1]["msgs_direct"] == 1
+        assert final[1]["bytes_direct"] == 32768
+        assert doc["total"]["direct_share"] == pytest.approx(0.5)
+    for s in final[2:]:
+        assert s["msgs_sent"] == 0 and s["requests_sent"] == 0
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_sizes_take_the_expected_paths(ranks):
+    doc = _run("sizes", ranks)
+    n = len(SIZES)
+    for s in doc["stats"]:
+        assert s["msgs_sent"] == 2 * n
+        assert s["bytes_sent"] == 2 * sum(SIZES)
+        if doc["direct_available"]:
+            # posted first: the big ones direct, the small ones answered via FIFO
+            assert s["msgs_direct"] == BIG
+            assert s["bytes_direct"] == sum(x for x in SIZES if x >= 4096)
+            assert s["msgs_answered_fifo"] == n - BIG
+            assert s["msgs_fifo"] == n            # posted late: all unasked
+        # the 4 MiB message cannot fit a 64 KiB FIFO whole
+        assert s["fifo_chunks"] > s["msgs_fifo"] + s["msgs_answered_fifo"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_direct_off_sends_everything_through_the_fifo(ranks):
+    for test in ("sizes", "mixed", "ordering"):
+        doc = _run(test, ranks, "--direct", "off")
+        assert doc["direct_available"] == 0
+        assert doc["total"]["msgs_direct"] == 0
+        assert doc["total"]["requests_sent"] == 0
+        assert doc["total"]["msgs_fifo"] == doc["total"]["msgs_sent"]
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_full_fifo_makes_senders_wait_without_loss(ranks):
+    doc = _run("fifo", ranks)
+    assert doc["fifo_bytes"] == 4096
+    # 50 messages of 1000 B into a 4 KiB FIFO whose reader comes late
+    assert _sum(doc, "fifo_full_waits") >= ranks
+    assert _sum(doc, "msgs_sent") == ranks * 50 + 2
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_truncation_reported_on_every_path(ranks):
+    doc = _run("truncate", ranks)
+    assert doc["stats"][0]["truncations"] == 4
+    assert doc["stats"][0]["bytes_received"] == 40000 + 60 + 40000 + 60
+    if doc["direct_available"]:
+        assert doc["stats"][1]["msgs_direct"] == 1
+
+
+def test_usage_error_is_one_line():
+    prog = str(native.tool_path(CHECK))
+    res = launch.launch([prog, "no-such-test"], 2, check=False, **_kwargs())
+    assert res.returncode != 0
+    assert "usage: tiers-mbc-check" in res.stderr
+
+
+ASAN = os.environ.get("TIERS_MBC_ASAN_CHECK")
+
+
+@pytest.mark.skipif(not ASAN, reason="TIERS_MBC_ASAN_CHECK (an ASan build) not set")
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("test", TESTS)
+def test_under_address_sanitizer(test, ranks, monkeypatch):
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+    kwargs = _kwargs()
+    kwargs["env"] = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1"}
+    res = launch.launch([ASAN, test], ranks, **kwargs)
+    assert "AddressSanitizer" not in res.stderr and "runtime error" not in res.stderr
+    doc = res.json(CHECK)
+    assert doc["ok"] is True and doc["wrong"] == 0
