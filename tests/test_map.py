@@ -53,6 +53,33 @@ def test_node_tree_from_synthetic(node8):
     assert pus == list(range(8))
 
 
+def test_stencil_numbering_x_fastest_and_cart():
+    """2x3x1 subdomains of 4x16x8 points: the x-face holds 16x8 points, the
+    y-face 4x8.  x-fastest numbers rank = x + 2 y; cart (MPI_Cart_create)
+    numbers rank = y + 3 x; the heavy edges follow the numbering."""
+    x_face, y_face = 16 * 8 * G.BYTES_PER_POINT * 2, 4 * 8 * G.BYTES_PER_POINT * 2
+
+    def weight(g, a, b):
+        lo, hi = g.xadj[a], g.xadj[a + 1]
+        hits = [w for v, w in zip(g.adjncy[lo:hi], g.adjwgt[lo:hi]) if v == b]
+        return hits[0] if hits else 0.0
+
+    xf = G.stencil([2, 3, 1], [4, 16, 8])
+    cart = G.stencil([2, 3, 1], [4, 16, 8], numbering="cart")
+    for x in range(2):
+        for y in range(3):
+            r_x, r_c = x + 2 * y, y + 3 * x
+            if x == 0:   # x-neighbour (1, y)
+                assert weight(xf, r_x, r_x + 1) == x_face
+                assert weight(cart, r_c, r_c + 3) == x_face
+            if y < 2:    # y-neighbour (x, y + 1)
+                assert weight(xf, r_x, r_x + 2) == y_face
+                assert weight(cart, r_c, r_c + 1) == y_face
+    assert xf.adjwgt.sum() == cart.adjwgt.sum()
+    with pytest.raises(Exception, match="numbering"):
+        G.stencil([2, 2], [4, 4], numbering="fortran")
+
+
 def test_stencil_graph_weights():
     g = G.stencil([2, 3, 1], [10, 20, 30])
     # x faces: 20*30 points, y faces: 10*30 points, 8 bytes, both directions

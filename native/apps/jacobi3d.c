@@ -26,9 +26,10 @@
  * the exact solution is reported too (an exact maximum: identical across
  * decompositions and thread counts).
  *
- * --permutation FILE reads a renumbering from `tiers map --permutation`:
- * line i holds the new rank of MPI_COMM_WORLD rank i; the decomposition is
- * laid out in the new numbering.
+ * --permutation FILE reads the file `tiers map --stencil 3d:PX,PY,PZ:...
+ * --numbering cart --permutation FILE` writes: line s holds the
+ * MPI_COMM_WORLD rank that computes subdomain s, subdomains numbered as
+ * MPI_Cart_create numbers them (the last axis fastest).
  *
  * Output: the tiers.app/1 document of hybrid_app.h; "result" holds
  * iterations, residual_initial, residual, error_max and the grid; the
@@ -196,7 +197,8 @@ static grid3_t make_grid(long nx, long ny, long nz, const double h[3])
   return g;
 }
 
-/* Reads the rank permutation; returns this rank's new rank. */
+/* Reads the permutation (subdomain -> world rank); returns the subdomain,
+ * i.e. the Cartesian rank, this world rank computes. */
 static int read_permutation(app_t *app, const char *path)
 {
   int *perm = calloc((size_t)app->size, sizeof *perm);
@@ -227,7 +229,10 @@ static int read_permutation(app_t *app, const char *path)
   if (in)
     fclose(in);
   app_check(app, bad, "%s", why);
-  int mine = perm[app->rank];
+  int mine = -1;
+  for (int sub = 0; sub < app->size; sub++)
+    if (perm[sub] == app->rank)
+      mine = sub;
   free(perm);
   free(seen);
   return mine;

@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "summary.json, a CSV or Matrix Market matrix of bytes, or a METIS/Scotch graph")
     p.add_argument("--stencil", metavar="SPEC", help="structured grid: 3d:NX,NY,NZ:gx,gy,gz or "
                    "2d:NX,NY:gx,gy (subdomains per axis : grid points per subdomain)")
+    p.add_argument("--numbering", choices=["x-fastest", "cart"], default="x-fastest",
+                   help="how the program numbers the stencil's subdomains: x-fastest "
+                   "(default, as seed 002) or cart (last axis fastest, as MPI_Cart_create)")
     p.add_argument("--machine", metavar="SRC", default="this",
                    help="one node: 'this' (default), an hwloc XML file, or 'synthetic:DESC'")
     p.add_argument("--nodes", type=int, metavar="N", help="number of such nodes (default 1)")

@@ -24,14 +24,15 @@ __all__ = ["plan", "main", "core", "graph_mod", "links_mod", "machine_mod", "pla
            "writers"]
 
 
-def load_graph(comm: str | None, stencil: str | None):
-    """Return the communication graph of ``--comm FILE`` or ``--stencil SPEC``."""
+def load_graph(comm: str | None, stencil: str | None, numbering: str = "x-fastest"):
+    """Return the communication graph of ``--comm FILE`` or ``--stencil SPEC``
+    (its subdomains numbered as ``numbering`` says)."""
     if bool(comm) == bool(stencil):
         raise TiersError("give the communication pattern with either --comm FILE or "
                          "--stencil 3d:NX,NY,NZ:gx,gy,gz")
     if stencil:
         parts, points = graph_mod.parse_stencil(stencil)
-        return graph_mod.stencil(parts, points)
+        return graph_mod.stencil(parts, points, numbering=numbering)
     return graph_mod.read(comm)
 
 
@@ -125,14 +126,16 @@ def main(args, argv: list[str]) -> int:
     comparison and write the requested files.  Returns the exit status."""
     from rich.console import Console
 
-    g = load_graph(args.comm, args.stencil)
+    numbering = getattr(args, "numbering", None) or "x-fastest"
+    g = load_graph(args.comm, args.stencil, numbering)
     if args.nodes is not None and args.hostfile:
         raise TiersError("give either --nodes or --hostfile, not both")
     topo_doc = topo.measure(args.machine)
     out = plan(g, topo_doc, nodes=args.nodes, hostfile=args.hostfile, seed=args.seed,
                oversubscribe=args.oversubscribe, allow_disconnected=args.allow_disconnected,
                layer_costs=args.layer_cost, links=args.links)
-    params = {"comm": args.comm, "stencil": args.stencil, "machine": args.machine,
+    params = {"comm": args.comm, "stencil": args.stencil, "numbering": numbering,
+              "machine": args.machine,
               "nodes": args.nodes, "hostfile": args.hostfile, "seed": args.seed,
               "oversubscribe": args.oversubscribe, "layer_cost": args.layer_cost,
               "links": args.links}

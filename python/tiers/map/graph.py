@@ -310,25 +310,39 @@ def parse_stencil(spec: str) -> tuple[list[int], list[int]]:
     return parts, points
 
 
+#: How subdomains are numbered: ``x-fastest`` (rank = x + NX*(y + NY*z), as a
+#: Fortran code or seed 002 numbers them) or ``cart`` (the last axis fastest,
+#: rank = z + NZ*(y + NY*x), as MPI_Cart_create numbers them).
+NUMBERINGS = ("x-fastest", "cart")
+
+
 def stencil(parts, points, bytes_per_point: int = BYTES_PER_POINT, *,
-            periodic: bool = False) -> Graph:
+            periodic: bool = False, numbering: str = "x-fastest") -> Graph:
     """Return the graph of a structured grid cut into ``parts`` subdomains
-    per axis (rank = x + NX*(y + NY*z), x fastest) of ``points`` grid points
-    each: neighbours across a face exchange one layer of the face in each
-    direction (face points x ``bytes_per_point``), as a Jacobi sweep does."""
+    per axis of ``points`` grid points each, subdomains numbered as
+    ``numbering`` says (see NUMBERINGS): neighbours across a face exchange
+    one layer of the face in each direction (face points x
+    ``bytes_per_point``), as a Jacobi sweep does."""
+    if numbering not in NUMBERINGS:
+        raise TiersError(f"unknown numbering {numbering!r} (x-fastest or cart)")
     parts = [int(p) for p in parts]
     points = [int(p) for p in points]
     dim = len(parts)
     n = int(np.prod(parts))
     idx = np.arange(n, dtype=np.int64)
-    coords = []
-    rest = idx
-    for p in parts:
-        coords.append(rest % p)
-        rest = rest // p
+    # Axes from the fastest-varying to the slowest.
+    axes = list(range(dim)) if numbering == "x-fastest" else list(reversed(range(dim)))
+    coords = [None] * dim
+    strides = [0] * dim
+    rest, stride = idx, 1
+    for a in axes:
+        coords[a] = rest % parts[a]
+        rest = rest // parts[a]
+        strides[a] = stride
+        stride *= parts[a]
     rows, cols, ws = [], [], []
-    stride = 1
     for a in range(dim):
+        stride = strides[a]
         face = int(np.prod([points[b] for b in range(dim) if b != a])) * bytes_per_point
         if parts[a] > 1:
             if periodic and parts[a] > 2:
@@ -340,11 +354,11 @@ def stencil(parts, points, bytes_per_point: int = BYTES_PER_POINT, *,
             rows.append(sel)
             cols.append(nb)
             ws.append(np.full(sel.size, 2.0 * face))   # both directions
-        stride *= parts[a]
     if rows:
         g = from_coo(n, np.concatenate(rows), np.concatenate(cols), np.concatenate(ws),
                      symmetric=True)
     else:
         g = Graph(n, np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0))
-    g.source = f"{dim}d:{','.join(map(str, parts))}:{','.join(map(str, points))}"
+    g.source = f"{dim}d:{','.join(map(str, parts))}:{','.join(map(str, points))}" + \
+        (" (cart numbering)" if numbering == "cart" else "")
     return g
