@@ -320,3 +320,43 @@ def test_jacobi3d_under_the_tiers_map_placement(two_nodes, native_bin, tmp_path)
         assert out["verification"]["max_diff_serial"] == 0
     assert mapped["params"]["permutation"] == str(jperm)
     assert mapped["result"] == default["result"]
+
+
+def test_bench_and_trace_run_on_the_cluster(two_nodes, native_bin, tmp_path):
+    """--vcluster takes tiers bench and tiers trace onto the cluster's nodes:
+    the bench's runs go through the cluster's hostfile and still verify, and
+    a traced program's ranks run on both nodes and are all traced."""
+    bench_json = tmp_path / "bench.json"
+    run = run_tiers("bench", "laplace2d", "--vcluster", "--ranks", "1,4", "--threads", "1",
+                    "--quick", "--json", str(bench_json), timeout=300)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(bench_json.read_text())
+    assert doc["params"]["vcluster"] is True
+    assert [(s["ranks"], s["threads"]) for s in doc["samples"]] == [(1, 1), (4, 1)]
+    for s in doc["samples"]:
+        assert two_nodes["hostfile"] in s["command"]
+        assert s["doc"]["verification"]["passed"]
+    # every decomposition gives the same field: the result figures agree
+    results = [s["doc"]["result"] for s in doc["samples"]]
+    assert results[0] == results[1]
+
+    out = tmp_path / "trace"
+    run = run_tiers("trace", "--vcluster", "-n", "4", "--budget", "1M", "--out", str(out),
+                    "--", native_bin("tiers-whoami"), timeout=300)
+    assert run.returncode == 0, run.stderr
+    who = json.loads(next(ln for ln in run.stdout.splitlines() if "tiers.whoami/1" in ln))
+    hosts = sorted({r["host"] for r in who["ranks"]})
+    assert hosts == sorted(n["name"] for n in two_nodes["nodes"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["summary"]["ranks"] == 4
+    assert summary["params"]["vcluster"] is True
+
+
+def test_vcluster_options_need_a_cluster(tmp_path):
+    """Without a cluster, --vcluster on bench and trace is one line."""
+    if vcluster.load_state() is not None:
+        pytest.skip("a virtual cluster is up already; the tests leave it alone")
+    assert_one_line_error(run_tiers("bench", "laplace2d", "--vcluster", "--ranks", "2",
+                                    "--threads", "1", "--quick"), "vcluster")
+    assert_one_line_error(run_tiers("trace", "--vcluster", "--out", str(tmp_path / "t"),
+                                    "--", "true"), "vcluster")

@@ -161,16 +161,22 @@ def launch_plan(ranks: int, threads: int, slots: int | None = None) -> dict:
 
 
 def run_config(app: App, ranks: int, threads: int, args: Sequence[str], *,
-               pin: str | None = None, launcher=None, hostfile=None,
+               pin: str | None = None, launcher=None, hostfile=None, vcluster: bool = False,
                launcher_args: Sequence[str] = (), timeout: float = DEFAULT_TIMEOUT_S) -> dict:
     """Run ``app`` once on ``ranks`` ranks of ``threads`` threads and return
     ``{"plan", "command", "wall_s", "doc"}`` where ``doc`` is the
     application's ``tiers.app/1`` document.  Raise
     :class:`tiers.launch.LaunchError` (one line: bad input, failed
-    verification with its margin, crash, time limit)."""
+    verification with its margin, crash, time limit).  ``vcluster`` runs it
+    on the virtual cluster of ``tiers vcluster up``, unbound (every node
+    shares this machine's cores)."""
     lau = launcher if isinstance(launcher, launch.Launcher) else launch.detect(launcher)
-    plan = launch_plan(ranks, threads) if hostfile is None else \
-        {"oversubscribed": False, "options": {"cpus_per_rank": threads}}
+    if vcluster:
+        plan = {"oversubscribed": ranks * threads > launch.local_slots(), "options": {}}
+    elif hostfile is None:
+        plan = launch_plan(ranks, threads)
+    else:
+        plan = {"oversubscribed": False, "options": {"cpus_per_rank": threads}}
     thread_pin = pin or ("none" if plan["oversubscribed"] else "compact")
     program = [str(native.tool_path(app.tool)), "--threads", str(threads), "--pin", thread_pin,
                *args]
@@ -179,8 +185,15 @@ def run_config(app: App, ranks: int, threads: int, args: Sequence[str], *,
         options["mca"] = {"mpi_yield_when_idle": "1"}
     if lau.kind != "openmpi":
         options.pop("oversubscribe", None)
-    command = launch.build_command(lau, program, ranks, env={"OMP_NUM_THREADS": str(threads)},
-                                   hostfile=hostfile, extra=list(launcher_args), **options)
+    env = {"OMP_NUM_THREADS": str(threads)}
+    if vcluster:
+        from . import vcluster as vcl
+
+        command = vcl.command(program, ranks, launcher=lau, env=env, mca=options.get("mca"),
+                              extra=list(launcher_args))
+    else:
+        command = launch.build_command(lau, program, ranks, env=env, hostfile=hostfile,
+                                       extra=list(launcher_args), **options)
     run = launch.run_command(command, timeout=timeout, label=app.tool, ranks=ranks)
     doc = run.json(app.tool)
     if not isinstance(doc, dict) or doc.get("schema") != "tiers.app/1":
@@ -233,6 +246,7 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
             quick: bool = False, klass: str | None = None, size=None, iters=None,
             overlap: bool = False, pin: str | None = None, verify: bool | None = None,
             app_extra: Sequence[str] = (), launcher=None, hostfile=None,
+            vcluster: bool = False,
             launcher_args: Sequence[str] | str = (), timeout: float | None = None,
             progress=None, argv: list[str] | None = None) -> dict:
     """Run ``app_name`` for every (ranks, threads) of the grid and return
@@ -243,7 +257,7 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
     ``app_extra`` become application options; ``pin`` (none, compact,
     scatter) pins the threads (default compact, none when oversubscribed).
     ``launcher``, ``hostfile`` and ``launcher_args`` go to
-    :mod:`tiers.launch`; ``timeout`` bounds each run (default 600 s).
+    :mod:`tiers.launch`; ``vcluster`` runs on the virtual cluster; ``timeout`` bounds each run (default 600 s).
     ``progress(ranks, threads)`` is called before each run.  Raise
     TiersError (one line) on bad input or a failed run."""
     app = app_info(app_name)
@@ -251,7 +265,9 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
     tlist = parse_counts(threads, "threads")
     if pin is not None and pin not in ("none", "compact", "scatter"):
         raise TiersError(f"--pin must be none, compact or scatter (got {pin})")
-    if hostfile is None:
+    if vcluster and hostfile is not None:
+        raise TiersError("--vcluster brings its own hostfile: do not give --hostfile too")
+    if hostfile is None and not vcluster:
         cpus = usable_cpus()
         over = [t for t in tlist if t > cpus]
         if over:
@@ -269,13 +285,13 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
             if progress:
                 progress(r, t)
             out = run_config(app, r, t, args, pin=pin, launcher=lau, hostfile=hostfile,
-                             launcher_args=extra, timeout=limit)
+                             vcluster=vcluster, launcher_args=extra, timeout=limit)
             samples.append({"ranks": r, "threads": t, **out})
     summary = analyse(samples)
     params = {"app": app.name, "tool": app.tool, "ranks": rlist, "threads": tlist,
               "quick": quick, "class": klass, "size": size, "iters": iters,
               "overlap": overlap, "pin": pin, "app_args": args,
-              "launcher": lau.to_dict(), "slots": launch.local_slots()}
+              "launcher": lau.to_dict(), "slots": launch.local_slots(), "vcluster": vcluster}
     return result.new_document("bench", params=params, samples=samples, summary=summary,
                                argv=argv)
 
@@ -387,6 +403,7 @@ def main(args, argv: list[str]) -> int:
                   quick=args.quick, klass=args.klass, size=args.size, iters=args.iters,
                   overlap=args.overlap, pin=args.pin, app_extra=extra,
                   launcher=args.launcher, hostfile=args.hostfile,
+                  vcluster=getattr(args, "vcluster", False),
                   launcher_args=args.launcher_args or (), timeout=args.timeout,
                   progress=progress, argv=argv)
     render(doc, console)

@@ -194,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="replace the trace in an existing output folder")
     p.add_argument("--timeout", type=float, metavar="S", help="stop the program after S seconds")
+    p.add_argument("--vcluster", action="store_true",
+                   help="run the program (give it alone after --) on the virtual cluster of "
+                   "'tiers vcluster up'")
+    p.add_argument("-n", "--ranks", type=int, metavar="N",
+                   help="with --vcluster: ranks (default: every slot of the cluster)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...",
                    help="the command to trace, e.g. -- mpirun -n 4 ./app")
 
@@ -249,6 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm (default: "
                    "$TIERS_LAUNCHER, else detected)")
     p.add_argument("--hostfile", metavar="FILE", help="hostfile for the launcher")
+    p.add_argument("--vcluster", action="store_true",
+                   help="run on the virtual cluster of 'tiers vcluster up' (Open MPI)")
     p.add_argument("--launcher-args", metavar="ARGS",
                    help="extra launcher options, one quoted string")
     p.add_argument("--quick", action="store_true", help="small problems that end in seconds")

@@ -128,10 +128,13 @@ def build_summary(folder: Path, params: dict, argv: list[str] | None = None,
 def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUDGET,
         policy: str = "sync", tau: float | None = None, threshold: float | None = None,
         force: bool = False, timeout: float | None = None, argv: list[str] | None = None,
-        stream: bool = True) -> tuple[int, dict | None, Path]:
+        stream: bool = True, vcluster: bool = False,
+        ranks: int | None = None) -> tuple[int, dict | None, Path]:
     """Trace ``command``; return ``(exit status of the command, summary
-    document or None, output folder)``.  Raise TiersError on bad input or
-    when no rank was traced."""
+    document or None, output folder)``.  ``command`` is a launcher command
+    line, or with ``vcluster`` the program alone, started on ``ranks`` ranks
+    (default: every slot) of the virtual cluster of ``tiers vcluster up``.
+    Raise TiersError on bad input or when no rank was traced."""
     if not command:
         raise TiersError("no command to trace: tiers trace [options] -- mpirun -n N ./app")
     nbytes = parse_size(budget)
@@ -143,9 +146,20 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
         raise TiersError("--tau must be zero (automatic) or positive")
     if threshold is not None and not 0 < threshold <= 1:
         raise TiersError("--threshold must lie in (0, 1]")
+    if ranks is not None and not vcluster:
+        raise TiersError("-n goes with --vcluster; otherwise give it to your launcher")
+    if vcluster:
+        from .. import vcluster as vcl
+
+        ranks = ranks if ranks is not None else vcl.slots_total()
+        if ranks < 1:
+            raise TiersError(f"-n must be positive (got {ranks})")
     folder = prepare_folder(out, force)
     env = trace_env(folder, nbytes, policy, tau, threshold)
-    cmd = launch.inject_env(command, env)
+    if vcluster:
+        cmd = vcl.command(list(command), ranks, env=env)
+    else:
+        cmd = launch.inject_env(command, env)
     label = launch.guess_program(command)
     res = launch.run_command(cmd, timeout=timeout, stream=stream, check=False, label=label)
     rc = res.returncode
@@ -156,7 +170,7 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
         raise TiersError(f"no rank was traced: {label} made no MPI calls through the MPI "
                          "library tiers was built with (is it an MPI program?)")
     params = {"command": list(command), "budget": nbytes, "policy": policy, "tau_s": tau,
-              "threshold": threshold, "returncode": rc}
+              "threshold": threshold, "returncode": rc, "vcluster": vcluster}
     doc = build_summary(folder, params, argv)
     return rc, doc, folder
 
@@ -270,7 +284,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         return 0
     rc, doc, folder = run(rest, out=args.out, budget=args.budget, policy=args.policy,
                           tau=args.tau, threshold=args.threshold, force=args.force,
-                          timeout=args.timeout, argv=argv)
+                          timeout=args.timeout, argv=argv,
+                          vcluster=getattr(args, "vcluster", False),
+                          ranks=getattr(args, "ranks", None))
     s = doc["summary"]
     print(f"tiers trace: {folder}: {s['ranks']} ranks, {s['events']} events, "
           f"{_human(s['p2p_bytes'])} point-to-point, {s['swapouts']['count']} swap-outs",
