@@ -422,3 +422,20 @@ def test_stalled_rank_hits_the_timeout():
     assert "within 2 s" in message and "--timeout" in message
     assert not err.value.timed_out  # the probe's own deadline, not the outer limit
     assert err.value.elapsed_s < 60
+
+
+def test_stalled_rank_in_a_small_message_ping_pong_hits_the_series_deadline():
+    """Small round trips block in MPI_Wait under one SIGALRM per series: a
+    stalled peer still ends the run with the probe's own one line, naming
+    the rank it waited for."""
+    from tiers import launch
+    from tiers.probe import net
+
+    with pytest.raises(launch.LaunchError) as err:
+        net.measure(2, tests="pingpong", sizes="8", timeout=2, time_limit=120,
+                    native_extra=["--stall", "1:pingpong"])
+    message = str(err.value)
+    assert "\n" not in message
+    assert "no answer from rank 1 within 2 s (ping-pong)" in message
+    assert not err.value.timed_out
+    assert err.value.elapsed_s < 60

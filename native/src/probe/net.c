@@ -66,12 +66,14 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -203,6 +205,52 @@ static void wait_all(int n, MPI_Request *req, int idle, const char *what, int pe
                 "stalled, or use --timeout to wait longer", what, opt.timeout);
     }
   }
+}
+
+/*
+ * A series deadline for blocking waits.  A small message's round trip is
+ * timed with blocking MPI_Wait calls, as osu_latency does: a polling loop
+ * of MPI_Test calls costs Open MPI about 20 ns more per round trip.  Their
+ * time limit is one SIGALRM for the whole series, --timeout seconds after
+ * it starts; when it fires, the rank prints the line prepared here and
+ * ends, and the launcher ends the others.
+ */
+static char alarm_line[320];
+static size_t alarm_len;
+
+static void on_alarm(int sig)
+{
+  (void)sig;
+  ssize_t n = write(STDERR_FILENO, alarm_line, alarm_len); /* async-signal-safe */
+  (void)n;
+  _exit(TIERS_TOOL_EXIT_USAGE);
+}
+
+static void deadline_arm(int peer, const char *what)
+{
+  int n = snprintf(alarm_line, sizeof alarm_line,
+                   "tiers-probe-net: error: rank %d: no answer from rank %d within %g s (%s); "
+                   "a rank may have died or stalled, or use --timeout to wait longer\n",
+                   rank, peer, opt.timeout, what);
+  alarm_len = n > 0 && (size_t)n < sizeof alarm_line ? (size_t)n : sizeof alarm_line - 1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_alarm;
+  sigaction(SIGALRM, &sa, NULL);
+  struct itimerval it;
+  memset(&it, 0, sizeof it);
+  it.it_value.tv_sec = (time_t)opt.timeout;
+  it.it_value.tv_usec = (suseconds_t)((opt.timeout - (double)(time_t)opt.timeout) * 1e6);
+  if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+    it.it_value.tv_usec = 1;
+  setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void deadline_disarm(void)
+{
+  struct itimerval it;
+  memset(&it, 0, sizeof it);
+  setitimer(ITIMER_REAL, &it, NULL);
 }
 
 static void barrier_bounded(MPI_Comm comm, const char *what)
@@ -573,26 +621,31 @@ static void pingpong_size(uint64_t bytes, pp_row_t *row)
   int count = (int)bytes;
   MPI_Request req[4096 + 1];
 
-  /* round trips */
+  /* round trips: each side pre-posts its receive, as seed 001 measures;
+   * eager-sized ones complete with a blocking MPI_Wait under the series
+   * deadline (not with --yield, where ranks must give up the CPU) */
   if (rank == a || rank == b) {
     int peer = rank == a ? b : a;
+    int blocking = count <= EAGER_BYTES && !opt.yield;
     double t0 = 0;
+    if (blocking)
+      deadline_arm(peer, "ping-pong");
     for (long i = 0; i < row->iters + row->skip; i++) {
       if (i == row->skip)
         t0 = tiers_now();
-      if (rank == a) {
-        /* send completes first (at once when eager); one request per wait
-         * keeps each poll as cheap as a blocking receive's */
-        MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
-        send_bounded(count, peer, &req[1]);
+      MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
+      if (rank == a)
+        send_bounded(count, peer, &req[1]); /* completes at once when eager */
+      if (blocking)
+        MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+      else
         wait_all(1, req, 0, "ping-pong", peer);
-      } else {
-        MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
-        wait_all(1, req, 0, "ping-pong", peer);
+      if (rank == b)
         send_bounded(count, peer, &req[1]);
-      }
     }
     row->rtt_us = (tiers_now() - t0) * 1e6 / (double)row->iters;
+    if (blocking)
+      deadline_disarm();
 
     /* streaming bandwidth, osu_bw's window (no data in a 0-byte window) */
     if (bytes > 0) {
