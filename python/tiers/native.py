@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from .errors import TiersError
 
@@ -112,3 +112,15 @@ def parse_json(name: str, stdout: str) -> dict:
         return json.loads(stdout)
     except json.JSONDecodeError as exc:
         raise TiersError(f"{name} printed invalid JSON ({exc})") from None
+
+
+def list_arg(value) -> str | None:
+    """Return a list option as a native tool's comma-separated text: a list
+    or other iterable is joined, text is kept, None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Iterable):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -46,17 +46,6 @@ class ValidationError(TiersError):
         self.document = document
 
 
-def _as_list_text(value) -> str | None:
-    """Return a list option as the tool's comma-separated text (None stays None)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Iterable):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
 def native_args(*, threads=None, pin=None, placement=None, kernels=None, size=None,
                 ntimes=None, stores=None, quick=False) -> list[str]:
     """Return the tiers-probe-mem arguments for these options (lists may be
@@ -65,7 +54,7 @@ def native_args(*, threads=None, pin=None, placement=None, kernels=None, size=No
     args: list[str] = []
     for flag, value in (("--threads", threads), ("--pin", pin), ("--placement", placement),
                         ("--kernels", kernels)):
-        text = _as_list_text(value)
+        text = native.list_arg(value)
         if text is not None:
             args += [flag, text]
     if size is not None:

@@ -25,7 +25,7 @@ document (docs/schemas/probe-sync.md), prints tables and draws the plots.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -59,17 +59,6 @@ _ROW_KEYS = ("mean_us", "median_us", "stddev_us", "ci95_us", "min_us", "max_us",
              "mean_cycles", "median_cycles", "stddev_cycles", "ci95_cycles", "kept", "dropped")
 
 
-def _as_list_text(value) -> str | None:
-    """Return a list option as comma-separated text (None stays None)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Iterable):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
 def native_args(*, threads=None, tests=None, reps=None, test_time=None, delay_time=None,
                 chunks=None, pin=None, iters_per_thread=None, quick=False) -> list[str]:
     """Return the tiers-probe-sync arguments for these options (lists as
@@ -81,7 +70,7 @@ def native_args(*, threads=None, tests=None, reps=None, test_time=None, delay_ti
         chunks = QUICK["chunks"] if chunks is None else chunks
     args: list[str] = []
     for flag, value in (("--threads", threads), ("--tests", tests), ("--chunks", chunks)):
-        text = _as_list_text(value)
+        text = native.list_arg(value)
         if text is not None:
             args += [flag, text]
     for flag, value in (("--reps", reps), ("--test-time", test_time),
