@@ -32,8 +32,12 @@ test-asan: setup
 	@cmake --build build/asan -j $(JOBS) >/dev/null
 	ctest --test-dir build/asan --output-on-failure -j $(JOBS)
 
+# The messaging layer's MPI checks also run against the ASan build when
+# test-asan has made it (expanded when the recipe runs, after test-asan).
+MBC_ASAN := $(CURDIR)/build/asan/native/src/mbc/tiers-mbc-check
+
 test-py: build
-	$(PY) -m pytest -q
+	TIERS_MBC_ASAN_CHECK=$(wildcard $(MBC_ASAN)) $(PY) -m pytest -q
 
 # Side-by-side benchmarks against their anchors (slow; not part of test).
 bench: build
