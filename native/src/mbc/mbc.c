@@ -334,6 +334,21 @@ static tiers_mbc_request_t posted_by_rseq(tiers_mbc_t m, int source, uint64_t rs
   return NULL;
 }
 
+/* Unlinks a delivered unexpected message from the list and frees it. */
+static void ux_drop(tiers_mbc_t m, struct unexp *u)
+{
+  if (u->prev)
+    u->prev->next = u->next;
+  else
+    m->ux_head = u->next;
+  if (u->next)
+    u->next->prev = u->prev;
+  else
+    m->ux_tail = u->prev;
+  free(u->data);
+  free(u);
+}
+
 static void recv_complete(tiers_mbc_t m, tiers_mbc_request_t r, int source, int tag, size_t total)
 {
   posted_remove(m, r);
@@ -426,16 +441,7 @@ static void asm_finish(tiers_mbc_t m, int source)
       tiers_mbc_request_t r = u->claimed;
       store_part(r->rbuf, r->cap, 0, u->data, u->total);
       recv_complete(m, r, source, u->tag, u->total);
-      if (u->prev)
-        u->prev->next = u->next;
-      else
-        m->ux_head = u->next;
-      if (u->next)
-        u->next->prev = u->prev;
-      else
-        m->ux_tail = u->prev;
-      free(u->data);
-      free(u);
+      ux_drop(m, u);
     }
   }
   p->asm_recv = NULL;
@@ -883,16 +889,7 @@ static int irecv_any(tiers_mbc_t m, void *buf, size_t cap, int source, int tag,
     }
     store_part(r->rbuf, r->cap, 0, u->data, u->total);
     recv_complete(m, r, u->source, u->tag, u->total);
-    if (u->prev)
-      u->prev->next = u->next;
-    else
-      m->ux_head = u->next;
-    if (u->next)
-      u->next->prev = u->prev;
-    else
-      m->ux_tail = u->prev;
-    free(u->data);
-    free(u);
+    ux_drop(m, u);
     return TIERS_OK;
   }
   /* post it, then 2. drain the FIFO(s) */
