@@ -987,6 +987,25 @@ int tiers_mbc_wait(tiers_mbc_t m, tiers_mbc_request_t *req, tiers_mbc_status_t *
   return tiers_mbc_waitall(m, 1, req, status);
 }
 
+/* Finishes every completed request of an array (NULL entries get an empty
+ * status); returns the first error among them. */
+static int finish_all(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs,
+                      tiers_mbc_status_t *statuses)
+{
+  int rc = TIERS_OK;
+  for (int i = 0; i < count; i++) {
+    tiers_mbc_status_t *st = statuses ? &statuses[i] : NULL;
+    if (!reqs[i]) {
+      empty_status(st);
+      continue;
+    }
+    int r = finish(m, &reqs[i], st);
+    if (rc == TIERS_OK)
+      rc = r;
+  }
+  return rc;
+}
+
 int tiers_mbc_testall(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs, int *flag,
                       tiers_mbc_status_t *statuses)
 {
@@ -1000,18 +1019,7 @@ int tiers_mbc_testall(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs, int *
     if (reqs[i] && !reqs[i]->done)
       return TIERS_OK;
   *flag = 1;
-  int rc = TIERS_OK;
-  for (int i = 0; i < count; i++) {
-    tiers_mbc_status_t *st = statuses ? &statuses[i] : NULL;
-    if (!reqs[i]) {
-      empty_status(st);
-      continue;
-    }
-    int r = finish(m, &reqs[i], st);
-    if (rc == TIERS_OK)
-      rc = r;
-  }
-  return rc;
+  return finish_all(m, count, reqs, statuses);
 }
 
 int tiers_mbc_waitall(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs,
@@ -1035,18 +1043,7 @@ int tiers_mbc_waitall(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs,
     else if (!reqs[i]->done)
       TIERS_CALL(waiter_idle(m, &w, reqs[i]->kind == REQ_SEND ? "a send" : "a receive"));
   }
-  int rc = TIERS_OK;
-  for (i = 0; i < count; i++) {
-    tiers_mbc_status_t *st = statuses ? &statuses[i] : NULL;
-    if (!reqs[i]) {
-      empty_status(st);
-      continue;
-    }
-    int r = finish(m, &reqs[i], st);
-    if (rc == TIERS_OK)
-      rc = r;
-  }
-  return rc;
+  return finish_all(m, count, reqs, statuses);
 }
 
 int tiers_mbc_send(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag)

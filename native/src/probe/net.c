@@ -299,8 +299,14 @@ static int parse_test_list(const char *text, int *selected)
   return any ? 0 : -1;
 }
 
-/* "0,8,1K,4M" -> sizes; a size may be 0.  Returns the count or -1. */
-static int parse_size_list(const char *text, uint64_t *out, int max)
+/*
+ * Splits a comma-separated list and parses each word with @p parse into the
+ * next element of @p out (elements of @p size bytes).  Returns the count,
+ * or -1 for an empty list, more than @p max words or a word @p parse
+ * refuses.
+ */
+static int parse_list(const char *text, void *out, size_t size, int max,
+                      int (*parse)(const char *word, void *value))
 {
   char buf[1024];
   if (strlen(text) >= sizeof buf)
@@ -308,26 +314,32 @@ static int parse_size_list(const char *text, uint64_t *out, int max)
   strcpy(buf, text);
   int n = 0;
   for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-    if (n == max || tiers_parse_size(w, &out[n]) != 0)
+    if (n == max || parse(w, (char *)out + (size_t)n * size) != 0)
       return -1;
     n++;
   }
   return n ? n : -1;
 }
 
+static int parse_size_word(const char *word, void *value)
+{
+  return tiers_parse_size(word, value);
+}
+
+static int parse_double_word(const char *word, void *value)
+{
+  return tiers_parse_double(word, value);
+}
+
+/* "0,8,1K,4M" -> sizes; a size may be 0.  Returns the count or -1. */
+static int parse_size_list(const char *text, uint64_t *out, int max)
+{
+  return parse_list(text, out, sizeof *out, max, parse_size_word);
+}
+
 static int parse_double_list(const char *text, double *out, int max)
 {
-  char buf[1024];
-  if (strlen(text) >= sizeof buf)
-    return -1;
-  strcpy(buf, text);
-  int n = 0;
-  for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-    if (n == max || tiers_parse_double(w, &out[n]) != 0)
-      return -1;
-    n++;
-  }
-  return n ? n : -1;
+  return parse_list(text, out, sizeof *out, max, parse_double_word);
 }
 
 static int parse_pair(const char *text, long *a, long *b)
