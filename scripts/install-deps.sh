@@ -14,7 +14,7 @@ debs=(
   hwloc libhwloc-dev
   libscotch-dev
   libotf2-trace-dev otf2-tools
-  likwid hpcc
+  likwid hpcc libopenblas-dev
   python3-venv python3-dev
 )
 

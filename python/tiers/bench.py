@@ -57,6 +57,17 @@ APPS = {
                     "3-D Poisson heat problem, Jacobi, face halos (seed 002)"),
     "laplace2d": App("laplace2d", "tiers-laplace2d",
                      "2-D Laplace equation, Jacobi, 640 x 640 (seed 004)"),
+    "matmul": App("matmul", "tiers-matmul",
+                  "dense matrix multiply, blocked / tiled / column broadcast, 1800 x 1800 "
+                  "(seeds 004, 003)", overlap_option=False),
+    "radixsort": App("radixsort", "tiers-radixsort",
+                     "parallel radix sort of 4M integers, all-to-all key exchange (seed 004)",
+                     iters_option=False, overlap_option=False),
+    "cg": App("cg", "tiers-cg", "NPB CG: conjugate gradient, smallest eigenvalue estimate",
+              classes=("S", "W", "A", "B"), size_option=False, overlap_option=False),
+    "zblas": App("zblas", "tiers-zblas",
+                 "complex level-1/2 kernels zaxpy, zdotc, dznrm2, zgemv (seed 000)",
+                 overlap_option=False),
 }
 
 
