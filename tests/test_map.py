@@ -6,6 +6,10 @@ ranks read back the binding the generated rankfile asked for."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -288,6 +292,109 @@ def test_rankfile_binding_read_back(tmp_path, ranks):
         table = writers.table(p, mach)
         got = {e["rank"]: e["cpuset"] for e in report["ranks"]}
         assert got == {e["rank"]: str(e["pu"]) for e in table}, (p.name, got, table)
+
+
+def _whoami_report(stdout: str) -> dict:
+    """The tiers.whoami/1 document in a command's output (after the map table)."""
+    line = next(ln for ln in stdout.splitlines() if ln.startswith('{"schema":"tiers.whoami/1"'))
+    return json.loads(line)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("form", ["program", "launcher-line"])
+def test_map_launch_applies_the_placement(tmp_path, ranks, form):
+    """tiers map --launch, with the program alone (tiers builds the launch)
+    or with the user's mpirun line (tiers adds the rankfile): every rank
+    runs bound to the PU of the written table."""
+    if shutil.which("mpirun") is None:
+        pytest.skip("no mpirun")
+    tab = tmp_path / "t.json"
+    cmd = [_whoami()] if form == "program" else \
+        ["mpirun", "-n", str(ranks), "--oversubscribe", _whoami()]
+    r = run_tiers("map", "--stencil", f"2d:{ranks},1:20,20", "--oversubscribe", "--table",
+                  str(tab), "--launch", "--", *cmd, timeout=180)
+    assert r.returncode == 0, r.stderr
+    report = _whoami_report(r.stdout)
+    table = json.loads(tab.read_text())["ranks"]
+    assert len(report["ranks"]) == ranks
+    assert {e["rank"]: e["cpuset"] for e in report["ranks"]} == \
+        {e["rank"]: str(e["pu"]) for e in table}
+
+
+def test_map_launch_bad_use_is_one_line():
+    assert_one_line_error(run_tiers("map", "--stencil", "2d:2,1:4,4", "--launch"),
+                          "--launch needs a command")
+    assert_one_line_error(run_tiers("map", "--stencil", "2d:2,1:4,4", "--", "true"),
+                          "goes with --launch")
+    assert_one_line_error(run_tiers("map", "--stencil", "2d:2,1:4,4", "--launcher", "mpich"),
+                          "--launcher goes with --launch")
+    assert_one_line_error(run_tiers("map", "--stencil", "2d:2,1:4,4", "--oversubscribe",
+                                    "--launch", "--", "mpirun", "-n", "3", "true"),
+                          "asks for 3 ranks")
+
+
+def _crossed():
+    """4 ranks on 2 nodes x 2 slots whose local orders differ between the
+    hosts: node 0 runs slot 1 then slot 0, node 1 slot 0 then slot 1."""
+    return P.Placement("crossed", np.array([0, 1, 0, 1]), np.array([1, 0, 0, 1]))
+
+
+def test_per_host_lists_use_the_launcher_list_or_tiers_bind(tmp_path, node4):
+    """Hydra and Slurm get one local-rank list when every host agrees, and
+    start each rank through tiers-bind with the launcher's binding off when
+    the hosts need different lists."""
+    from tiers.map import apply
+    g = G.from_coo(4, [0, 1, 2], [1, 2, 3], [1.0, 1.0, 1.0])
+    mach = plan(g, node4, nodes=2)["machine"]
+    same = P.Placement("same", np.array([0, 0, 1, 1]), np.array([1, 0, 1, 0]))
+    crossed = _crossed()
+    for kind in ("mpich", "slurm"):
+        how = apply.plan_launch(kind, same, mach, tmp_path)
+        pu = [int(mach.slot_pu[1]), int(mach.slot_pu[0])]
+        assert how["wrapper"] == []
+        # local rank i on any host reads entry i
+        assert [c[0] for c in how["options"]["cpu_map"]][:2] == pu
+        how = apply.plan_launch(kind, crossed, mach, tmp_path)
+        assert how["options"]["bind_to"] == "none" and "cpu_map" not in how["options"]
+        assert how["wrapper"][1:] == ["--pus", writers.pu_list(crossed, mach), "--"]
+        assert Path(how["wrapper"][0]).name == "tiers-bind"
+    hosts = (tmp_path / "placement.hosts").read_text().split()
+    assert hosts == [mach.hosts[i] for i in crossed.node]
+    assert apply.plan_launch("slurm", crossed, mach, tmp_path)["env"]["SLURM_HOSTFILE"]
+    cmds = writers.commands({"hydra": "h", "slurm": "s"}, crossed, mach, 4)
+    assert "-bind-to none tiers-bind --pus" in cmds["mpich"]
+    assert "--cpu-bind=none tiers-bind --pus" in cmds["slurm"]
+    cmds = writers.commands({"hydra": "h", "slurm": "s"}, same, mach, 4)
+    assert "tiers-bind" not in cmds["mpich"] + cmds["slurm"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_tiers_bind_under_mpirun(ranks):
+    """tiers-bind under a real mpirun with the launcher's binding off: each
+    rank runs on the PU its entry names (reversed order here)."""
+    if shutil.which("mpirun") is None:
+        pytest.skip("no mpirun")
+    cores = launch.local_slots()
+    pus = [(ranks - 1 - r) % cores for r in range(ranks)]
+    bind = [str(native.tool_path("tiers-bind")), "--pus", ",".join(map(str, pus)), "--"]
+    report = launch.launch_json(bind + [_whoami()], ranks, launcher="openmpi", bind_to="none",
+                                oversubscribe=True, timeout=120)
+    assert {e["rank"]: e["cpuset"] for e in report["ranks"]} == \
+        {r: str(pus[r]) for r in range(ranks)}
+
+
+def test_tiers_bind_bad_input_is_one_line():
+    tool = str(native.tool_path("tiers-bind"))
+    env = dict(os.environ, PMI_RANK="2")
+    env.pop("OMPI_COMM_WORLD_RANK", None)
+    for args, fragment in ((["--pus", "0,1", "--", "true"], "none for rank 2"),
+                           (["--pus", "0,x,1", "--", "true"], "'x' is not a PU index"),
+                           (["--pus", "0,1,0", "--", "/nonexistent/app"], "cannot run"),
+                           (["--", "true"], "--pus LIST is required")):
+        r = subprocess.run([tool, *args], env=env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2, (args, r)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("tiers-bind: error: "), r.stderr
+        assert fragment in r.stderr, r.stderr
 
 
 # --------------------------------------------------------------------------

@@ -102,6 +102,30 @@ class TestCluster:
         ranks = _whoami(native_bin, "-n", "4", "--map-by", "node")
         assert [r["host"] for r in ranks] == ["tiers-n0", "tiers-n1", "tiers-n2", "tiers-n0"]
 
+    def test_map_launch_places_ranks_on_the_mapped_nodes_and_cores(self, cluster, native_bin,
+                                                                     tmp_path):
+        """tiers map --vcluster --launch: a 2x3 stencil whose heavy axis
+        (y, 100x the x traffic) runs across x-fastest numbering, so the
+        mapped groups differ from the block default; every rank runs on
+        the node and the PU of the written table."""
+        tab = tmp_path / "t.json"
+        run = run_tiers("map", "--stencil", "2d:3,2:400,4", "--vcluster", "--table", str(tab),
+                        "--launch", "--", native_bin("tiers-whoami"), timeout=180)
+        assert run.returncode == 0, run.stderr
+        line = next(ln for ln in run.stdout.splitlines() if '"tiers.whoami/1"' in ln)
+        ranks = {r["rank"]: r for r in json.loads(line)["ranks"]}
+        table = json.loads(tab.read_text())["ranks"]
+        assert len(ranks) == len(table) == NODES * SLOTS
+        for e in table:
+            r = ranks[e["rank"]]
+            assert r["host"] == e["host"], (e, r)
+            assert r["netns"] == f"net:[{_netns_inode(e['host'])}]"
+            assert r["cpuset"] == str(e["pu"]), (e, r)
+        # the y neighbours (r, r+3) share a node: no heavy edge is cut
+        assert all(ranks[r]["host"] == ranks[r + 3]["host"] for r in range(3))
+        # which the block default (ranks 0,1 on n0 ...) would have cut
+        assert [e["host"] for e in table] != [f"tiers-n{i // SLOTS}" for i in range(6)]
+
     def test_inter_node_bandwidth_is_the_shaped_rate(self, cluster, tmp_path):
         def probe(pair):
             out = tmp_path / f"net-{pair.replace(',', '-')}.json"

@@ -169,8 +169,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--table", metavar="FILE", help="write the JSON table rank -> (host, PU)")
     p.add_argument("--permutation", metavar="FILE",
                    help="write the renumbering old rank -> new rank, one per line")
-    p.add_argument("--launch", nargs=argparse.REMAINDER, metavar="-- CMD",
-                   help="then run CMD (an mpirun line) with the placement applied")
+    p.add_argument("--launch", action="store_true",
+                   help="then run the command after -- with the placement applied: a "
+                   "launcher line (mpirun/mpiexec/srun ... ./app) or the program alone "
+                   "(tiers launches it)")
+    p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm: the launcher "
+                   "for a program given alone to --launch (default: detected)")
+    p.add_argument("--vcluster", action="store_true",
+                   help="map onto the nodes of 'tiers vcluster up' and launch the program "
+                   "(given alone to --launch) there")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...",
+                   help="with --launch: the command to run, e.g. -- mpirun -n 8 ./app")
     _add_output(p)
 
     p = sub.add_parser("trace", help="record what an MPI program communicates, in bounded "

@@ -552,6 +552,17 @@ def inject_env(command: Sequence[str], env: Mapping[str, str], *,
     return head + ["--export=" + _slurm_export(None, env)] + tail if env else command
 
 
+def program_index(command: Sequence[str]) -> int:
+    """Return the index of the program in ``command``: the word after the
+    launcher's own options in a launcher line, 0 in a plain command line,
+    ``len(command)`` when no word looks like a program."""
+    words = [str(w) for w in command]
+    i = find_launcher_word(words)
+    if i is None:
+        return 0 if words else len(words)
+    return i + 1 + _program_index(words[i + 1:])
+
+
 def _program_index(words: Sequence[str]) -> int:
     """Index of the first word that looks like the program (an executable
     that is not an option's value) -- a heuristic; len(words) if none."""

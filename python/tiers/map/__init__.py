@@ -17,8 +17,8 @@ import time
 
 from .. import result, topo
 from ..errors import TiersError
-from . import core, graph as graph_mod, links as links_mod, machine as machine_mod, placement, \
-    writers
+from . import apply, core, graph as graph_mod, links as links_mod, machine as machine_mod, \
+    placement, writers
 
 __all__ = ["plan", "main", "core", "graph_mod", "links_mod", "machine_mod", "placement",
            "writers"]
@@ -130,11 +130,31 @@ def main(args, argv: list[str]) -> int:
     g = load_graph(args.comm, args.stencil, numbering)
     if args.nodes is not None and args.hostfile:
         raise TiersError("give either --nodes or --hostfile, not both")
+    command = list(getattr(args, "cmd", None) or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.launch and not command:
+        raise TiersError("--launch needs a command: tiers map ... --launch -- ./app args")
+    if command and not args.launch:
+        raise TiersError(f"a command ({command[0]}) goes with --launch: tiers map ... "
+                         "--launch -- CMD")
+    hostfile = args.hostfile
+    vcluster = getattr(args, "vcluster", False)
+    if vcluster:
+        if args.nodes is not None or args.hostfile:
+            raise TiersError("--vcluster maps onto the virtual cluster's nodes: "
+                             "do not give --nodes or --hostfile")
+        if not args.launch:
+            raise TiersError("--vcluster goes with --launch -- PROGRAM")
+        from .. import vcluster as vcl
+        hostfile = vcl.require_up()["hostfile"]
+    if getattr(args, "launcher", None) and not args.launch:
+        raise TiersError("--launcher goes with --launch -- PROGRAM")
     topo_doc = topo.measure(args.machine)
-    out = plan(g, topo_doc, nodes=args.nodes, hostfile=args.hostfile, seed=args.seed,
+    out = plan(g, topo_doc, nodes=args.nodes, hostfile=hostfile, seed=args.seed,
                oversubscribe=args.oversubscribe, allow_disconnected=args.allow_disconnected,
                layer_costs=args.layer_cost, links=args.links)
-    params = {"comm": args.comm, "stencil": args.stencil, "numbering": numbering,
+    params = {"comm": args.comm, "stencil": args.stencil, "vcluster": vcluster, "numbering": numbering,
               "machine": args.machine,
               "nodes": args.nodes, "hostfile": args.hostfile, "seed": args.seed,
               "oversubscribe": args.oversubscribe, "layer_cost": args.layer_cost,
@@ -163,27 +183,35 @@ def main(args, argv: list[str]) -> int:
         path = result.write(doc, args.json)
         console.print(f"wrote {path}", style="dim")
     if args.launch:
-        return _launch(args.launch, paths, best, mach, g.n)
+        return _launch(command, paths, best, mach, g.n,
+                       launcher=getattr(args, "launcher", None), vcluster=vcluster)
     return 0
 
 
-def _launch(command: list[str], paths: dict, best, mach, n: int) -> int:
-    """Run the user's launcher command with the placement applied (Open MPI:
-    the rankfile option; others not yet)."""
+def _launch(command: list[str], paths: dict, best, mach, n: int, *,
+            launcher: str | None = None, vcluster: bool = False) -> int:
+    """Run ``command`` with the placement applied and return its exit
+    status.  ``command`` is a launcher line (``mpirun -n N ./app``: the
+    placement's options are added to it) or the program alone (tiers builds
+    the launch with ``launcher``, or on the virtual cluster)."""
     import tempfile
 
     from .. import launch
 
-    cmd = [w for w in command if w != "--"]
-    lau = launch.launcher_of(cmd)
-    if lau is None or lau.kind != "openmpi":
-        raise TiersError("--launch supports Open MPI's mpirun for now")
-    rf = paths.get("rankfile")
-    if rf is None:
-        rf = tempfile.NamedTemporaryFile("w", suffix=".rankfile", delete=False).name
-        writers.write_rankfile(rf, best, mach)
-    i = launch.find_launcher_word(cmd)
-    opts = ["--map-by", f"rankfile:file={rf}"] if lau.major >= 5 else ["-rf", rf]
-    full = cmd[:i + 1] + opts + cmd[i + 1:]
-    res = launch.run_command(full, stream=True, ranks=n)
+    cmd = list(command)
+    has_launcher = launch.find_launcher_word(cmd) is not None
+    if vcluster and has_launcher:
+        raise TiersError("with --vcluster give the program alone after --launch --: tiers "
+                         "builds the mpirun line for the virtual cluster")
+    if launcher and has_launcher:
+        raise TiersError("--launcher goes with a program alone; the launch line names "
+                         f"its launcher already ({cmd[launch.find_launcher_word(cmd)]})")
+    with tempfile.TemporaryDirectory(prefix="tiers-map-") as work:
+        if has_launcher:
+            full, env = apply.insert(cmd, best, mach, work, rankfile=paths.get("rankfile"))
+        else:
+            full, env = apply.command(cmd, best, mach, work, launcher=launcher,
+                                      vcluster=vcluster, rankfile=paths.get("rankfile"))
+        res = launch.run_command(full, stream=True, check=False, env=env, ranks=n,
+                                 label=launch.guess_program(cmd))
     return res.returncode

@@ -9,6 +9,9 @@
 - Slurm: a ``SLURM_HOSTFILE`` (one host per rank) for
   ``--distribution=arbitrary`` and the ``--cpu-bind=map_cpu:`` list (by
   local task index);
+- where hosts need different local lists, which one launcher option cannot
+  say, the command starts every rank through ``tiers-bind --pus`` (one PU
+  per rank) with the launcher's own binding off;
 - a plain JSON table rank -> (host, node, slot, core, PU).
 """
 
@@ -59,6 +62,12 @@ def local_pus(p: Placement, machine: Machine) -> dict[str, list[int]]:
     return out
 
 
+def pu_list(p: Placement, machine: Machine) -> str:
+    """Return the OS PU of every rank, in rank order, as ``tiers-bind
+    --pus`` reads it ("3,1,0,2")."""
+    return ",".join(str(int(machine.slot_pu[int(s)])) for s in p.slot)
+
+
 def bind_list(p: Placement, machine: Machine) -> list[int] | None:
     """Return the one per-local-rank PU list that holds on every host, or
     None when the hosts need different lists (then Hydra's ``user:`` and
@@ -101,11 +110,14 @@ def commands(paths: dict, p: Placement, machine: Machine, n: int) -> dict[str, s
         out["openmpi4"] = f"mpirun -n {n} -rf {rf} ./app"
         out["openmpi5"] = f"mpirun -n {n} --map-by rankfile:file={rf} ./app"
     bl = bind_list(p, machine)
+    # hosts with different local orders: no launcher list says it; each
+    # rank binds itself through tiers-bind instead
+    wrap = "" if bl else f"tiers-bind --pus {pu_list(p, machine)} -- "
     if "hydra" in paths:
-        bind = f" -bind-to user:{','.join(map(str, bl))}" if bl else ""
-        out["mpich"] = f"mpiexec -n {n} -f {paths['hydra']}{bind} ./app"
+        bind = f" -bind-to user:{','.join(map(str, bl))}" if bl else " -bind-to none"
+        out["mpich"] = f"mpiexec -n {n} -f {paths['hydra']}{bind} {wrap}./app"
     if "slurm" in paths:
-        bind = f" --cpu-bind=map_cpu:{','.join(map(str, bl))}" if bl else ""
+        bind = f" --cpu-bind=map_cpu:{','.join(map(str, bl))}" if bl else " --cpu-bind=none"
         out["slurm"] = (f"SLURM_HOSTFILE={paths['slurm']} srun -n {n} "
-                        f"--distribution=arbitrary{bind} ./app")
+                        f"--distribution=arbitrary{bind} {wrap}./app")
     return out
