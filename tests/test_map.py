@@ -166,7 +166,26 @@ def test_readers_agree(tmp_path):
     for r in range(4):
         lines.append(" ".join(f"{c + 1} {int(sym[r, c])}" for c in range(4) if sym[r, c]))
     (tmp_path / "g.graph").write_text(f"4 {int((sym > 0).sum() // 2)} 001\n" + "\n".join(lines))
-    for name in ("m.csv", "s.json", "m.mtx", "g.graph"):
+    # Matrix Market: dense (array, column-major), and a symmetric byte
+    # matrix stored as one triangle, as coordinates and as an array
+    (tmp_path / "a.mtx").write_text("%%MatrixMarket matrix array real general\n4 4\n" +
+                                    "".join(f"{m[r, c]}\n" for c in range(4) for r in range(4)))
+    half = sym / 2                     # the symmetric matrix with the same pair totals
+    lo = [(r, c) for c in range(4) for r in range(c, 4)]
+    (tmp_path / "sa.mtx").write_text("%%MatrixMarket matrix array real symmetric\n4 4\n" +
+                                     "".join(f"{half[r, c]}\n" for r, c in lo))
+    nz = [(r, c) for r, c in lo if half[r, c]]
+    (tmp_path / "sc.mtx").write_text("%%MatrixMarket matrix coordinate real symmetric\n"
+                                     f"4 4 {len(nz)}\n" +
+                                     "".join(f"{r + 1} {c + 1} {half[r, c]}\n" for r, c in nz))
+    # Scotch source graph, base 1, labels and edge loads (flags 110), each
+    # arc listed from both ends
+    vlines = [f"{r + 1} {int((sym[r] > 0).sum())} " +
+              " ".join(f"{int(sym[r, c])} {c + 1}" for c in range(4) if sym[r, c])
+              for r in range(4)]
+    (tmp_path / "g.grf").write_text(f"0\n4 {int((sym > 0).sum())}\n1 110\n" +
+                                    "\n".join(vlines) + "\n")
+    for name in ("m.csv", "s.json", "m.mtx", "g.graph", "a.mtx", "sa.mtx", "sc.mtx", "g.grf"):
         g = G.read(str(tmp_path / name))
         assert g.n == 4
         assert np.array_equal(g.xadj, expect.xadj), name
@@ -228,6 +247,10 @@ def test_cli_writes_rankfile_table_and_document(tmp_path):
     ('{"comm_matrix": {"ranks": 3, "bytes": [[0,1],[1,0]]}}', ".json", "says 3 ranks"),
     ('{"other": 1}', ".json", "no \"comm_matrix\""),
     ("0 1\n1 0\n", ".xyz", "unknown communication file format"),
+    ("%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 2 1 0\n", ".mtx", "complex"),
+    ("%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n2 1 1\n", ".mtx",
+     "general or symmetric"),
+    ("%%MatrixMarket matrix array real symmetric\n2 2\n1\n2\n", ".mtx", "lower triangle"),
     ("0,1,0,0\n1,0,0,0\n0,0,0,1\n0,0,1,0\n", ".csv", "disconnected"),
 ])
 def test_bad_comm_input_is_one_line(tmp_path, content, suffix, fragment):

@@ -175,9 +175,23 @@ def _read_mtx(path: Path) -> Graph:
     size = _numbers(body[0], path)
     if "pattern" in head:
         raise TiersError(f"{path} is a pattern matrix: bytes are needed")
+    if "complex" in head:
+        raise TiersError(f"{path} is a complex matrix: bytes are real numbers")
+    if sym not in ("general", "symmetric"):
+        raise TiersError(f"{path} is {sym}: a byte matrix is general or symmetric")
     if fmt == "array":
         nr, nc = int(size[0]), int(size[1])
         vals = np.array(_numbers(" ".join(body[1:]), path))
+        if sym == "symmetric":
+            # the lower triangle with the diagonal, column by column
+            if nr != nc or vals.size != nr * (nr + 1) // 2:
+                raise TiersError(f"{path}: {vals.size} values for the lower triangle of a "
+                                 f"{nr} x {nc} symmetric matrix")
+            m = np.zeros((nr, nr))
+            cols, rows = np.triu_indices(nr)     # column-major lower = row-major upper
+            m[rows, cols] = vals
+            m = m + np.tril(m, -1).T
+            return from_dense(m, source=str(path))
         if vals.size != nr * nc:
             raise TiersError(f"{path}: {vals.size} values for a {nr} x {nc} matrix")
         m = vals.reshape(nc, nr).T   # column-major
@@ -190,8 +204,9 @@ def _read_mtx(path: Path) -> Graph:
         raise TiersError(f"{path}: expected {nnz} entries of (row, col, bytes)")
     data = data.reshape(nnz, 3)
     r, c, w = data[:, 0].astype(np.int64) - 1, data[:, 1].astype(np.int64) - 1, data[:, 2]
-    if sym == "symmetric":   # only one triangle is stored: it is the undirected edge
-        return from_coo(nr, r, c, w, source=str(path), symmetric=True)
+    if sym == "symmetric":
+        # one triangle is stored; entry (i, j) stands for both i -> j and j -> i
+        w = np.where(r != c, 2 * w, w)
     return from_coo(nr, r, c, w, source=str(path))
 
 
