@@ -425,21 +425,25 @@ def test_tiers_bind_bad_input_is_one_line():
 
 
 def test_predicted_time_is_the_critical_resource(node4):
-    """Two ranks on two nodes of 4 cores, 2 MB each way: the node link
-    carries 2 MB at the link bandwidth; each rank pays one latency."""
-    g = G.from_coo(8, list(range(7)), list(range(1, 8)), [4e6] + [2.0] * 6)
+    """A chain on two nodes of 4 cores whose two heavy pairs (2 MB each
+    way) both cross: each rank sends at most one heavy message, the link of
+    a node carries two, so the link is the critical resource."""
+    g = G.from_coo(8, list(range(7)), list(range(1, 8)), [4e6, 2, 2, 4e6, 2, 2, 2])
     out = plan(g, node4, nodes=2, layer_costs="node=10/1000")
     mach = out["machine"]
     p = P.Placement("split", np.array([0, 1, 0, 0, 1, 1, 1, 0], np.int32),
                     np.array([0, 0, 1, 2, 1, 2, 3, 3], np.int32))
     m = P.metrics(g, mach, p)
-    # edge 0-1 crosses (2 MB one way on node 0's and node 1's link); the 2-byte
-    # edges 1-2 and 6-7 cross too; link time of node 0: (2e6 + 1 + 1) / 1e9
-    assert m["predicted_link_s"] == pytest.approx((2e6 + 2) / 1e9)
+    # edges 0-1 and 3-4 cross (2 MB one way each on node 0's and node 1's
+    # link); the 2-byte edges 1-2 and 6-7 cross too: node 0's link time is
+    # (2e6 + 2e6 + 1 + 1) / 1e9
+    assert m["predicted_link_s"] == pytest.approx((4e6 + 2) / 1e9)
     assert m["critical"] == "link"
     assert m["predicted_time_s"] == m["predicted_link_s"]
-    # rank 1: one remote neighbour (0) and one remote (2): 2 latencies of 10 us
-    assert m["predicted_rank_s"] >= 2 * 10e-6
+    # rank 4: remote neighbour 3 (2 MB through the link, 10 us) and local
+    # neighbour 5 on the other package (1 byte at the default machine layer,
+    # 33 us); the worst rank of all
+    assert m["predicted_rank_s"] == pytest.approx(10e-6 + 2e6 / 1e9 + 33e-6 + 1 / 1420e6)
 
 
 def _probe_doc(hosts, lat_us, bw_mbps, with_nodes=True, ranks_per_node=1):

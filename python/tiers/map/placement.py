@@ -165,8 +165,8 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
       one node sends to others);
     - the predicted time, from two resources that work at the same time:
       ``predicted_rank_s``, the largest over ranks of its serial cost
-      (per intra-node neighbour latency + bytes / bandwidth of the joining
-      layer, per inter-node neighbour the latency of the link), and
+      (per neighbour latency + bytes / bandwidth of the joining layer, or
+      of the link for a neighbour on another node), and
       ``predicted_link_s``, the largest over nodes of the time its network
       link needs for its outgoing bytes (sum over destination nodes of bytes
       / bandwidth of that node pair; with no measured links every pair has
@@ -196,8 +196,10 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
         bw = bw.copy()
         lat[cross] = links.latency[nu[cross], nv[cross]]
         bw[cross] = links.bandwidth[nu[cross], nv[cross]]
-    # per rank: serial cost; inter-node bytes are charged to the node link
-    t_edge = lat + np.where(cross, 0.0, (w / 2) / bw)
+    # per rank: serial cost of its own messages, at the joining layer's (or
+    # the link's) latency and bandwidth; a node's link, shared by its ranks,
+    # is the second resource below
+    t_edge = lat + (w / 2) / bw
     t_rank = np.bincount(u, weights=t_edge, minlength=graph.n) + \
         np.bincount(v, weights=t_edge, minlength=graph.n)
     t_link_edge = np.where(cross, (w / 2) / bw, 0.0)
