@@ -15,7 +15,9 @@ def test_survey_writes_every_section(tmp_path):
     index = json.loads((out / "survey.json").read_text())
     assert index["schema"] == "tiers.survey/1"
     expected_schema = {"topo": "tiers.topo/1", "probe-mem": "tiers.probe.mem/1",
-                       "probe-sync": "tiers.probe.sync/1", "probe-net": "tiers.probe.net/1"}
+                       "probe-sync": "tiers.probe.sync/1", "probe-net": "tiers.probe.net/1",
+                       "bench-jacobi3d": "tiers.bench/1", "trace-jacobi3d": "tiers.trace/1",
+                       "map-jacobi3d": "tiers.map/1"}
     names = [s["name"] for s in index["samples"]]
     assert names == list(expected_schema)
     assert index["summary"]["failed"] == []
@@ -26,7 +28,8 @@ def test_survey_writes_every_section(tmp_path):
         if section["plot"]:
             assert (out / section["plot"]).read_bytes()[:8] == PNG_MAGIC
     plotted = {s["name"] for s in index["samples"] if s["plot"]}
-    assert plotted == {"probe-mem", "probe-sync", "probe-net"}
+    assert plotted == {"probe-mem", "probe-sync", "probe-net", "bench-jacobi3d"}
+    _check_app_sections(out)
     # The printed summary names every section and the folder.
     for section in index["samples"]:
         assert section["title"] in run.stdout
@@ -37,3 +40,31 @@ def test_survey_into_a_file_is_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert_one_line_error(run_tiers("survey", "--out", str(blocker / "x")), "cannot create")
+
+
+def _check_app_sections(out):
+    """The built-in application's sections: flat and hybrid runs that
+    verified, the traced halo exchange of a 2 x 2 x 2 grid, and a mapping
+    of that matrix no worse than the alternatives."""
+    bench = json.loads((out / "bench-jacobi3d.json").read_text())
+    configs = {(s["ranks"], s["threads"]) for s in bench["samples"]}
+    assert configs == {(1, 1), (1, 2), (2, 1), (2, 2)}
+    assert all(s["doc"]["verification"]["passed"] for s in bench["samples"])
+    trace = json.loads((out / "trace-jacobi3d.json").read_text())
+    assert (out / "trace-jacobi3d" / "summary.json").is_file()
+    m = trace["summary"]["comm_matrix"]["bytes"]
+    n = len(m)
+    assert n == 8
+    assert all(m[i][j] == m[j][i] for i in range(n) for j in range(n))
+    # each subdomain of a non-periodic 2 x 2 x 2 grid has 3 face neighbours,
+    # and the faces of a 24 x 12 x 6 subdomain hold 72, 144 and 288 points
+    for row in m:
+        sent = sorted(v for v in row if v)
+        assert len(sent) == 3
+        assert sent[1] == 2 * sent[0] and sent[2] == 4 * sent[0], sent
+    mapped = json.loads((out / "map-jacobi3d.json").read_text())
+    comp = {c["placement"]: c for c in mapped["summary"]["comparison"]}
+    assert mapped["summary"]["ranks"] == 8
+    assert all(comp["afc"]["predicted_time_s"] <= c["predicted_time_s"] * (1 + 1e-9)
+               for c in comp.values())
+    assert comp["afc"]["bytes_inter_node"] <= comp["random"]["bytes_inter_node"]

@@ -27,13 +27,15 @@ from .errors import TiersError
 class Section:
     """One step of the survey.
 
-    ``measure(quick)`` returns a result document; ``render(doc, console)``
-    prints it; ``plot(doc, path)``, when given, draws it.
+    ``measure(quick, out)`` returns a result document (``out``: the survey
+    folder, for sections that leave more files, or read an earlier
+    section's); ``render(doc, console)`` prints it; ``plot(doc, path)``,
+    when given, draws it.
     """
 
     name: str
     title: str
-    measure: Callable[[bool], dict]
+    measure: Callable[[bool, Path], dict]
     render: Callable[[dict, Console], None]
     plot: Callable[[dict, Path], object] | None = None
 
@@ -41,7 +43,7 @@ class Section:
 def _topo_section() -> Section:
     from . import topo
 
-    return Section("topo", "Machine model (hwloc)", lambda quick: topo.measure("this"),
+    return Section("topo", "Machine model (hwloc)", lambda quick, out: topo.measure("this"),
                    topo.render)
 
 
@@ -49,25 +51,111 @@ def _mem_section() -> Section:
     from .probe import mem
 
     return Section("probe-mem", "Memory bandwidth (tiers probe mem)",
-                   lambda quick: mem.measure(quick=quick), mem.render, mem.plot)
+                   lambda quick, out: mem.measure(quick=quick), mem.render, mem.plot)
 
 
 def _sync_section() -> Section:
     from .probe import sync
 
     return Section("probe-sync", "Synchronisation costs (tiers probe sync)",
-                   lambda quick: sync.measure(quick=quick), sync.render, sync.plot)
+                   lambda quick, out: sync.measure(quick=quick), sync.render, sync.plot)
 
 
 def _net_section() -> Section:
     from .probe import net
 
     return Section("probe-net", "Messages between processes (tiers probe net)",
-                   lambda quick: net.measure(quick=quick, all_pairs=True), net.render, net.plot)
+                   lambda quick, out: net.measure(quick=quick, all_pairs=True), net.render, net.plot)
+
+
+#: The built-in application the last sections run, trace and map, and its
+#: run: 8 ranks on a 2 x 2 x 2 process grid (oversubscribed here), a
+#: small flat domain whose z faces are 4x the x faces, so that where ranks
+#: sit matters; no verification gather, so the matrix is the halo exchange
+#: alone.  The map section places it on MAP_NODES nodes like this one.
+APP = "jacobi3d"
+APP_RANKS = 8
+APP_TRACED = ["--size", "48,24,12", "--grid", "2,2,2", "--iters", "20", "--no-verify"]
+APP_STENCIL = "3d:2,2,2:24,12,6"
+MAP_NODES = 4
+TRACE_FOLDER = "trace-jacobi3d"
+
+
+def _bench_section() -> Section:
+    from . import bench
+
+    def measure(quick: bool, out: Path) -> dict:
+        return bench.measure(APP, ranks=(1, 2), threads=(1, 2), quick=quick,
+                             timeout=300 if quick else None)
+
+    return Section("bench-jacobi3d", "jacobi3d flat vs hybrid (tiers bench)", measure,
+                   bench.render, bench.plot)
+
+
+def _app_command() -> list[str]:
+    """The launch line of the traced application run."""
+    from . import launch, native
+
+    return launch.build_command(None, [str(native.tool_path(f"tiers-{APP}")), *APP_TRACED,
+                                       "--threads", "1"], APP_RANKS, oversubscribe=True)
+
+
+def _trace_section() -> Section:
+    from . import trace
+
+    def measure(quick: bool, out: Path) -> dict:
+        rc, doc, _ = trace.run(_app_command(), out=str(out / TRACE_FOLDER), budget="4M",
+                               force=True, stream=False, timeout=300)
+        if rc != 0:
+            raise TiersError(f"the traced {APP} run exited with code {rc}")
+        return doc
+
+    def render(doc: dict, console: Console) -> None:
+        from rich.table import Table
+
+        s = doc["summary"]
+        cm = s["comm_matrix"]
+        console.print(f"tiers-{APP} {' '.join(APP_TRACED)} on {s['ranks']} ranks: "
+                      f"{s['p2p_messages']} "
+                      f"messages, {s['p2p_bytes']} B point to point, receiver-first share "
+                      + ("-" if s.get("receiver_first_share") is None else
+                         f"{100 * s['receiver_first_share']:.1f} %")
+                      + f"; trace in {TRACE_FOLDER}/")
+        console.print("bytes sent (row: from rank, column: to rank)")
+        t = Table()
+        t.add_column("rank", justify="right")
+        for j in range(cm["ranks"]):
+            t.add_column(str(j), justify="right")
+        for i, row in enumerate(cm["bytes"]):
+            t.add_row(str(i), *[str(v) if v else "." for v in row])
+        console.print(t)
+
+    return Section("trace-jacobi3d", "What jacobi3d communicates (tiers trace)", measure, render)
+
+
+def _map_section() -> Section:
+    from . import map as tmap, topo
+
+    def measure(quick: bool, out: Path) -> dict:
+        summary = out / TRACE_FOLDER / "summary.json"
+        # the traced matrix when the trace section ran; the same decomposition
+        # as a stencil otherwise
+        comm, stencil = (str(summary), None) if summary.is_file() else (None, APP_STENCIL)
+        g = tmap.load_graph(comm, stencil)
+        node = topo.measure("this")
+        nodes = MAP_NODES
+        res = tmap.plan(g, node, nodes=nodes, oversubscribe=True)
+        params = {"comm": comm, "stencil": stencil, "machine": "this", "nodes": nodes,
+                  "oversubscribe": True}
+        return tmap.document(g, res, params, None)
+
+    return Section("map-jacobi3d", f"Placing jacobi3d on {MAP_NODES} such nodes (tiers map)", measure,
+                   tmap.render)
 
 
 #: The sections in the order they run; each entry builds its Section lazily.
-SECTIONS: list[Callable[[], Section]] = [_topo_section, _mem_section, _sync_section, _net_section]
+SECTIONS: list[Callable[[], Section]] = [_topo_section, _mem_section, _sync_section, _net_section,
+                                         _bench_section, _trace_section, _map_section]
 
 
 def run(out_dir: str | Path, *, quick: bool = True, console: Console | None = None,
@@ -113,7 +201,7 @@ def _run_section(section: Section, out: Path, quick: bool, console: Console) -> 
               "json": None, "plot": None, "seconds": 0.0, "error": None}
     start = time.monotonic()
     try:
-        doc = section.measure(quick)
+        doc = section.measure(quick, out)
         json_path = result.write(doc, out / f"{section.name}.json")
         record["json"] = json_path.name
         if section.plot is not None:
