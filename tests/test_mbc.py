@@ -10,6 +10,7 @@ docs/mbc.md)."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -20,9 +21,9 @@ CHECK = "tiers-mbc-check"
 RANKS = [2, 3, 4]
 TESTS = ["ordering", "wildcards", "sizes", "many", "fifo", "race", "mixed", "barrier",
          "allreduce", "truncate", "badargs", "timeout"]
-# sizes the sizes test sends, and how many of them reach direct_min_bytes (4096)
+# sizes the sizes test sends, and how many of them reach direct_min_bytes (16384)
 SIZES = [0, 1, 7, 8, 63, 4095, 4096, 4097, 65536, 65537, 1 << 20, (4 << 20) + 3]
-BIG = sum(1 for s in SIZES if s >= 4096)
+BIG = sum(1 for s in SIZES if s >= 16384)
 
 
 def _kwargs():
@@ -34,7 +35,10 @@ def _kwargs():
 
 def _run(test: str, ranks: int, *args: str, program: str | None = None):
     prog = program or str(native.tool_path(CHECK))
-    doc = launch.launch_json([prog, test, *args], ranks, **_kwargs())
+    kwargs = _kwargs()
+    # the suite's transport is what the arguments say, whatever the caller's environment
+    kwargs["env"] = {"TIERS_MBC_TRANSPORT": "auto"}
+    doc = launch.launch_json([prog, test, *args], ranks, **kwargs)
     assert doc["schema"] == "tiers.mbc-check/1"
     assert doc["test"] == test and doc["ranks"] == ranks
     assert doc["failures"] == [] and doc["wrong"] == 0, doc["failures"]
@@ -101,11 +105,13 @@ def test_sizes_take_the_expected_paths(ranks):
         assert s["msgs_sent"] == 2 * n
         assert s["bytes_sent"] == 2 * sum(SIZES)
         if doc["direct_available"]:
-            # posted first: the big ones direct, the small ones answered via FIFO
+            # posted first: the big ones direct; the small ones (receive
+            # buffer below direct_min_bytes) never asked, so they go
+            # through the FIFO unasked, like every message posted late
             assert s["msgs_direct"] == BIG
-            assert s["bytes_direct"] == sum(x for x in SIZES if x >= 4096)
-            assert s["msgs_answered_fifo"] == n - BIG
-            assert s["msgs_fifo"] == n            # posted late: all unasked
+            assert s["bytes_direct"] == sum(x for x in SIZES if x >= 16384)
+            assert s["msgs_answered_fifo"] == 0
+            assert s["msgs_fifo"] == 2 * n - BIG
         # the 4 MiB message cannot fit a 64 KiB FIFO whole
         assert s["fifo_chunks"] > s["msgs_fifo"] + s["msgs_answered_fifo"]
 
@@ -149,13 +155,84 @@ ASAN = os.environ.get("TIERS_MBC_ASAN_CHECK")
 
 
 @pytest.mark.skipif(not ASAN, reason="TIERS_MBC_ASAN_CHECK (an ASan build) not set")
+@pytest.mark.parametrize("transport", ["auto", "rma"])
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("test", TESTS)
-def test_under_address_sanitizer(test, ranks, monkeypatch):
+def test_under_address_sanitizer(test, ranks, transport, monkeypatch):
     monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
     kwargs = _kwargs()
     kwargs["env"] = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1"}
-    res = launch.launch([ASAN, test], ranks, **kwargs)
+    res = launch.launch([ASAN, test, "--transport", transport], ranks, **kwargs)
     assert "AddressSanitizer" not in res.stderr and "runtime error" not in res.stderr
     doc = res.json(CHECK)
     assert doc["ok"] is True and doc["wrong"] == 0
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_mixed_uses_every_path(ranks):
+    doc = _run("mixed", ranks)
+    sender = doc["stats"][1]
+    if doc["direct_available"]:
+        # 8 KiB messages asked for go direct, 100 B and 0 B ones asked for
+        # are answered through the FIFO, the rest go unasked
+        assert sender["msgs_direct"] > 0
+        assert sender["msgs_answered_fifo"] > 0
+    assert sender["msgs_fifo"] > 0
+    assert sender["msgs_sent"] == 50
+
+
+# -- the inter-node transport (MPI-3 RMA), forced for every pair ---------------
+
+@pytest.mark.parametrize("ranks", RANKS)
+@pytest.mark.parametrize("test", TESTS)
+def test_rma_transport_passes_the_suite(test, ranks):
+    doc = _run(test, ranks, "--transport", "rma")
+    assert doc["transport"] == "rma"
+    assert doc["direct_available"] == 0
+    assert doc["checked"] > 0
+    tot = doc["total"]
+    # every message took the RMA path, and none was written directly
+    assert tot["msgs_rma"] == tot["msgs_sent"] and tot["bytes_rma"] == tot["bytes_sent"]
+    assert tot["msgs_shm"] == 0 and tot["msgs_direct"] == 0 and tot["requests_sent"] == 0
+    assert tot["msgs_sent"] == tot["msgs_received"]
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_shm_transport_counts_its_path(ranks):
+    doc = _run("ordering", ranks, "--transport", "shm")
+    assert doc["transport"] == "shm"
+    tot = doc["total"]
+    assert tot["msgs_shm"] == tot["msgs_sent"] == ranks * ranks * 50
+    assert tot["msgs_rma"] == 0
+
+
+def test_transport_environment_is_checked():
+    prog = str(native.tool_path(CHECK))
+    kwargs = _kwargs()
+    kwargs["env"] = {"TIERS_MBC_TRANSPORT": "carrier-pigeon"}
+    res = launch.launch([prog, "ordering"], 2, check=False, **kwargs)
+    assert res.returncode != 0
+    assert "TIERS_MBC_TRANSPORT=carrier-pigeon" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+# -- failure: a peer that exits without destroying the layer -------------------
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_peer_exit_ends_waits_with_an_error(ranks):
+    prog = str(native.tool_path(CHECK))
+    kwargs = _kwargs()
+    kwargs["timeout"] = 120
+    if launch.detect().kind == "openmpi":
+        kwargs["mca"] = dict(kwargs.get("mca", {}), orte_allowed_exit_without_sync="1")
+    # a time limit far above what the liveness check needs: the wait must
+    # end because the peer is gone, not because the limit passed
+    res = launch.launch([prog, "peer-exit", "--timeout", "60"], ranks, check=False, **kwargs)
+    lines = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+    assert sorted(d["rank"] for d in lines) == list(range(ranks - 1))
+    for d in lines:
+        assert d["victim"] == ranks - 1
+        assert d["rc"] == 7                      # TIERS_ERR_STATE
+        assert f"rank {ranks - 1} exited" in d["message"]
+        assert d["seconds"] < 30
+        assert d["destroy_rc"] == 7 and d["handle_cleared"] is True

@@ -35,6 +35,7 @@ void app_check(app_t *app, int bad, const char *fmt, ...)
     fputc('\n', stderr);
     fflush(stderr);
   }
+  tiers_mbc_destroy(&app->mbc);
   tiers_team_destroy(&app->team);
   MPI_Finalize();
   exit(TIERS_TOOL_EXIT_USAGE);
@@ -85,6 +86,10 @@ int app_common_option(app_t *app, int argc, char **argv, int *i)
   if (strcmp(a, "--threads") == 0) {
     bad_value = !v || tiers_parse_long(v, &app->opts.threads) != 0 || app->opts.threads < 1;
     app_check(app, bad_value, "--threads needs a positive number (got %s)", v ? v : "nothing");
+  } else if (strcmp(a, "--comm") == 0) {
+    bad_value = !v || (strcmp(v, "mpi") != 0 && strcmp(v, "mbc") != 0);
+    app_check(app, bad_value, "--comm must be mpi or mbc (got %s)", v ? v : "nothing");
+    app->opts.comm = strcmp(v, "mbc") == 0 ? APP_COMM_MBC : APP_COMM_MPI;
   } else if (strcmp(a, "--pin") == 0) {
     bad_value = !v || tiers_pin_policy_parse(v, &app->opts.pin) != TIERS_OK;
     app_check(app, bad_value, "--pin must be none, compact or scatter (got %s)",
@@ -108,6 +113,37 @@ void app_team(app_t *app, MPI_Comm comm)
 {
   int rc = tiers_team_create(&app->team, comm, (int)app->opts.threads, app->opts.pin);
   app_check(app, rc != TIERS_OK, "%s", tiers_last_error());
+}
+
+static int msgr_irecv(void *ctx, void *buf, size_t bytes, int peer, int tag, void **req)
+{
+  return tiers_mbc_irecv(ctx, buf, bytes, peer, tag, (tiers_mbc_request_t *)req);
+}
+
+static int msgr_isend(void *ctx, const void *buf, size_t bytes, int peer, int tag, void **req)
+{
+  return tiers_mbc_isend(ctx, buf, bytes, peer, tag, (tiers_mbc_request_t *)req);
+}
+
+static int msgr_waitall(void *ctx, int count, void **reqs)
+{
+  return tiers_mbc_waitall(ctx, count, (tiers_mbc_request_t *)reqs, NULL);
+}
+
+void app_halo_comm(app_t *app, tiers_halo_t halo)
+{
+  if (app->opts.comm != APP_COMM_MBC)
+    return;
+  if (!app->mbc) {
+    int rc = tiers_mbc_create(tiers_team_comm(app->team), NULL, &app->mbc);
+    app_check(app, rc != TIERS_OK, "--comm mbc: %s", tiers_last_error());
+    app->msgr.ctx = app->mbc;
+    app->msgr.irecv = msgr_irecv;
+    app->msgr.isend = msgr_isend;
+    app->msgr.waitall = msgr_waitall;
+  }
+  int rc = tiers_halo_set_messenger(halo, &app->msgr);
+  app_check(app, rc != TIERS_OK, "--comm mbc: %s", tiers_last_error());
 }
 
 static void stats(tiers_json_t *j, const char *key, const double *v, int n)
@@ -135,6 +171,10 @@ void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
   int n = app->size, k = TIERS_PHASE_COUNT + 1;
   double *all = app->rank == 0 ? malloc(sizeof(double) * (size_t)(n * k)) : NULL;
   MPI_Gather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  tiers_mbc_stats_t ms;
+  int have_mbc = 0;
+  if (app->mbc) /* collective: every process has one, or none */
+    have_mbc = tiers_mbc_stats(app->mbc, TIERS_MBC_GLOBAL, &ms) == TIERS_OK;
   if (app->rank != 0)
     return;
   if (!all)
@@ -151,6 +191,25 @@ void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
   tiers_json_kv_string(j, "pin", tiers_pin_policy_name(app->opts.pin));
   tiers_json_kv_bool(j, "overlap", app->opts.overlap);
   tiers_json_kv_int(j, "mpi_thread_provided", app->provided);
+  tiers_json_kv_string(j, "comm", app->opts.comm == APP_COMM_MBC ? "mbc" : "mpi");
+  if (have_mbc) {
+    /* seed 001 Table 3, summed over the processes, for the whole run */
+    const char *tname = "?";
+    tiers_mbc_transport_name(app->mbc, &tname);
+    tiers_json_key(j, "mbc");
+    tiers_json_object_begin(j);
+    tiers_json_kv_string(j, "transport", tname);
+    tiers_json_kv_int(j, "direct_available", ms.direct_available);
+    tiers_json_kv_int(j, "msgs_sent", (int64_t)ms.msgs_sent);
+    tiers_json_kv_int(j, "bytes_sent", (int64_t)ms.bytes_sent);
+    tiers_json_kv_int(j, "msgs_direct", (int64_t)ms.msgs_direct);
+    tiers_json_kv_int(j, "bytes_direct", (int64_t)ms.bytes_direct);
+    tiers_json_kv_double(j, "remote_write_share", ms.direct_share);
+    tiers_json_kv_double(j, "data_rate_Bps", ms.data_rate_Bps);
+    tiers_json_kv_double(j, "msg_rate_per_s", ms.msg_rate_per_s);
+    tiers_json_kv_double(j, "elapsed_s", ms.elapsed_s);
+    tiers_json_object_end(j);
+  }
   double slowest = 0;
   for (int r = 0; r < n; r++)
     slowest = all[r * k + TIERS_PHASE_COUNT] > slowest ? all[r * k + TIERS_PHASE_COUNT] : slowest;
@@ -170,6 +229,7 @@ void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
 
 void app_finish(app_t *app, int passed, const char *why)
 {
+  tiers_mbc_destroy(&app->mbc);
   tiers_team_destroy(&app->team);
   MPI_Finalize();
   if (!passed) {

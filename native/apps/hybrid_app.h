@@ -12,6 +12,10 @@
  *   --verify        compare with a serial recomputation on rank 0
  *   --no-verify     skip it (the default above the app's size limit)
  *   --quick         small problem that runs in well under a second
+ *   --comm mpi|mbc  messaging of the halo exchanges: MPI point-to-point
+ *                   (default) or tiers' memory-based layer (tiers/mbc.h;
+ *                   apps that call app_halo_comm); with mbc the document
+ *                   gets "comm":"mbc" and "mbc":{its Table 3 statistics}
  *
  * Output: rank 0 prints one JSON document, schema "tiers.app/1":
  *   {"schema","app","ranks","threads","pin","params":{...},
@@ -32,6 +36,7 @@
 #include "common/json.h"
 #include "common/tool.h"
 #include "tiers/hybrid.h"
+#include "tiers/mbc.h"
 
 /* Exit status of a run whose result failed its verification. */
 #define APP_EXIT_VERIFY 3
@@ -43,13 +48,19 @@ typedef struct app_opts {
   int overlap;
   int verify;              /* 1 yes, 0 no, -1 automatic */
   int quick;
+  int comm;                /* APP_COMM_MPI or APP_COMM_MBC */
 } app_opts_t;
+
+/* --comm values */
+enum { APP_COMM_MPI = 0, APP_COMM_MBC = 1 };
 
 typedef struct app {
   const char *name;
   int rank, size, provided;
   app_opts_t opts;
   tiers_team_t team;
+  tiers_mbc_t mbc;         /* with --comm mbc, after app_halo_comm */
+  tiers_halo_messenger_t msgr;
 } app_t;
 
 /* MPI_Init_thread (FUNNELED) and defaults. */
@@ -72,6 +83,12 @@ void app_team(app_t *app, MPI_Comm comm);
  * its phase times (tiers_team_times) taken when that part ended. */
 void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
                    const double times[TIERS_PHASE_COUNT]);
+
+/* Collective over the team's processes: with --comm mbc, creates the
+ * memory-based communicator over the team's communicator (once) and makes
+ * @p halo send through it; with --comm mpi, does nothing.  Fails in one
+ * line. */
+void app_halo_comm(app_t *app, tiers_halo_t halo);
 
 /* Parses "A,B[,C]" into n longs (n = 2 or 3, or 1 value repeated);
  * returns the count read, or -1. */

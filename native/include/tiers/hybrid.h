@@ -458,6 +458,32 @@ TIERS_API int tiers_halo_begin(tiers_halo_t halo, double *field);
  */
 TIERS_API int tiers_halo_end(tiers_halo_t halo, double *field);
 
+/**
+ * Another messaging layer for a halo's messages (e.g. the memory-based
+ * one of tiers/mbc.h, wrapped by the caller): three calls with MPI's
+ * non-blocking meaning on byte messages, ranks of the team's communicator,
+ * tags >= 0.  Each returns TIERS_OK or a tiers error code.
+ */
+typedef struct tiers_halo_messenger {
+  void *ctx; /**< passed to every call */
+  /** start a receive of up to @p bytes from @p peer; *req receives a handle */
+  int (*irecv)(void *ctx, void *buf, size_t bytes, int peer, int tag, void **req);
+  /** start a send of @p bytes to @p peer; *req receives a handle */
+  int (*isend)(void *ctx, const void *buf, size_t bytes, int peer, int tag, void **req);
+  /** complete @p count handles (and release them) */
+  int (*waitall)(void *ctx, int count, void **reqs);
+} tiers_halo_messenger_t;
+
+/**
+ * @brief Sends the halo's messages through @p msgr instead of MPI
+ *        point-to-point (NULL: back to MPI).  The messenger is copied;
+ *        its ctx must outlive the halo's use.
+ * @return TIERS_OK; TIERS_ERR_ARG (NULL halo, incomplete messenger);
+ *         TIERS_ERR_STATE (an exchange is in flight).  Local; call it
+ *         outside exchanges, from the master thread.
+ */
+TIERS_API int tiers_halo_set_messenger(tiers_halo_t halo, const tiers_halo_messenger_t *msgr);
+
 #endif /* MPI_VERSION */
 
 #ifdef __cplusplus

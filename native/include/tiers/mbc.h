@@ -22,11 +22,17 @@
  * and dropped, and the receiver matches the FIFO copy instead.
  * docs/mbc.md describes the protocol, the FIFO layout and the limits.
  *
- * Transports: this version moves bytes between processes of one node (the
- * communicator must lie inside one shared-memory node: FIFOs in an MPI-3
- * shared-memory window, direct writes with Linux cross-memory attach,
- * process_vm_writev).  Communicators that span nodes are refused with
- * TIERS_ERR_UNSUPPORTED until the MPI-3 one-sided transport is added.
+ * Transports, chosen per pair of processes (MPI_Comm_split_type with
+ * MPI_COMM_TYPE_SHARED finds the node):
+ *  - inside a node, shared memory: FIFOs in an MPI-3 shared-memory window
+ *    written with plain stores and a release-stored stamp, direct writes
+ *    with Linux cross-memory attach (process_vm_writev) where permitted;
+ *  - between nodes, MPI-3 one-sided operations with passive-target
+ *    synchronisation: FIFOs in an MPI_Win_allocate window, written with
+ *    MPI_Put and MPI_Accumulate and completed with MPI_Win_flush under
+ *    MPI_Win_lock_all (no direct writes: every message uses the FIFO).
+ * tiers_mbc_options_t::transport (or $TIERS_MBC_TRANSPORT) forces one of
+ * them for every pair; the statistics count the messages of each.
  *
  * Semantics follow MPI's point-to-point rules: messages between one pair
  * of processes are matched in the order they were sent (non-overtaking);
@@ -78,6 +84,14 @@ enum tiers_mbc_direct_mode {
   TIERS_MBC_DIRECT_OFF = 1   /**< every message goes through the FIFOs */
 };
 
+/** Which transport carries the messages between two processes. */
+enum tiers_mbc_transport_kind {
+  TIERS_MBC_TRANSPORT_AUTO = 0, /**< shared memory inside a node, RMA across (default) */
+  TIERS_MBC_TRANSPORT_SHM = 1,  /**< shared memory only: the communicator must lie in one node */
+  TIERS_MBC_TRANSPORT_RMA = 2   /**< MPI-3 one-sided operations for every pair, even inside a
+                                     node (to test the inter-node path on one machine) */
+};
+
 /**
  * Options of tiers_mbc_create().  Fill with tiers_mbc_options_init() and
  * change the fields wanted; every process must pass the same values.
@@ -91,7 +105,8 @@ typedef struct tiers_mbc_options {
                                 remote write when the receiver asked for
                                 them; shorter answers to a send request go
                                 through the FIFO (a copy is cheaper than a
-                                system call); default 4096 */
+                                system call), and receives with less room
+                                than this send no request; default 16384 */
   double timeout_s;        /**< time limit of every wait, in seconds; 0: no
                                 limit (a wait still ends when a process it
                                 waits on has exited); default 0, or
@@ -102,6 +117,8 @@ typedef struct tiers_mbc_options {
                                 requests that are already waiting, which
                                 forces the stale-request race; default 0, or
                                 $TIERS_MBC_DEBUG_FIFO_FIRST when set */
+  int transport;           /**< a tiers_mbc_transport_kind; default AUTO, or
+                                $TIERS_MBC_TRANSPORT (auto, shm or rma) */
 } tiers_mbc_options_t;
 
 /** What a completed receive (or send) delivered. */
@@ -158,6 +175,10 @@ typedef struct tiers_mbc_stats {
   uint64_t msgs_unexpected;    /**< messages that arrived before their receive
                                     and were buffered */
   uint64_t truncations;        /**< receives that truncated a message */
+  uint64_t msgs_shm;           /**< messages sent to peers served by shared memory */
+  uint64_t bytes_shm;          /**< their payload bytes */
+  uint64_t msgs_rma;           /**< messages sent to peers served by MPI-3 RMA */
+  uint64_t bytes_rma;          /**< their payload bytes */
   double elapsed_s;            /**< seconds since create or the last reset
                                     (GLOBAL: the longest over processes) */
   double data_rate_Bps;        /**< bytes_sent / elapsed_s (Table 3 "data rate") */
@@ -182,11 +203,12 @@ TIERS_API int tiers_mbc_options_init(tiers_mbc_options_t *opts);
  * Collective over @p comm (every process calls it with the same options).
  * @p comm is duplicated; the caller may free its own.  Requires MPI to be
  * initialised and at most one calling thread per process.
- * @param comm  an intra-communicator whose processes share one node
+ * @param comm  an intra-communicator
  * @param opts  options, or NULL for the defaults
  * @param out   receives the handle
  * @return TIERS_OK; TIERS_ERR_ARG (NULL @p out, invalid options);
- *         TIERS_ERR_UNSUPPORTED (processes on more than one node);
+ *         TIERS_ERR_UNSUPPORTED (transport SHM and processes on more than
+ *         one node);
  *         TIERS_ERR_NOMEM; TIERS_ERR_MPI (an MPI call failed).
  */
 TIERS_API int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t *out);
@@ -312,6 +334,14 @@ TIERS_API int tiers_mbc_allreduce(tiers_mbc_t mbc, const void *sendbuf, void *re
  * @return TIERS_OK; TIERS_ERR_ARG; TIERS_ERR_MPI.
  */
 TIERS_API int tiers_mbc_stats(tiers_mbc_t mbc, int scope, tiers_mbc_stats_t *stats);
+
+/**
+ * @brief Name the transports this process uses: "shm" (shared memory for
+ *        every peer), "rma" (MPI-3 RMA for every peer) or "shm+rma".
+ * @param name  receives a static string
+ * @return TIERS_OK, or TIERS_ERR_ARG (NULL handle or pointer).  Local.
+ */
+TIERS_API int tiers_mbc_transport_name(tiers_mbc_t mbc, const char **name);
 
 /** @brief Zero this process's counters and restart its clock.  Local. */
 TIERS_API int tiers_mbc_stats_reset(tiers_mbc_t mbc);

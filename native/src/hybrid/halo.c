@@ -98,6 +98,9 @@ struct tiers_halo {
   int active;                /* begun and not yet ended */
   const double *field;       /* the field of the exchange in flight */
   int begin_rc;              /* the master's result of begin, read at end */
+  int use_msgr;              /* messages through msgr instead of MPI */
+  tiers_halo_messenger_t msgr;
+  void *mreq[2 * FACES];
 };
 
 static inline size_t at(const struct tiers_halo *h, long i, long j, long k)
@@ -183,10 +186,54 @@ int tiers_halo_destroy(tiers_halo_t *halo)
   return TIERS_OK;
 }
 
+int tiers_halo_set_messenger(tiers_halo_t h, const tiers_halo_messenger_t *msgr)
+{
+  if (!h)
+    TIERS_ERROR(TIERS_ERR_ARG, "tiers_halo_set_messenger: NULL halo");
+  if (h->active)
+    TIERS_ERROR(TIERS_ERR_STATE, "tiers_halo_set_messenger: an exchange is in flight");
+  if (!msgr) {
+    h->use_msgr = 0;
+    return TIERS_OK;
+  }
+  if (!msgr->irecv || !msgr->isend || !msgr->waitall)
+    TIERS_ERROR(TIERS_ERR_ARG, "tiers_halo_set_messenger: the messenger lacks a call");
+  h->msgr = *msgr;
+  h->use_msgr = 1;
+  return TIERS_OK;
+}
+
+/* Master, with a messenger: as post() below. */
+static int post_msgr(struct tiers_halo *h, double *field)
+{
+  tiers_halo_messenger_t *m = &h->msgr;
+  h->nreq = 0;
+  for (int a = 0; a < h->d.ndims; a++)
+    for (int s = 0; s < 2; s++) {
+      int f = 2 * a + s, peer = h->d.neighbor[a][s];
+      if (peer == MPI_PROC_NULL)
+        continue;
+      TIERS_CALL(m->irecv(m->ctx, h->recv[f], h->face_len[f] * sizeof(double), peer, 2 * a + s,
+                          &h->mreq[h->nreq++]));
+    }
+  for (int a = 0; a < h->d.ndims; a++)
+    for (int s = 0; s < 2; s++) {
+      int f = 2 * a + s, peer = h->d.neighbor[a][s];
+      if (peer == MPI_PROC_NULL)
+        continue;
+      plane_copy(h, a, s == 0 ? 0 : h->d.local[a] - 1, field, h->send[f], 1);
+      TIERS_CALL(m->isend(m->ctx, h->send[f], h->face_len[f] * sizeof(double), peer,
+                          2 * a + (1 - s), &h->mreq[h->nreq++]));
+    }
+  return TIERS_OK;
+}
+
 /* Master: pack every face and post the messages.  Tag 2*axis+side names
  * the ghost face the message fills at the receiver. */
 static int post(struct tiers_halo *h, double *field)
 {
+  if (h->use_msgr)
+    return post_msgr(h, field);
   MPI_Comm comm = tiers_team_comm(h->team);
   h->nreq = 0;
   for (int a = 0; a < h->d.ndims; a++)
@@ -218,7 +265,9 @@ static int post(struct tiers_halo *h, double *field)
 /* Master: wait for the messages and unpack the ghosts. */
 static int complete(struct tiers_halo *h, double *field)
 {
-  if (MPI_Waitall(h->nreq, h->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+  if (h->use_msgr)
+    TIERS_CALL(h->msgr.waitall(h->msgr.ctx, h->nreq, h->mreq));
+  else if (MPI_Waitall(h->nreq, h->req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
     return TIERS_ERR_MPI;
   h->nreq = 0;
   for (int a = 0; a < h->d.ndims; a++)

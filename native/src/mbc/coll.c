@@ -127,8 +127,7 @@ int tiers_mbc_allreduce(tiers_mbc_t m, const void *sendbuf, void *recvbuf, int c
 
 int tiers_mbc_stats(tiers_mbc_t m, int scope, tiers_mbc_stats_t *st)
 {
-  if (!m)
-    TIERS_ERROR(TIERS_ERR_ARG, "memory-based communicator handle is NULL (destroyed?)");
+  TIERS_CALL(tiers_mbc_rank(m, NULL, NULL)); /* NULL or destroyed handle */
   if (!st)
     TIERS_ERROR(TIERS_ERR_ARG, "stats pointer is NULL");
   if (scope != TIERS_MBC_LOCAL && scope != TIERS_MBC_GLOBAL)

@@ -31,9 +31,18 @@
  * from that source without a request is pending before it, so the
  * sender's list of valid requests is always the receiver's list of
  * pending receives from it, in order.
+ *
+ * Fast path: a message of up to 32 bytes is one cache line in the FIFO
+ * (header and payload, stamp stored last); a wait on a receive from a
+ * known source polls that source's FIFO first and looks at the others only
+ * every few idle rounds; requests come from a free list; receives with
+ * less room than direct_min_bytes send no request (the answer would go
+ * through the FIFO anyway).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +89,7 @@ struct held {
 };
 
 struct peer {
+  struct mbc_transport *tp; /* shared memory or RMA */
   /* as sender to this peer */
   uint64_t tail[2], head_cache[2];
   uint64_t fifo_sent, dropped_max;
@@ -102,14 +112,17 @@ struct counters {
   uint64_t msgs_sent, bytes_sent, msgs_direct, bytes_direct, msgs_fifo, bytes_fifo,
       msgs_answered_fifo, bytes_answered_fifo, fifo_chunks, fifo_full_waits, requests_sent,
       requests_received, requests_used, requests_stale, requests_unsent, msgs_received,
-      bytes_received, msgs_unexpected, truncations;
+      bytes_received, msgs_unexpected, truncations, msgs_shm, bytes_shm, msgs_rma, bytes_rma;
 };
 
 struct tiers_mbc {
+  struct tiers_mbc *live_next;                  /* registry of live handles */
   MPI_Comm comm;
   int rank, size;
   tiers_mbc_options_t opt;
-  struct mbc_transport *tp;
+  struct mbc_transport *shm, *rma;              /* either may be NULL */
+  int direct;                                   /* direct writes to some peer */
+  tiers_mbc_request_t pool;                     /* free requests */
   struct peer *peers;
   tiers_mbc_request_t all;                      /* live requests */
   tiers_mbc_request_t posted_head, posted_tail; /* posted receives */
@@ -129,7 +142,6 @@ static double now_s(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static size_t align8(size_t v) { return (v + 7) & ~(size_t)7; }
 
 /* ------------------------------------------------------------------ */
 /* Options */
@@ -169,12 +181,65 @@ int tiers_mbc_options_init(tiers_mbc_options_t *opts)
   memset(opts, 0, sizeof *opts);
   opts->fifo_bytes = 65536;
   opts->request_slots = 64;
-  opts->direct_min_bytes = 4096;
+  opts->direct_min_bytes = 16384;
   opts->timeout_s = 0;
   opts->direct = TIERS_MBC_DIRECT_AUTO;
+  opts->transport = TIERS_MBC_TRANSPORT_AUTO;
   TIERS_CALL(env_double("TIERS_MBC_TIMEOUT_S", &opts->timeout_s));
   TIERS_CALL(env_int("TIERS_MBC_DEBUG_FIFO_FIRST", &opts->debug_fifo_first));
+  const char *tr = getenv("TIERS_MBC_TRANSPORT");
+  if (tr && *tr) {
+    if (!strcmp(tr, "auto"))
+      opts->transport = TIERS_MBC_TRANSPORT_AUTO;
+    else if (!strcmp(tr, "shm"))
+      opts->transport = TIERS_MBC_TRANSPORT_SHM;
+    else if (!strcmp(tr, "rma"))
+      opts->transport = TIERS_MBC_TRANSPORT_RMA;
+    else
+      TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_TRANSPORT=%s is not auto, shm or rma", tr);
+  }
   return TIERS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Live handles: a call on a destroyed communicator (a stale copy of its
+ * handle) is refused instead of touching freed memory. */
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tiers_mbc *live_head;
+
+static void live_add(struct tiers_mbc *m)
+{
+  pthread_mutex_lock(&live_lock);
+  m->live_next = live_head;
+  live_head = m;
+  pthread_mutex_unlock(&live_lock);
+}
+
+static void live_remove(struct tiers_mbc *m)
+{
+  pthread_mutex_lock(&live_lock);
+  for (struct tiers_mbc **pp = &live_head; *pp; pp = &(*pp)->live_next)
+    if (*pp == m) {
+      *pp = m->live_next;
+      break;
+    }
+  pthread_mutex_unlock(&live_lock);
+}
+
+static int live_has(const struct tiers_mbc *m)
+{
+  /* the common case, one communicator, needs no lock: the list head is
+   * only replaced by create/destroy, which are collective */
+  const struct tiers_mbc *h = __atomic_load_n(&live_head, __ATOMIC_ACQUIRE);
+  if (h == m)
+    return 1;
+  pthread_mutex_lock(&live_lock);
+  int found = 0;
+  for (h = live_head; h && !found; h = h->live_next)
+    found = h == m;
+  pthread_mutex_unlock(&live_lock);
+  return found;
 }
 
 /* ------------------------------------------------------------------ */
@@ -206,6 +271,10 @@ int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t
     TIERS_ERROR(TIERS_ERR_ARG, "direct must be TIERS_MBC_DIRECT_AUTO or _OFF, not %d", o.direct);
   if (o.debug_fifo_first < 0)
     TIERS_ERROR(TIERS_ERR_ARG, "debug_fifo_first must be >= 0");
+  if (o.transport != TIERS_MBC_TRANSPORT_AUTO && o.transport != TIERS_MBC_TRANSPORT_SHM &&
+      o.transport != TIERS_MBC_TRANSPORT_RMA)
+    TIERS_ERROR(TIERS_ERR_ARG, "transport must be TIERS_MBC_TRANSPORT_AUTO, _SHM or _RMA, not %d",
+                o.transport);
   o.fifo_bytes = (o.fifo_bytes + 63) / 64 * 64;
 
   struct tiers_mbc *m = calloc(1, sizeof *m);
@@ -229,16 +298,58 @@ int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t
     free(m);
     TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory for the peer table");
   }
-  int rc = mbc_shm_create(m->comm, o.fifo_bytes, (size_t)o.request_slots * MBC_SREQ,
-                          o.direct == TIERS_MBC_DIRECT_AUTO, &m->tp);
+  size_t req_bytes = (size_t)o.request_slots * MBC_SREQ;
+  int rc = TIERS_OK, need_rma = o.transport == TIERS_MBC_TRANSPORT_RMA;
+  int *local = calloc((size_t)m->size, sizeof *local);
+  if (!local)
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "out of memory");
+  if (rc == TIERS_OK && o.transport != TIERS_MBC_TRANSPORT_RMA) {
+    rc = mbc_shm_create(m->comm, o.fifo_bytes, req_bytes, o.direct == TIERS_MBC_DIRECT_AUTO,
+                        o.transport == TIERS_MBC_TRANSPORT_SHM, local, &m->shm);
+    if (rc == TIERS_OK) {
+      int remote = 0, any_remote = 0;
+      for (int i = 0; i < m->size; i++)
+        remote |= !local[i];
+      MPI_Allreduce(&remote, &any_remote, 1, MPI_INT, MPI_MAX, m->comm);
+      need_rma = any_remote;
+    }
+  }
+  if (rc == TIERS_OK && need_rma)
+    rc = mbc_rma_create(m->comm, o.fifo_bytes, req_bytes, &m->rma);
   if (rc != TIERS_OK) {
+    if (m->shm)
+      m->shm->destroy(m->shm);
+    free(local);
     free(m->peers);
     MPI_Comm_free(&m->comm);
     free(m);
     return rc;
   }
+  for (int i = 0; i < m->size; i++) {
+    m->peers[i].tp = m->shm && local[i] ? m->shm : m->rma;
+    if (m->peers[i].tp->direct && i != m->rank)
+      m->direct = 1;
+  }
+  if (m->shm && m->shm->direct)
+    m->direct = 1;
+  free(local);
   m->t0 = now_s();
+  live_add(m);
   *out = m;
+  return TIERS_OK;
+}
+
+int tiers_mbc_transport_name(tiers_mbc_t m, const char **name)
+{
+  if (!name)
+    TIERS_ERROR(TIERS_ERR_ARG, "name pointer is NULL");
+  TIERS_CALL(mbc_check(m));
+  int nshm = 0, nrma = 0;
+  for (int i = 0; i < m->size; i++) {
+    nshm += m->peers[i].tp == m->shm;
+    nrma += m->peers[i].tp == m->rma;
+  }
+  *name = nrma == 0 ? "shm" : nshm == 0 ? "rma" : "shm+rma";
   return TIERS_OK;
 }
 
@@ -246,6 +357,8 @@ int mbc_check(tiers_mbc_t m)
 {
   if (!m)
     TIERS_ERROR(TIERS_ERR_ARG, "memory-based communicator handle is NULL (destroyed?)");
+  if (!live_has(m))
+    TIERS_ERROR(TIERS_ERR_STATE, "memory-based communicator was destroyed (stale handle)");
   if (m->fatal)
     TIERS_ERROR(TIERS_ERR_STATE, "memory-based communicator is broken: %s", m->fatal_msg);
   return TIERS_OK;
@@ -257,6 +370,8 @@ int tiers_mbc_rank(tiers_mbc_t m, int *rank, int *size)
 {
   if (!m)
     TIERS_ERROR(TIERS_ERR_ARG, "memory-based communicator handle is NULL (destroyed?)");
+  if (!live_has(m))
+    TIERS_ERROR(TIERS_ERR_STATE, "memory-based communicator was destroyed (stale handle)");
   if (rank)
     *rank = m->rank;
   if (size)
@@ -269,9 +384,13 @@ int tiers_mbc_rank(tiers_mbc_t m, int *rank, int *size)
 
 static tiers_mbc_request_t req_new(tiers_mbc_t m, int kind)
 {
-  tiers_mbc_request_t r = calloc(1, sizeof *r);
-  if (!r)
+  tiers_mbc_request_t r = m->pool;
+  if (r) {
+    m->pool = r->all_next;
+    memset(r, 0, sizeof *r);
+  } else if (!(r = calloc(1, sizeof *r))) {
     return NULL;
+  }
   r->kind = kind;
   r->all_next = m->all;
   if (m->all)
@@ -288,7 +407,9 @@ static void req_free(tiers_mbc_t m, tiers_mbc_request_t r)
     m->all = r->all_next;
   if (r->all_next)
     r->all_next->all_prev = r->all_prev;
-  free(r);
+  r->kind = 0; /* marks a pooled request */
+  r->all_next = m->pool;
+  m->pool = r;
 }
 
 static void posted_remove(tiers_mbc_t m, tiers_mbc_request_t r)
@@ -384,43 +505,105 @@ static int set_fatal(tiers_mbc_t m, int code, const char *file, int line, const 
 #define FATAL(m, code, msg) return set_fatal((m), (code), __FILE__, __LINE__, (msg))
 
 /* ------------------------------------------------------------------ */
-/* Ring access */
+/* Ring access (the slot and stamp format is in mbc_internal.h) */
 
-static void ring_read(tiers_mbc_t m, int peer, int ring, uint64_t pos, void *dst, size_t len)
+static size_t slot_up(size_t v) { return (v + MBC_SLOT - 1) & ~(size_t)(MBC_SLOT - 1); }
+
+static uint64_t stamp_of(uint64_t pos, int kind) { return (pos + MBC_SLOT) | (uint64_t)kind; }
+
+/* Kind of the entry at position pos of a ring in my memory, or 0 when the
+ * producer has not written it yet (acquire: its bytes are visible after). */
+static int ring_peek(unsigned char *data, size_t cap, uint64_t pos)
 {
-  size_t cap = m->tp->capacity[ring];
-  const unsigned char *d = m->tp->data(m->tp, peer, ring);
-  size_t off = (size_t)(pos % cap);
-  size_t first = cap - off < len ? cap - off : len;
-  memcpy(dst, d + off, first);
-  if (first < len)
-    memcpy((unsigned char *)dst + first, d, len - first);
+  _Atomic uint64_t *w = (_Atomic uint64_t *)(data + (size_t)(pos % cap));
+  uint64_t st = atomic_load_explicit(w, memory_order_acquire);
+  if ((st & ~(uint64_t)(MBC_SLOT - 1)) != pos + MBC_SLOT)
+    return 0;
+  return (int)(st & (MBC_SLOT - 1));
 }
 
-static void ring_write(tiers_mbc_t m, int peer, int ring, uint64_t pos, const void *src,
-                       size_t len)
+/* Consumer: forget the stamps of a consumed entry (before publishing the
+ * head that lets the producer reuse its slots). */
+static void ring_clear(unsigned char *data, size_t cap, uint64_t pos, size_t len)
 {
-  size_t cap = m->tp->capacity[ring];
-  size_t off = (size_t)(pos % cap);
-  size_t first = cap - off < len ? cap - off : len;
-  if (first)
-    m->tp->put(m->tp, peer, ring, off, src, first);
-  if (first < len)
-    m->tp->put(m->tp, peer, ring, 0, (const unsigned char *)src + first, len - first);
+  unsigned char *e = data + (size_t)(pos % cap);
+  for (size_t k = 0; k < len; k += MBC_SLOT)
+    atomic_store_explicit((_Atomic uint64_t *)(e + k), 0, memory_order_relaxed);
 }
 
-/* Free bytes in my ring at peer; reads the consumer's head only when the
- * cached one does not show `need` bytes free. */
-static size_t ring_free(tiers_mbc_t m, int peer, int ring, size_t need)
+/* Producer: room in my ring at peer at the tail (*here) and after padding
+ * to the ring's end (*wrapped).  Reads the consumer's head only when the
+ * cached one does not show room for `need` bytes. */
+static void ring_room(tiers_mbc_t m, int peer, int ring, size_t need, size_t *here,
+                      size_t *wrapped)
 {
   struct peer *p = &m->peers[peer];
-  size_t cap = m->tp->capacity[ring];
+  size_t cap = p->tp->capacity[ring];
+  size_t cend = cap - (size_t)(p->tail[ring] % cap);
   size_t fr = cap - (size_t)(p->tail[ring] - p->head_cache[ring]);
-  if (fr < need) {
-    p->head_cache[ring] = m->tp->load_head(m->tp, peer, ring);
+  if (need <= cend ? fr < need : fr < cend + need) {
+    p->head_cache[ring] = p->tp->load_head(p->tp, peer, ring);
     fr = cap - (size_t)(p->tail[ring] - p->head_cache[ring]);
   }
-  return fr;
+  *here = fr < cend ? fr : cend;
+  *wrapped = fr > cend ? fr - cend : 0;
+}
+
+/* Producer: a PAD entry from the tail to the ring's end. */
+static void ring_pad(tiers_mbc_t m, int peer, int ring)
+{
+  struct peer *p = &m->peers[peer];
+  size_t cap = p->tp->capacity[ring];
+  size_t off = (size_t)(p->tail[ring] % cap);
+  p->tp->put_stamp(p->tp, peer, ring, off, stamp_of(p->tail[ring], MBC_E_PAD));
+  p->tail[ring] += cap - off;
+}
+
+/* Producer: room for an entry of len bytes (a multiple of the slot),
+ * padding first when it fits only at the ring's start.  0: no room. */
+static int ring_place(tiers_mbc_t m, int peer, int ring, size_t len)
+{
+  size_t here, wrapped;
+  ring_room(m, peer, ring, len, &here, &wrapped);
+  if (len <= here)
+    return 1;
+  if (len > wrapped)
+    return 0;
+  ring_pad(m, peer, ring);
+  return 1;
+}
+
+/* Producer: a message entry at my tail in peer's FIFO (room was made).
+ * Up to 32 payload bytes share the header's line and go in one put. */
+static void msg_write(tiers_mbc_t m, int peer, int kind, int tag, uint64_t total, uint64_t aux,
+                      const unsigned char *payload, size_t chunk)
+{
+  struct peer *p = &m->peers[peer];
+  struct mbc_transport *t = p->tp;
+  size_t cap = t->capacity[MBC_RING_MSG];
+  uint64_t pos = p->tail[MBC_RING_MSG];
+  size_t off = (size_t)(pos % cap);
+  struct {
+    struct mbc_hdr h;
+    unsigned char pay[MBC_SLOT - MBC_HDR];
+  } line;
+  line.h.stamp = 0;
+  line.h.tag = tag;
+  line.h.chunk = (uint32_t)chunk;
+  line.h.total = total;
+  line.h.aux = aux;
+  const size_t skip = sizeof line.h.stamp;
+  if (chunk <= sizeof line.pay) {
+    if (chunk)
+      memcpy(line.pay, payload, chunk);
+    t->put(t, peer, MBC_RING_MSG, off + skip, (const unsigned char *)&line + skip,
+           MBC_HDR - skip + chunk);
+  } else {
+    t->put(t, peer, MBC_RING_MSG, off + skip, (const unsigned char *)&line + skip, MBC_HDR - skip);
+    t->put(t, peer, MBC_RING_MSG, off + MBC_HDR, payload, chunk);
+  }
+  t->put_stamp(t, peer, MBC_RING_MSG, off, stamp_of(pos, kind));
+  p->tail[MBC_RING_MSG] = pos + slot_up(MBC_HDR + chunk);
 }
 
 /* ------------------------------------------------------------------ */
@@ -448,109 +631,124 @@ static void asm_finish(tiers_mbc_t m, int source)
   p->asm_ux = NULL;
 }
 
+/* Handles one message entry of `source` (kind, header h, payload pay). */
+static int msg_entry(tiers_mbc_t m, int source, int kind, const struct mbc_hdr *h,
+                     const unsigned char *pay)
+{
+  struct peer *p = &m->peers[source];
+  unsigned char *dst = NULL;
+  size_t dcap = 0, off = 0;
+  switch (kind) {
+  case MBC_E_FIRST:
+  case MBC_E_ANSWER: {
+    if (p->asm_active)
+      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: new message before the last one was whole");
+    tiers_mbc_request_t r;
+    if (kind == MBC_E_FIRST) {
+      if (h->aux != p->fifo_seen + 1)
+        FATAL(m, TIERS_ERR_STATE, "FIFO sequence number out of order");
+      p->fifo_seen++;
+      r = posted_match(m, source, h->tag);
+    } else {
+      r = posted_by_rseq(m, source, h->aux);
+      if (!r)
+        FATAL(m, TIERS_ERR_STATE, "FIFO answer to an unknown send request");
+    }
+    if (r && h->chunk == h->total) { /* whole message in one entry: the fast path */
+      store_part(r->rbuf, r->cap, 0, pay, (size_t)h->chunk);
+      recv_complete(m, r, source, h->tag, (size_t)h->total);
+      return TIERS_OK;
+    }
+    p->asm_active = 1;
+    p->asm_total = (size_t)h->total;
+    p->asm_got = 0;
+    p->asm_tag = h->tag;
+    if (r) {
+      posted_remove(m, r); /* matched: no later message may match it */
+      p->asm_recv = r;
+      dst = r->rbuf;
+      dcap = r->cap;
+    } else {
+      struct unexp *u = calloc(1, sizeof *u);
+      if (u)
+        u->data = malloc(h->total ? (size_t)h->total : 1);
+      if (!u || !u->data) {
+        free(u);
+        FATAL(m, TIERS_ERR_NOMEM, "out of memory buffering an unexpected message");
+      }
+      u->source = source;
+      u->tag = h->tag;
+      u->total = (size_t)h->total;
+      u->prev = m->ux_tail;
+      if (m->ux_tail)
+        m->ux_tail->next = u;
+      else
+        m->ux_head = u;
+      m->ux_tail = u;
+      m->c.msgs_unexpected++;
+      p->asm_ux = u;
+      dst = u->data;
+      dcap = u->total;
+    }
+    break;
+  }
+  case MBC_E_MORE:
+    if (!p->asm_active || h->aux != p->asm_got)
+      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: chunk out of place");
+    off = p->asm_got;
+    if (p->asm_recv) {
+      dst = p->asm_recv->rbuf;
+      dcap = p->asm_recv->cap;
+    } else {
+      dst = p->asm_ux->data;
+      dcap = p->asm_ux->total;
+    }
+    break;
+  case MBC_E_DIRECT: {
+    tiers_mbc_request_t r = posted_by_rseq(m, source, h->aux);
+    if (!r)
+      FATAL(m, TIERS_ERR_STATE, "direct-write notice for an unknown send request");
+    recv_complete(m, r, source, h->tag, (size_t)h->total);
+    return TIERS_OK;
+  }
+  default:
+    FATAL(m, TIERS_ERR_STATE, "corrupt FIFO entry kind");
+  }
+  if (off + h->chunk > p->asm_total)
+    FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: chunk beyond the message");
+  store_part(dst, dcap, off, pay, (size_t)h->chunk);
+  p->asm_got += (size_t)h->chunk;
+  asm_finish(m, source);
+  return TIERS_OK;
+}
+
 static int drain_msgs(tiers_mbc_t m, int source, int *events)
 {
   struct peer *p = &m->peers[source];
-  struct mbc_transport *t = m->tp;
-  uint64_t tail = t->load_tail(t, source, MBC_RING_MSG);
-  uint64_t head = p->head[MBC_RING_MSG];
-  if (head == tail)
-    return TIERS_OK;
+  struct mbc_transport *t = p->tp;
   size_t cap = t->capacity[MBC_RING_MSG];
-  const unsigned char *data = t->data(t, source, MBC_RING_MSG);
-  while (head != tail) {
-    struct mbc_hdr h;
-    ring_read(m, source, MBC_RING_MSG, head, &h, MBC_HDR);
-    uint64_t pay = head + MBC_HDR;
-    size_t entry = MBC_HDR + align8((size_t)h.chunk);
-    if (entry > (size_t)(tail - head) || h.chunk > h.total)
-      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO entry (length beyond the data written)");
-    /* where the payload of this entry goes */
-    unsigned char *dst = NULL;
-    size_t dcap = 0, off = 0;
-    switch (h.kind) {
-    case MBC_E_FIRST:
-    case MBC_E_ANSWER: {
-      if (p->asm_active)
-        FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: new message before the last one was whole");
-      tiers_mbc_request_t r;
-      if (h.kind == MBC_E_FIRST) {
-        if (h.aux != p->fifo_seen + 1)
-          FATAL(m, TIERS_ERR_STATE, "FIFO sequence number out of order");
-        p->fifo_seen++;
-        r = posted_match(m, source, h.tag);
-      } else {
-        r = posted_by_rseq(m, source, h.aux);
-        if (!r)
-          FATAL(m, TIERS_ERR_STATE, "FIFO answer to an unknown send request");
-      }
-      p->asm_active = 1;
-      p->asm_total = (size_t)h.total;
-      p->asm_got = 0;
-      p->asm_tag = h.tag;
-      if (r) {
-        posted_remove(m, r); /* matched: no later message may match it */
-        p->asm_recv = r;
-        dst = r->rbuf;
-        dcap = r->cap;
-      } else {
-        struct unexp *u = calloc(1, sizeof *u);
-        if (u)
-          u->data = malloc(h.total ? (size_t)h.total : 1);
-        if (!u || !u->data) {
-          free(u);
-          FATAL(m, TIERS_ERR_NOMEM, "out of memory buffering an unexpected message");
-        }
-        u->source = source;
-        u->tag = h.tag;
-        u->total = (size_t)h.total;
-        u->prev = m->ux_tail;
-        if (m->ux_tail)
-          m->ux_tail->next = u;
-        else
-          m->ux_head = u;
-        m->ux_tail = u;
-        m->c.msgs_unexpected++;
-        p->asm_ux = u;
-        dst = u->data;
-        dcap = u->total;
-      }
-      break;
+  unsigned char *data = t->data(t, source, MBC_RING_MSG);
+  uint64_t head = p->head[MBC_RING_MSG];
+  int kind = ring_peek(data, cap, head);
+  if (!kind)
+    return TIERS_OK;
+  do {
+    size_t off = (size_t)(head % cap), entry;
+    if (kind == MBC_E_PAD) {
+      entry = cap - off;
+    } else {
+      struct mbc_hdr h;
+      memcpy(&h, data + off, MBC_HDR);
+      entry = slot_up(MBC_HDR + (size_t)h.chunk);
+      if (entry > cap - off || h.chunk > h.total)
+        FATAL(m, TIERS_ERR_STATE, "corrupt FIFO entry (length beyond the ring)");
+      TIERS_CALL(msg_entry(m, source, kind, &h, data + off + MBC_HDR));
     }
-    case MBC_E_MORE:
-      if (!p->asm_active || h.aux != p->asm_got)
-        FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: chunk out of place");
-      off = p->asm_got;
-      if (p->asm_recv) {
-        dst = p->asm_recv->rbuf;
-        dcap = p->asm_recv->cap;
-      } else {
-        dst = p->asm_ux->data;
-        dcap = p->asm_ux->total;
-      }
-      break;
-    case MBC_E_DIRECT: {
-      tiers_mbc_request_t r = posted_by_rseq(m, source, h.aux);
-      if (!r)
-        FATAL(m, TIERS_ERR_STATE, "direct-write notice for an unknown send request");
-      recv_complete(m, r, source, h.tag, (size_t)h.total);
-      break;
-    }
-    default:
-      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO entry kind");
-    }
-    if (h.kind != MBC_E_DIRECT) {
-      size_t len = (size_t)h.chunk, pos = (size_t)(pay % cap);
-      size_t first = cap - pos < len ? cap - pos : len;
-      store_part(dst, dcap, off, data + pos, first);
-      if (first < len)
-        store_part(dst, dcap, off + first, data, len - first);
-      p->asm_got += len;
-      asm_finish(m, source);
-    }
+    ring_clear(data, cap, head, entry);
     head += entry;
     (*events)++;
-  }
+    kind = ring_peek(data, cap, head);
+  } while (kind);
   p->head[MBC_RING_MSG] = head;
   t->publish_head(t, source, MBC_RING_MSG, head);
   return TIERS_OK;
@@ -562,14 +760,19 @@ static int drain_msgs(tiers_mbc_t m, int source, int *events)
 static int drain_requests(tiers_mbc_t m, int dest, int *events)
 {
   struct peer *p = &m->peers[dest];
-  struct mbc_transport *t = m->tp;
-  uint64_t tail = t->load_tail(t, dest, MBC_RING_REQ);
+  struct mbc_transport *t = p->tp;
+  size_t cap = t->capacity[MBC_RING_REQ];
+  unsigned char *data = t->data(t, dest, MBC_RING_REQ);
   uint64_t head = p->head[MBC_RING_REQ];
-  if (head == tail)
+  int kind = ring_peek(data, cap, head);
+  if (!kind)
     return TIERS_OK;
-  while (head != tail) {
+  do {
+    if (kind != MBC_E_SREQ)
+      FATAL(m, TIERS_ERR_STATE, "corrupt send-request FIFO entry");
     struct mbc_sreq e;
-    ring_read(m, dest, MBC_RING_REQ, head, &e, MBC_SREQ);
+    memcpy(&e, data + (size_t)(head % cap), MBC_SREQ);
+    ring_clear(data, cap, head, MBC_SREQ);
     head += MBC_SREQ;
     m->c.requests_received++;
     (*events)++;
@@ -577,18 +780,19 @@ static int drain_requests(tiers_mbc_t m, int dest, int *events)
       m->c.requests_stale++;
       if (e.rseq > p->dropped_max)
         p->dropped_max = e.rseq;
-      continue;
+    } else {
+      if (p->nheld == p->held_cap) {
+        size_t nc = p->held_cap ? 2 * p->held_cap : 16;
+        struct held *nh = realloc(p->held, nc * sizeof *nh);
+        if (!nh)
+          FATAL(m, TIERS_ERR_NOMEM, "out of memory holding send requests");
+        p->held = nh;
+        p->held_cap = nc;
+      }
+      p->held[p->nheld++] = (struct held){e.rseq, e.addr, e.cap, e.tag};
     }
-    if (p->nheld == p->held_cap) {
-      size_t nc = p->held_cap ? 2 * p->held_cap : 16;
-      struct held *nh = realloc(p->held, nc * sizeof *nh);
-      if (!nh)
-        FATAL(m, TIERS_ERR_NOMEM, "out of memory holding send requests");
-      p->held = nh;
-      p->held_cap = nc;
-    }
-    p->held[p->nheld++] = (struct held){e.rseq, e.addr, e.cap, e.tag};
-  }
+    kind = ring_peek(data, cap, head);
+  } while (kind);
   p->head[MBC_RING_REQ] = head;
   t->publish_head(t, dest, MBC_RING_REQ, head);
   return TIERS_OK;
@@ -607,42 +811,50 @@ static void send_complete(tiers_mbc_t m, struct peer *p, tiers_mbc_request_t q)
   q->st.error = TIERS_OK;
   m->c.msgs_sent++;
   m->c.bytes_sent += q->len;
+  if (p->tp == m->shm) {
+    m->c.msgs_shm++;
+    m->c.bytes_shm += q->len;
+  } else {
+    m->c.msgs_rma++;
+    m->c.bytes_rma += q->len;
+  }
+}
+
+static void mark_blocked(tiers_mbc_t m, tiers_mbc_request_t q)
+{
+  if (!q->blocked) {
+    q->blocked = 1;
+    m->c.fifo_full_waits++;
+  }
 }
 
 /* Move the sends to `dest` as far as the FIFO space allows. */
 static int advance_sends(tiers_mbc_t m, int dest, int *events)
 {
   struct peer *p = &m->peers[dest];
-  struct mbc_transport *t = m->tp;
+  struct mbc_transport *t = p->tp;
   size_t cap = t->capacity[MBC_RING_MSG];
   /* a chunk smaller than this waits for more space (unless it ends the message) */
   size_t min_chunk = cap / 4 < 4096 ? cap / 4 : 4096;
   tiers_mbc_request_t q;
   while ((q = p->sq_head) != NULL) {
-    if (!q->started && !q->answer) {
+    if (!q->started && !q->answer && p->nheld) {
       size_t k = 0;
       while (k < p->nheld && !tag_matches(p->held[k].tag, q->tag))
         k++;
       if (k < p->nheld) {
         struct held h = p->held[k];
+        int direct = q->len >= m->opt.direct_min_bytes;
+        /* direct remote write, then the notice: room for the notice is
+         * made first so that the write is never repeated */
+        if (direct && !ring_place(m, dest, MBC_RING_MSG, MBC_SLOT)) {
+          mark_blocked(m, q);
+          return TIERS_OK;
+        }
         memmove(&p->held[k], &p->held[k + 1], (p->nheld - k - 1) * sizeof *p->held);
         p->nheld--;
         m->c.requests_used++;
-        if (q->len >= m->opt.direct_min_bytes) {
-          /* direct remote write, then the notice (room for it is waited
-           * for first so that the write is never repeated) */
-          if (ring_free(m, dest, MBC_RING_MSG, MBC_HDR) < MBC_HDR) {
-            /* no room for the notice: give the request back and wait */
-            memmove(&p->held[k + 1], &p->held[k], (p->nheld - k) * sizeof *p->held);
-            p->held[k] = h;
-            p->nheld++;
-            m->c.requests_used--;
-            if (!q->blocked) {
-              q->blocked = 1;
-              m->c.fifo_full_waits++;
-            }
-            return TIERS_OK;
-          }
+        if (direct) {
           size_t n = q->len < h.cap ? q->len : (size_t)h.cap;
           int rc = t->direct_write(t, dest, h.addr, q->sbuf, n);
           if (rc != TIERS_OK) {
@@ -650,13 +862,11 @@ static int advance_sends(tiers_mbc_t m, int dest, int *events)
             snprintf(m->fatal_msg, sizeof m->fatal_msg, "%s", tiers_last_error());
             return rc;
           }
-          struct mbc_hdr hd = {MBC_E_DIRECT, q->tag, q->len, 0, h.rseq};
-          ring_write(m, dest, MBC_RING_MSG, p->tail[MBC_RING_MSG], &hd, MBC_HDR);
-          p->tail[MBC_RING_MSG] += MBC_HDR;
-          t->publish_tail(t, dest, MBC_RING_MSG, p->tail[MBC_RING_MSG]);
+          msg_write(m, dest, MBC_E_DIRECT, q->tag, q->len, h.rseq, NULL, 0);
           m->c.msgs_direct++;
           m->c.bytes_direct += q->len;
           (*events)++;
+          q->blocked = 0;
           send_complete(m, p, q);
           continue;
         }
@@ -666,43 +876,41 @@ static int advance_sends(tiers_mbc_t m, int dest, int *events)
     }
     /* through the FIFO: one chunk per round of the loop */
     size_t remaining = q->len - q->pushed;
-    size_t want = MBC_HDR + align8(remaining);
-    size_t fr = ring_free(m, dest, MBC_RING_MSG, want < MBC_HDR + min_chunk ? want : MBC_HDR + min_chunk);
-    size_t chunk;
-    if (fr >= want)
+    size_t want = slot_up(MBC_HDR + remaining), here, wrapped, chunk;
+    int pad = 0;
+    ring_room(m, dest, MBC_RING_MSG, want, &here, &wrapped);
+    if (want <= here) {
       chunk = remaining;
-    else if (fr >= MBC_HDR + min_chunk)
-      chunk = (fr - MBC_HDR) & ~(size_t)7;
-    else {
-      if (!q->blocked) {
-        q->blocked = 1;
-        m->c.fifo_full_waits++;
+    } else if (want <= wrapped) {
+      chunk = remaining;
+      pad = 1;
+    } else {
+      size_t best = here >= wrapped ? here : wrapped;
+      if (best < MBC_HDR + min_chunk) {
+        mark_blocked(m, q);
+        return TIERS_OK;
       }
-      return TIERS_OK;
+      pad = best != here;
+      chunk = best - MBC_HDR;
     }
     q->blocked = 0;
-    struct mbc_hdr hd;
-    hd.tag = q->tag;
-    hd.total = q->len;
-    hd.chunk = chunk;
+    if (pad)
+      ring_pad(m, dest, MBC_RING_MSG);
+    int kind;
+    uint64_t aux;
     if (!q->started) {
       if (q->answer) {
-        hd.kind = MBC_E_ANSWER;
-        hd.aux = q->rseq;
+        kind = MBC_E_ANSWER;
+        aux = q->rseq;
       } else {
-        hd.kind = MBC_E_FIRST;
-        hd.aux = ++p->fifo_sent;
+        kind = MBC_E_FIRST;
+        aux = ++p->fifo_sent;
       }
     } else {
-      hd.kind = MBC_E_MORE;
-      hd.aux = q->pushed;
+      kind = MBC_E_MORE;
+      aux = q->pushed;
     }
-    uint64_t pos = p->tail[MBC_RING_MSG];
-    ring_write(m, dest, MBC_RING_MSG, pos, &hd, MBC_HDR);
-    if (chunk)
-      ring_write(m, dest, MBC_RING_MSG, pos + MBC_HDR, q->sbuf + q->pushed, chunk);
-    p->tail[MBC_RING_MSG] = pos + MBC_HDR + align8(chunk);
-    t->publish_tail(t, dest, MBC_RING_MSG, p->tail[MBC_RING_MSG]);
+    msg_write(m, dest, kind, q->tag, q->len, aux, q->sbuf + q->pushed, chunk);
     m->c.fifo_chunks++;
     (*events)++;
     q->started = 1;
@@ -721,11 +929,28 @@ static int advance_sends(tiers_mbc_t m, int dest, int *events)
   return TIERS_OK;
 }
 
+/* Progress on one peer: its messages and send requests to me, my sends to it. */
+static int progress_peer(tiers_mbc_t m, int i, int *events)
+{
+  struct peer *p = &m->peers[i];
+  if (p->tp->poll)
+    p->tp->poll(p->tp);
+  TIERS_CALL(drain_msgs(m, i, events));
+  if (p->tp->direct)
+    TIERS_CALL(drain_requests(m, i, events));
+  if (p->sq_head)
+    TIERS_CALL(advance_sends(m, i, events));
+  return TIERS_OK;
+}
+
 /* One round of progress over every peer.  *events counts what happened. */
 static int progress(tiers_mbc_t m, int *events)
 {
+  if (m->rma)
+    m->rma->poll(m->rma);
   for (int i = 0; i < m->size; i++)
-    TIERS_CALL(drain_requests(m, i, events));
+    if (m->peers[i].tp->direct)
+      TIERS_CALL(drain_requests(m, i, events));
   for (int i = 0; i < m->size; i++)
     TIERS_CALL(drain_msgs(m, i, events));
   for (int i = 0; i < m->size; i++)
@@ -742,7 +967,7 @@ struct waiter {
   long idle;
 };
 
-#define SPIN_POLLS 200
+#define SPIN_POLLS 1000
 
 static void waiter_init(struct waiter *w)
 {
@@ -768,7 +993,7 @@ static int waiter_idle(tiers_mbc_t m, struct waiter *w, const char *what)
     TIERS_ERROR(TIERS_ERR_STATE, "rank %d: %s did not complete within the time limit of %g s",
                 m->rank, what, m->opt.timeout_s);
   for (int i = 0; i < m->size; i++)
-    if (i != m->rank && !m->tp->peer_alive(m->tp, i))
+    if (i != m->rank && !m->peers[i].tp->peer_alive(m->peers[i].tp, i))
       TIERS_ERROR(TIERS_ERR_STATE, "rank %d: rank %d exited while %s was waiting", m->rank, i,
                   what);
   return TIERS_OK;
@@ -839,10 +1064,19 @@ int tiers_mbc_isend(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int 
 static void maybe_request(tiers_mbc_t m, tiers_mbc_request_t r)
 {
   struct peer *p = &m->peers[r->peer];
-  if (!m->tp->direct)
+  if (!p->tp->direct)
     return;
-  if (m->anysrc_pending || p->norequest ||
-      ring_free(m, r->peer, MBC_RING_REQ, MBC_SREQ) < MBC_SREQ) {
+  if (r->cap < m->opt.direct_min_bytes) {
+    /* the answer would come through the FIFO: asking gains nothing, and
+     * later receives from this source wait to ask until this one is done */
+    r->unasked = 1;
+    p->norequest++;
+    return;
+  }
+  size_t here, wrapped;
+  if (!m->anysrc_pending && !p->norequest)
+    ring_room(m, r->peer, MBC_RING_REQ, MBC_SREQ, &here, &wrapped);
+  if (m->anysrc_pending || p->norequest || here < MBC_SREQ) {
     r->unasked = 1;
     p->norequest++;
     m->c.requests_unsent++;
@@ -855,15 +1089,19 @@ static void maybe_request(tiers_mbc_t m, tiers_mbc_request_t r)
   r->rseq = rseq;
   struct mbc_sreq e;
   memset(&e, 0, sizeof e);
+  e.stamp = 0;
   e.rseq = rseq;
   e.floor = floor;
   e.fifo_seen = p->fifo_seen;
   e.addr = (uint64_t)(uintptr_t)r->rbuf;
   e.cap = r->cap;
   e.tag = r->tag;
-  ring_write(m, r->peer, MBC_RING_REQ, p->tail[MBC_RING_REQ], &e, MBC_SREQ);
-  p->tail[MBC_RING_REQ] += MBC_SREQ;
-  m->tp->publish_tail(m->tp, r->peer, MBC_RING_REQ, p->tail[MBC_RING_REQ]);
+  struct mbc_transport *t = p->tp;
+  uint64_t pos = p->tail[MBC_RING_REQ];
+  size_t off = (size_t)(pos % t->capacity[MBC_RING_REQ]), skip = sizeof e.stamp;
+  t->put(t, r->peer, MBC_RING_REQ, off + skip, (const unsigned char *)&e + skip, MBC_SREQ - skip);
+  t->put_stamp(t, r->peer, MBC_RING_REQ, off, stamp_of(pos, MBC_E_SREQ));
+  p->tail[MBC_RING_REQ] = pos + MBC_SREQ;
   m->c.requests_sent++;
 }
 
@@ -1031,13 +1269,20 @@ int tiers_mbc_waitall(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs,
   struct waiter w;
   waiter_init(&w);
   int i = 0;
+  unsigned rounds = 0;
   for (;;) {
     while (i < count && (!reqs[i] || reqs[i]->done))
       i++;
     if (i == count)
       break;
     int events = 0;
-    TIERS_CALL(progress(m, &events));
+    /* poll the peer the first unfinished request waits on; every 16th
+     * round, everyone (their FIFOs must drain for them to progress) */
+    int peer = reqs[i]->peer;
+    if (peer >= 0 && (++rounds & 15) != 0)
+      TIERS_CALL(progress_peer(m, peer, &events));
+    else
+      TIERS_CALL(progress(m, &events));
     if (events)
       w.idle = 0;
     else if (!reqs[i]->done)
@@ -1086,8 +1331,12 @@ void mbc_local_stats(tiers_mbc_t m, tiers_mbc_stats_t *st)
   st->bytes_received = m->c.bytes_received;
   st->msgs_unexpected = m->c.msgs_unexpected;
   st->truncations = m->c.truncations;
+  st->msgs_shm = m->c.msgs_shm;
+  st->bytes_shm = m->c.bytes_shm;
+  st->msgs_rma = m->c.msgs_rma;
+  st->bytes_rma = m->c.bytes_rma;
   st->elapsed_s = now_s() - m->t0;
-  st->direct_available = m->tp->direct;
+  st->direct_available = m->direct;
   st->nprocs = m->size;
 }
 
@@ -1095,6 +1344,8 @@ int tiers_mbc_stats_reset(tiers_mbc_t m)
 {
   if (!m)
     TIERS_ERROR(TIERS_ERR_ARG, "memory-based communicator handle is NULL (destroyed?)");
+  if (!live_has(m))
+    TIERS_ERROR(TIERS_ERR_STATE, "memory-based communicator was destroyed (stale handle)");
   memset(&m->c, 0, sizeof m->c);
   m->t0 = now_s();
   return TIERS_OK;
@@ -1106,6 +1357,9 @@ int tiers_mbc_destroy(tiers_mbc_t *mp)
     return TIERS_OK;
   tiers_mbc_t m = *mp;
   *mp = NULL;
+  if (!live_has(m))
+    TIERS_ERROR(TIERS_ERR_STATE, "memory-based communicator was already destroyed (stale handle)");
+  live_remove(m);
   int rc = TIERS_OK;
   /* 1. finish my sends (draining my own FIFOs meanwhile) */
   if (!m->fatal) {
@@ -1167,7 +1421,19 @@ int tiers_mbc_destroy(tiers_mbc_t *mp)
   for (int i = 0; i < m->size; i++)
     free(m->peers[i].held);
   free(m->peers);
-  int trc = stuck ? TIERS_OK : m->tp->destroy(m->tp);
+  while (m->pool) {
+    tiers_mbc_request_t r = m->pool;
+    m->pool = r->all_next;
+    free(r);
+  }
+  int trc = TIERS_OK;
+  if (!stuck && m->shm)
+    trc = m->shm->destroy(m->shm);
+  if (!stuck && m->rma) {
+    int rrc = m->rma->destroy(m->rma);
+    if (trc == TIERS_OK)
+      trc = rrc;
+  }
   if (!stuck)
     MPI_Comm_free(&m->comm);
   int rank = m->rank;

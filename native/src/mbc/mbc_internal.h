@@ -8,9 +8,10 @@
  *   coll.c       barrier, allreduce and statistics on top of it
  *   shm.c        the intra-node transport (MPI-3 shared-memory window +
  *                Linux cross-memory attach)
+ *   rma.c        the inter-node transport (MPI-3 one-sided operations with
+ *                passive-target synchronisation)
  * The protocol reaches another process only through struct mbc_transport,
- * so that an inter-node transport (MPI-3 one-sided operations with
- * passive-target synchronisation) can be added as one more file.
+ * chosen per peer (shared memory inside a node, RMA across).
  */
 #ifndef TIERS_MBC_INTERNAL_H
 #define TIERS_MBC_INTERNAL_H
@@ -24,35 +25,43 @@
 enum { MBC_RING_MSG = 0, MBC_RING_REQ = 1 };
 
 /*
- * A ring is a single-producer, single-consumer byte ring in the consumer's
- * memory.  The producer owns `tail` (bytes ever written), the consumer owns
- * `head` (bytes ever consumed); both only grow, so `tail - head` is the
- * fill level and `pos % capacity` the place in the data area.  Each sits on
- * its own 128-byte block so that producer and consumer never share a line.
+ * A ring is a single-producer, single-consumer ring of 64-byte slots in the
+ * consumer's memory.  Positions count bytes ever written (producer: `tail`,
+ * kept privately) and ever consumed (consumer: `head`, published for the
+ * producer); both only grow.  Every entry starts on a slot and never wraps
+ * (the producer pads to the end of the ring first).  Its first 8 bytes are
+ * the *stamp*, written last with release semantics: stamp = (pos + 64) |
+ * kind, where pos is the entry's position.  The consumer spins on the stamp
+ * at its head, so a small message is one cache line (header and payload)
+ * and no separate tail line is touched.  Before it publishes its head, the
+ * consumer zeroes the first word of every slot it consumed, so that a stamp
+ * is only ever seen at a position after the producer wrote it there.
  */
+#define MBC_SLOT 64
 #define MBC_LINE 128
 
 /* The transport: how the protocol reaches the rings of another process
  * and the receive buffers of another process.  `peer` is a rank of the
  * communicator (the process itself included). */
 struct mbc_transport {
-  const char *name;   /* "shm" */
-  int direct;         /* 1: direct_write works between every pair */
+  const char *name;   /* "shm" or "rma" */
+  int direct;         /* 1: direct_write works between every pair it serves */
   void *impl;         /* the transport's own state */
   size_t capacity[2]; /* bytes of each MSG and REQ ring */
 
-  /* -- producer side: the ring I write in peer's memory -- */
-  /* copy len bytes to data offset off (off + len <= capacity, no wrap) */
+  /* -- producer side: my ring in peer's memory -- */
+  /* copy len bytes to ring offset off (off + len <= capacity) */
   void (*put)(struct mbc_transport *t, int peer, int ring, size_t off, const void *src, size_t len);
-  /* make everything put so far visible, then the new tail (release) */
-  void (*publish_tail)(struct mbc_transport *t, int peer, int ring, uint64_t tail);
+  /* make everything put so far visible, then store the stamp at off */
+  void (*put_stamp)(struct mbc_transport *t, int peer, int ring, size_t off, uint64_t stamp);
   /* the consumer's head of that ring (acquire) */
   uint64_t (*load_head)(struct mbc_transport *t, int peer, int ring);
 
   /* -- consumer side: the ring `peer` writes in my memory -- */
-  uint64_t (*load_tail)(struct mbc_transport *t, int peer, int ring); /* acquire */
-  const unsigned char *(*data)(struct mbc_transport *t, int peer, int ring); /* local data area */
+  unsigned char *(*data)(struct mbc_transport *t, int peer, int ring); /* local area */
   void (*publish_head)(struct mbc_transport *t, int peer, int ring, uint64_t head); /* release */
+  /* let the transport make progress before the rings are read (NULL: none) */
+  void (*poll)(struct mbc_transport *t);
 
   /* -- direct remote write into a buffer of peer (its address `addr`) -- */
   int (*direct_write)(struct mbc_transport *t, int peer, uint64_t addr, const void *src, size_t len);
@@ -62,32 +71,43 @@ struct mbc_transport {
   int (*destroy)(struct mbc_transport *t);
 };
 
-/* Intra-node transport (shm.c).  Collective over comm.  Returns
- * TIERS_ERR_UNSUPPORTED when comm spans more than one node. */
+/* Intra-node transport (shm.c) for the peers that share this process's
+ * node.  Collective over comm.  `local` (size of comm) receives 1 for the
+ * peers it serves.  With `require_all`, returns TIERS_ERR_UNSUPPORTED when
+ * comm spans more than one node. */
 int mbc_shm_create(MPI_Comm comm, size_t fifo_bytes, size_t req_bytes, int want_direct,
+                   int require_all, int *local, struct mbc_transport **out);
+
+/* Inter-node transport (rma.c): rings in an MPI_Win_allocate window,
+ * MPI_Put / MPI_Accumulate / MPI_Fetch_and_op with MPI_Win_flush under
+ * MPI_Win_lock_all.  Serves every peer of comm.  Collective over comm. */
+int mbc_rma_create(MPI_Comm comm, size_t fifo_bytes, size_t req_bytes,
                    struct mbc_transport **out);
 
 /* Message FIFO entry: this header, then `chunk` payload bytes, then padding
- * to a multiple of 8.  Kinds: */
+ * to the next slot.  Kinds (the low bits of the stamp): */
 enum {
   MBC_E_FIRST = 1,  /* first chunk of an unasked message; aux = its FIFO sequence number */
   MBC_E_ANSWER = 2, /* first chunk of a message answering send request aux (rseq) */
   MBC_E_MORE = 3,   /* a later chunk; aux = offset of the chunk in the message */
-  MBC_E_DIRECT = 4  /* message of `total` bytes was written directly into the
+  MBC_E_DIRECT = 4, /* message of `total` bytes was written directly into the
                        buffer of send request aux (rseq); chunk = 0 */
+  MBC_E_PAD = 5,    /* nothing up to the end of the ring */
+  MBC_E_SREQ = 6    /* a send request (request ring) */
 };
 struct mbc_hdr {
-  uint32_t kind;
+  uint64_t stamp; /* (pos + 64) | kind, written last */
   int32_t tag;
+  uint32_t chunk; /* payload bytes following this header (< 2^30) */
   uint64_t total; /* bytes of the whole message */
-  uint64_t chunk; /* payload bytes following this header */
   uint64_t aux;
 };
-#define MBC_HDR ((size_t)sizeof(struct mbc_hdr)) /* 32 */
+#define MBC_HDR ((size_t)sizeof(struct mbc_hdr)) /* 32: 32 payload bytes share its line */
 
-/* Send-request FIFO entry (fixed 64 bytes): the receiver asks the sender
- * to write its next matching message into buffer addr. */
+/* Send-request FIFO entry (one slot): the receiver asks the sender to
+ * write its next matching message into buffer addr. */
 struct mbc_sreq {
+  uint64_t stamp;     /* (pos + 64) | MBC_E_SREQ, written last */
   uint64_t rseq;      /* numbers this receiver's requests to this sender: 1, 2, ... */
   uint64_t floor;     /* smallest rseq of the receiver's receives from this sender
                          that still wait with a request (this one included) */
@@ -97,7 +117,7 @@ struct mbc_sreq {
   uint64_t cap;       /* its capacity */
   int32_t tag;        /* tag wanted, or TIERS_MBC_ANY_TAG */
   int32_t pad0;
-  uint64_t pad1[2];
+  uint64_t pad1;
 };
 #define MBC_SREQ ((size_t)sizeof(struct mbc_sreq)) /* 64 */
 

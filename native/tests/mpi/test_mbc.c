@@ -31,6 +31,15 @@
  *   badargs    invalid ranks, tags, buffers, handles, options
  *   timeout    a receive nobody answers ends with TIERS_ERR_STATE after the
  *              time limit, and completes later when the message comes
+ *   peer-exit  the last rank exits without destroying the layer (run with
+ *              Open MPI's orte_allowed_exit_without_sync=1); every other
+ *              rank's receive from it must end with TIERS_ERR_STATE naming
+ *              it, and destroy too; each survivor prints its own line
+ *              {"schema":"tiers.mbc-check/1","test":"peer-exit","rank":R,
+ *               "rc":C,"message":M,"seconds":S,"destroy_rc":D} and exits
+ *
+ * --transport auto|shm|rma picks the transport (default: auto, or
+ * $TIERS_MBC_TRANSPORT); rma runs the inter-node path on one machine.
  *
  * Rank 0 prints one JSON document
  *   {"schema":"tiers.mbc-check/1","test":T,"ranks":P,"direct_available":0|1,
@@ -587,8 +596,16 @@ static void t_badargs(tiers_mbc_t m)
   /* use after destroy: a second communicator, destroyed, then used */
   tiers_mbc_t m2;
   OK(tiers_mbc_create(MPI_COMM_WORLD, NULL, &m2));
+  tiers_mbc_t stale = m2;
   OK(tiers_mbc_destroy(&m2));
   CHECK(m2 == NULL, "destroy did not clear the handle");
+  /* a copy of the handle made before destroy: refused, nothing touched */
+  CHECK(tiers_mbc_send(stale, b, 1, 0, 0) == TIERS_ERR_STATE, "send on a stale handle");
+  CHECK(strstr(tiers_last_error(), "destroyed") != NULL, "message: %s", tiers_last_error());
+  CHECK(tiers_mbc_irecv(stale, b, 1, 0, 0, &r) == TIERS_ERR_STATE, "irecv on a stale handle");
+  CHECK(tiers_mbc_barrier(stale) == TIERS_ERR_STATE, "barrier on a stale handle");
+  CHECK(tiers_mbc_destroy(&stale) == TIERS_ERR_STATE && stale == NULL,
+        "second destroy of a stale handle");
   CHECK(tiers_mbc_send(m2, b, 1, 0, 0) == TIERS_ERR_ARG, "send after destroy");
   CHECK(strstr(tiers_last_error(), "destroyed") != NULL, "message: %s", tiers_last_error());
   CHECK(tiers_mbc_destroy(&m2) == TIERS_OK && tiers_mbc_destroy(NULL) == TIERS_OK,
@@ -614,6 +631,40 @@ static void t_timeout(tiers_mbc_t m)
   }
 }
 
+static void t_peer_exit(tiers_mbc_t m)
+{
+  int victim = size - 1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == victim) {
+    fflush(stdout);
+    _exit(0); /* gone without tiers_mbc_destroy or MPI_Finalize */
+  }
+  char b[8];
+  tiers_mbc_status_t st;
+  double t0 = MPI_Wtime();
+  int rc = tiers_mbc_recv(m, b, sizeof b, victim, 1, &st);
+  double dt = MPI_Wtime() - t0;
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s", tiers_last_error());
+  int drc = tiers_mbc_destroy(&m);
+  tiers_json_t j;
+  tiers_json_init(&j, stdout);
+  tiers_json_object_begin(&j);
+  tiers_json_kv_string(&j, "schema", "tiers.mbc-check/1");
+  tiers_json_kv_string(&j, "test", "peer-exit");
+  tiers_json_kv_int(&j, "rank", rank);
+  tiers_json_kv_int(&j, "victim", victim);
+  tiers_json_kv_int(&j, "rc", rc);
+  tiers_json_kv_string(&j, "message", msg);
+  tiers_json_kv_double(&j, "seconds", dt);
+  tiers_json_kv_int(&j, "destroy_rc", drc);
+  tiers_json_kv_bool(&j, "handle_cleared", m == NULL);
+  tiers_json_object_end(&j);
+  tiers_json_finish(&j);
+  fflush(stdout);
+  _exit(0); /* MPI cannot finalise with a peer gone */
+}
+
 /* ------------------------------------------------------------------ */
 
 static void json_stats(tiers_json_t *j, const tiers_mbc_stats_t *s)
@@ -624,6 +675,7 @@ static void json_stats(tiers_json_t *j, const tiers_mbc_stats_t *s)
   U(msgs_answered_fifo); U(bytes_answered_fifo); U(fifo_chunks); U(fifo_full_waits);
   U(requests_sent); U(requests_received); U(requests_used); U(requests_stale);
   U(requests_unsent); U(msgs_received); U(bytes_received); U(msgs_unexpected); U(truncations);
+  U(msgs_shm); U(bytes_shm); U(msgs_rma); U(bytes_rma);
 #undef U
   tiers_json_kv_double(j, "elapsed_s", s->elapsed_s);
   tiers_json_kv_double(j, "data_rate_Bps", s->data_rate_Bps);
@@ -635,8 +687,9 @@ static void json_stats(tiers_json_t *j, const tiers_mbc_stats_t *s)
 static void usage(void)
 {
   tiers_tool_fail("usage: tiers-mbc-check TEST [--fifo-bytes N] [--direct auto|off] "
-                  "[--timeout S] [--count K]; TEST: ordering wildcards sizes many fifo race "
-                  "mixed barrier allreduce truncate badargs timeout");
+                  "[--timeout S] [--count K] [--transport auto|shm|rma]; TEST: ordering "
+                  "wildcards sizes many fifo race mixed barrier allreduce truncate badargs "
+                  "timeout peer-exit");
 }
 
 int main(int argc, char **argv)
@@ -665,15 +718,28 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[i], "--count") && i + 1 < argc && !tiers_parse_long(argv[i + 1], &l) &&
              l > 0)
       K = (int)l, i++;
+    else if (!strcmp(argv[i], "--transport") && i + 1 < argc) {
+      const char *v = argv[++i];
+      if (!strcmp(v, "auto"))
+        o.transport = TIERS_MBC_TRANSPORT_AUTO;
+      else if (!strcmp(v, "shm"))
+        o.transport = TIERS_MBC_TRANSPORT_SHM;
+      else if (!strcmp(v, "rma"))
+        o.transport = TIERS_MBC_TRANSPORT_RMA;
+      else
+        usage();
+    }
     else
       usage();
   }
   int needs2 = !strcmp(test, "race") || !strcmp(test, "mixed") || !strcmp(test, "truncate") ||
-               !strcmp(test, "timeout");
+               !strcmp(test, "timeout") || !strcmp(test, "peer-exit");
   if (needs2 && size < 2)
     tiers_tool_fail("test %s needs at least 2 ranks", test);
   if (!strcmp(test, "fifo"))
     o.fifo_bytes = 4096;
+  if (!strcmp(test, "mixed"))
+    o.direct_min_bytes = 4096; /* its 8 KiB messages go direct, 100 B ones answered */
   if (!strcmp(test, "race") && rank == 1)
     o.debug_fifo_first = 1;
   if (!strcmp(test, "timeout"))
@@ -684,6 +750,8 @@ int main(int argc, char **argv)
   tiers_mbc_t m;
   if (tiers_mbc_create(MPI_COMM_WORLD, &o, &m) != TIERS_OK)
     tiers_tool_fail_last("tiers_mbc_create");
+  if (!strcmp(test, "peer-exit"))
+    t_peer_exit(m); /* does not return */
   tiers_mbc_stats_t race_before;
   memset(&race_before, 0, sizeof race_before);
   if (!strcmp(test, "ordering")) t_ordering(m, K);
@@ -701,6 +769,8 @@ int main(int argc, char **argv)
   else usage();
 
   tiers_mbc_stats_t mine, total;
+  const char *tname = "?";
+  OK(tiers_mbc_transport_name(m, &tname));
   OK(tiers_mbc_stats(m, TIERS_MBC_LOCAL, &mine));
   OK(tiers_mbc_stats(m, TIERS_MBC_GLOBAL, &total));
   OK(tiers_mbc_destroy(&m));
@@ -731,6 +801,7 @@ int main(int argc, char **argv)
     tiers_json_kv_int(&j, "count", K);
     tiers_json_kv_int(&j, "fifo_bytes", (int64_t)o.fifo_bytes);
     tiers_json_kv_int(&j, "direct_available", total.direct_available);
+    tiers_json_kv_string(&j, "transport", tname);
     tiers_json_kv_int(&j, "checked", cwsum[0]);
     tiers_json_kv_int(&j, "wrong", cwsum[1]);
     tiers_json_key(&j, "failures");
