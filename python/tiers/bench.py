@@ -50,21 +50,26 @@ class App:
     size_option: bool = True
     iters_option: bool = True
     overlap_option: bool = True
+    comm_option: bool = False
 
 
 APPS = {
     "jacobi3d": App("jacobi3d", "tiers-jacobi3d",
-                    "3-D Poisson heat problem, Jacobi, face halos (seed 002)"),
+                    "3-D Poisson heat problem, Jacobi, face halos (seed 002)",
+                    comm_option=True),
     "laplace2d": App("laplace2d", "tiers-laplace2d",
-                     "2-D Laplace equation, Jacobi, 640 x 640 (seed 004)"),
+                     "2-D Laplace equation, Jacobi, 640 x 640 (seed 004)",
+                     comm_option=True),
     "matmul": App("matmul", "tiers-matmul",
                   "dense matrix multiply, blocked / tiled / column broadcast, 1800 x 1800 "
                   "(seeds 004, 003)", overlap_option=False),
     "radixsort": App("radixsort", "tiers-radixsort",
                      "parallel radix sort of 4M integers, all-to-all key exchange (seed 004)",
                      iters_option=False, overlap_option=False),
-    "cg": App("cg", "tiers-cg", "NPB CG: conjugate gradient, smallest eigenvalue estimate",
-              classes=("S", "W", "A", "B"), size_option=False, overlap_option=False),
+    "cg": App("cg", "tiers-cg", "NPB CG: conjugate gradient, smallest eigenvalue estimate "
+              "(classes S-B; --app-args '--matrix F.mtx' solves a Matrix Market file)",
+              classes=("S", "W", "A", "B"), size_option=False, iters_option=False,
+              overlap_option=False),
     "zblas": App("zblas", "tiers-zblas",
                  "complex level-1/2 kernels zaxpy, zdotc, dznrm2, zgemv (seed 000)",
                  overlap_option=False),
@@ -109,6 +114,33 @@ def parse_counts(value, what: str) -> list[int]:
     if not out:
         raise TiersError(f"the {what} list is empty")
     return sorted(out)
+
+
+COMM_MODES = ("mpi", "mbc")
+
+
+def parse_comms(value, app: App) -> list[str]:
+    """Return the messaging modes of ``value`` (a list, or text such as
+    ``"mpi,mbc"``; None gives ``["mpi"]``) in the order given, without
+    repeats.  Raise TiersError for an unknown mode, or for ``mbc`` when
+    ``app`` cannot send its messages through the memory-based layer."""
+    if value is None:
+        return ["mpi"]
+    words = [str(v) for v in value] if isinstance(value, (list, tuple)) else \
+        [w for w in str(value).replace(" ", "").split(",") if w]
+    modes: list[str] = []
+    for w in words:
+        if w not in COMM_MODES:
+            raise TiersError(f"unknown --comm mode '{w}' (known: {', '.join(COMM_MODES)})")
+        if w not in modes:
+            modes.append(w)
+    if not modes:
+        raise TiersError("the --comm list is empty (use mpi, mbc or mpi,mbc)")
+    if "mbc" in modes and not app.comm_option:
+        able = ", ".join(a.name for a in APPS.values() if a.comm_option)
+        raise TiersError(f"{app.name} has no --comm mbc (its messages go through MPI only; "
+                         f"--comm mbc is for {able})")
+    return modes
 
 
 def usable_cpus() -> int:
@@ -253,11 +285,44 @@ def analyse(samples: list[dict]) -> dict:
             "all_verified": all(r["verified"] for r in rows)}
 
 
+def compare_comms(samples: list[dict], by_comm: dict) -> list[dict]:
+    """Return seed 001 Tables 4-10 for the samples of both modes: per
+    (ranks, threads) that ran over MPI and over MBC, ``time_mpi_s``,
+    ``time_mbc_s``, ``speedup_mpi`` and ``speedup_mbc`` (each against its
+    own mode's baseline, from ``by_comm[mode]["rows"]``), ``ratio`` =
+    time_mbc_s / time_mpi_s, and from the MBC run's ``mbc`` statistics
+    ``remote_write_share`` (None when it sent no bytes), ``transport``,
+    ``direct_available``, ``msgs_sent`` and ``bytes_sent`` (None when the
+    run had no layer)."""
+    rows_of = {m: {(r["ranks"], r["threads"]): r for r in by_comm[m]["rows"]}
+               for m in ("mpi", "mbc") if m in by_comm}
+    if len(rows_of) < 2:
+        return []
+    mbc_doc = {(s["ranks"], s["threads"]): s["doc"] for s in samples if s["comm"] == "mbc"}
+    out = []
+    for key in sorted(set(rows_of["mpi"]) & set(rows_of["mbc"])):
+        a, b = rows_of["mpi"][key], rows_of["mbc"][key]
+        st = mbc_doc[key].get("mbc") or {}
+        ta, tb = a["time_s"], b["time_s"]
+        out.append({"ranks": key[0], "threads": key[1], "cores": key[0] * key[1],
+                    "time_mpi_s": ta, "time_mbc_s": tb,
+                    "speedup_mpi": a["speedup"], "speedup_mbc": b["speedup"],
+                    "ratio": tb / ta if ta and ta > 0 and tb is not None else None,
+                    # no bytes sent (one process): no share to speak of
+                    "remote_write_share": st.get("remote_write_share")
+                    if st.get("bytes_sent") else None,
+                    "transport": st.get("transport"),
+                    "direct_available": st.get("direct_available"),
+                    "msgs_sent": st.get("msgs_sent"), "bytes_sent": st.get("bytes_sent"),
+                    "verified": a["verified"] and b["verified"]})
+    return out
+
+
 def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
             quick: bool = False, klass: str | None = None, size=None, iters=None,
             overlap: bool = False, pin: str | None = None, verify: bool | None = None,
             app_extra: Sequence[str] = (), launcher=None, hostfile=None,
-            vcluster: bool = False,
+            vcluster: bool = False, comm=None,
             launcher_args: Sequence[str] | str = (), timeout: float | None = None,
             progress=None, argv: list[str] | None = None) -> dict:
     """Run ``app_name`` for every (ranks, threads) of the grid and return
@@ -269,7 +334,13 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
     scatter) pins the threads (default compact, none when oversubscribed).
     ``launcher``, ``hostfile`` and ``launcher_args`` go to
     :mod:`tiers.launch`; ``vcluster`` runs on the virtual cluster; ``timeout`` bounds each run (default 600 s).
-    ``progress(ranks, threads)`` is called before each run.  Raise
+    ``comm`` lists the messaging modes (``"mpi"`` default, ``"mbc"``,
+    ``"mpi,mbc"``): the grid runs once per mode, each sample records its
+    ``comm``, ``summary["by_comm"]`` holds each mode's analysis and, with
+    both modes, ``summary["comm_comparison"]`` the rows of
+    :func:`compare_comms`; the top-level summary is the first mode's.
+    ``progress(ranks, threads)`` is called before each run (with a third
+    argument, the mode, when more than one mode runs).  Raise
     TiersError (one line) on bad input or a failed run."""
     app = app_info(app_name)
     rlist = parse_counts(ranks, "ranks")
@@ -284,6 +355,7 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
         if over:
             raise TiersError(f"{over[0]} threads per rank exceed the {cpus} CPUs this "
                              "machine lets tiers use")
+    modes = parse_comms(comm, app)
     args = app_args(app, quick=quick, size=size, iters=iters, overlap=overlap, klass=klass,
                     verify=verify, extra=app_extra)
     extra = shlex.split(launcher_args) if isinstance(launcher_args, str) else \
@@ -291,16 +363,23 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
     lau = launcher if isinstance(launcher, launch.Launcher) else launch.detect(launcher)
     limit = float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S
     samples = []
-    for r in rlist:
-        for t in tlist:
-            if progress:
-                progress(r, t)
-            out = run_config(app, r, t, args, pin=pin, launcher=lau, hostfile=hostfile,
-                             vcluster=vcluster, launcher_args=extra, timeout=limit)
-            samples.append({"ranks": r, "threads": t, **out})
-    summary = analyse(samples)
+    for mode in modes:
+        margs = ["--comm", mode, *args] if app.comm_option else list(args)
+        for r in rlist:
+            for t in tlist:
+                if progress:
+                    progress(r, t, *([mode] if len(modes) > 1 else []))
+                out = run_config(app, r, t, margs, pin=pin, launcher=lau, hostfile=hostfile,
+                                 vcluster=vcluster, launcher_args=extra, timeout=limit)
+                samples.append({"ranks": r, "threads": t, "comm": mode, **out})
+    by_comm = {m: analyse([s for s in samples if s["comm"] == m]) for m in modes}
+    summary = dict(by_comm[modes[0]])
+    summary["comm"] = modes[0]
+    summary["by_comm"] = by_comm
+    if len(modes) > 1:
+        summary["comm_comparison"] = compare_comms(samples, by_comm)
     params = {"app": app.name, "tool": app.tool, "ranks": rlist, "threads": tlist,
-              "quick": quick, "class": klass, "size": size, "iters": iters,
+              "comm": modes, "quick": quick, "class": klass, "size": size, "iters": iters,
               "overlap": overlap, "pin": pin, "app_args": args,
               "launcher": lau.to_dict(), "slots": launch.local_slots(), "vcluster": vcluster}
     return result.new_document("bench", params=params, samples=samples, summary=summary,
@@ -322,17 +401,13 @@ def _merit(v) -> str:
     return f"{v:.3g}"
 
 
-def render(doc: dict, console: Console) -> None:
-    """Print the seed-004 Table 5 layout (ranks down, threads across: time,
-    speed-up, efficiency) and the per-configuration breakdown."""
-    s = doc["summary"]
-    p = doc["params"]
+def _render_grid(p: dict, s: dict, console: Console, label: str) -> None:
+    """Print one mode's Table 5 and breakdown from its analysis ``s``."""
     rows = s["rows"]
     if not rows:
-        console.print("no runs")
         return
     base = s["baseline"]
-    t = Table(title=f"tiers bench {p['app']}: time, speed-up and efficiency "
+    t = Table(title=f"tiers bench {p['app']}{label}: time, speed-up and efficiency "
               f"(baseline {base['ranks']}x{base['threads']})")
     t.add_column("ranks", justify="right")
     for th in p["threads"]:
@@ -357,6 +432,41 @@ def render(doc: dict, console: Console) -> None:
                   _fmt(r["sync_s"], ".3g"), _merit(r["merit"]),
                   "yes" if r["verified"] else "NO")
     console.print(b)
+
+
+def render(doc: dict, console: Console) -> None:
+    """Print the seed-004 Table 5 layout (ranks down, threads across: time,
+    speed-up, efficiency) and the per-configuration breakdown, once per
+    messaging mode, then the MPI vs MBC comparison when both ran."""
+    s = doc["summary"]
+    p = doc["params"]
+    if not s["rows"]:
+        console.print("no runs")
+        return
+    modes = p.get("comm") or []
+    if len(modes) > 1:
+        for mode in modes:
+            _render_grid(p, s["by_comm"][mode], console, f" over {mode.upper()}")
+    else:
+        _render_grid(p, s, console, f" over {modes[0].upper()}" if modes == ["mbc"] else "")
+    comp = s.get("comm_comparison")
+    if comp:
+        c = Table(title=f"{p['app']}: MPI vs MBC (seed 001 Tables 4-10; S = speed-up "
+                  "against the mode's own baseline, direct = remote-write share of bytes)")
+        for col in ("config", "MPI s", "S MPI", "MBC s", "S MBC", "MBC/MPI", "direct %",
+                    "path"):
+            c.add_column(col, justify="right", no_wrap=True)
+        for r in comp:
+            share = r["remote_write_share"]
+            c.add_row(f"{r['ranks']}x{r['threads']}", _fmt(r["time_mpi_s"], ".3g"),
+                      _fmt(r["speedup_mpi"], ".2f"), _fmt(r["time_mbc_s"], ".3g"),
+                      _fmt(r["speedup_mbc"], ".2f"), _fmt(r["ratio"], ".2f"),
+                      _fmt(share if share is None else 100 * share, ".1f"),
+                      r["transport"] or "-")
+        console.print(c)
+        if any(r["direct_available"] == 0 for r in comp if r["ranks"] > 1):
+            console.print("[dim]The direct remote write (process_vm_writev) was not available: "
+                          "every MBC message went through the FIFOs.[/dim]")
     if any(smp["plan"]["oversubscribed"] for smp in doc["samples"]):
         console.print("[dim]Runs with more ranks x threads than cores were oversubscribed: "
                       "their times show contention, not scaling.[/dim]")
@@ -406,15 +516,17 @@ def main(args, argv: list[str]) -> int:
     except ValueError as exc:
         raise TiersError(f"bad --app-args: {exc}") from None
 
-    def progress(r, t):
+    def progress(r, t, mode=None):
+        over = f" over {mode.upper()}" if mode else ""
         console.print(f"[dim]running {args.app} on {r} rank{'s' if r > 1 else ''} x "
-                      f"{t} thread{'s' if t > 1 else ''}...[/dim]")
+                      f"{t} thread{'s' if t > 1 else ''}{over}...[/dim]")
 
     doc = measure(args.app, args.ranks or DEFAULT_RANKS, args.threads or DEFAULT_THREADS,
                   quick=args.quick, klass=args.klass, size=args.size, iters=args.iters,
                   overlap=args.overlap, pin=args.pin, app_extra=extra,
                   launcher=args.launcher, hostfile=args.hostfile,
                   vcluster=getattr(args, "vcluster", False),
+                  comm=getattr(args, "comm", None),
                   launcher_args=args.launcher_args or (), timeout=args.timeout,
                   progress=progress, argv=argv)
     render(doc, console)

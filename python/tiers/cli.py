@@ -198,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sync: length of every swap-out in seconds (default: automatic)")
     p.add_argument("--threshold", type=float, metavar="F",
                    help="sync: buffer fill fraction that triggers a swap-out (default 0.5)")
+    p.add_argument("--swap-every", type=int, metavar="N",
+                   help="sync: swap out at every N-th collective on MPI_COMM_WORLD, whatever "
+                   "the fill (the seed's fixed schedule)")
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default: a new tiers-trace-<date> folder)")
     p.add_argument("--force", action="store_true",
@@ -268,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--launcher-args", metavar="ARGS",
                    help="extra launcher options, one quoted string")
     p.add_argument("--quick", action="store_true", help="small problems that end in seconds")
+    p.add_argument("--comm", metavar="LIST",
+                   help="messaging of the app: mpi, mbc (tiers' memory-based layer; jacobi3d, "
+                   "laplace2d) or mpi,mbc to run both and compare them (default mpi)")
     p.add_argument("--app-args", metavar="ARGS",
                    help="more application options, one quoted string, e.g. \"--grid 2,1,1\"")
     _add_output(p, plot=True)
