@@ -41,19 +41,30 @@ def programs(tmp_path_factory):
     return built
 
 
-@pytest.fixture(scope="module")
-def fortran_program(tmp_path_factory):
-    """Compile tests/programs/trace_f.f90 with mpif90; return its path (skip
-    when there is no Fortran MPI compiler)."""
+def build_fortran(tmp_path_factory, name):
+    """Compile tests/programs/NAME.f90 with mpif90; return its path (skip
+    when there is no Fortran MPI compiler or it cannot build NAME)."""
     fc = shutil.which("mpif90") or shutil.which("mpifort")
     if not fc:
         pytest.skip("needs mpif90 (gfortran and the MPI Fortran bindings)")
-    exe = tmp_path_factory.mktemp("trace-fortran") / "trace_f"
-    proc = subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / "trace_f.f90")],
+    exe = tmp_path_factory.mktemp("trace-fortran") / name
+    proc = subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / f"{name}.f90")],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"mpif90 cannot build a program here: {proc.stderr.strip()[:200]}")
+        pytest.skip(f"mpif90 cannot build {name} here: {proc.stderr.strip()[:200]}")
     return str(exe)
+
+
+@pytest.fixture(scope="module")
+def fortran_program(tmp_path_factory):
+    """tests/programs/trace_f.f90 (`use mpi`), compiled."""
+    return build_fortran(tmp_path_factory, "trace_f")
+
+
+@pytest.fixture(scope="module")
+def fortran08_program(tmp_path_factory):
+    """tests/programs/trace_f08.f90 (`use mpi_f08`), compiled."""
+    return build_fortran(tmp_path_factory, "trace_f08")
 
 
 def trace(tmp_path, *args, out="trace"):
@@ -279,6 +290,27 @@ def test_fortran_program_counts_bytes_and_matrix(tmp_path, fortran_program, n):
     assert printed["MPI_SEND"] == sum(c["MPI_Send"] + c["MPI_Sendrecv"] for c in calls)
     assert printed["MPI_IRECV"] == printed["MPI_IRECV_REQUEST"] == 4 * n
     assert printed["MPI_ISEND"] == printed["MPI_ISEND_COMPLETE"] == 3 * n
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_fortran2008_program_counts_bytes_and_matrix(tmp_path, fortran08_program, n):
+    # `use mpi_f08` calls reach mpi_send_f08_ & co., which Open MPI routes to
+    # PMPI_ in C past every other wrapper; the tracer's own mpi_*_f08_ entry
+    # points record them, with or without the optional ierror argument
+    run, folder = trace(tmp_path, "--", *MPIRUN, "-n", str(n), fortran08_program)
+    assert run.returncode == 0, run.stderr
+    doc = summary(folder)
+    expected = fortran_expected(n)
+    assert_counts_and_matrix(doc, expected)
+    r0 = doc["samples"]["ranks"][0]["functions"]
+    assert r0["MPI_Recv"]["bytes"] == 4 * 4096 + sum(20 * r for r in range(1, n))
+    assert r0["MPI_Waitall"]["bytes"] == 2 * 400 + 200
+    assert r0["MPI_Gather"]["bytes"] == 4 + 4 * n      # MPI_IN_PLACE seen at the root
+    assert r0["MPI_Allreduce"]["bytes"] == 2 * 40 + 2 * 40
+    printed = otf2_print_counts(folder / "traces.otf2")
+    assert printed["ENTER"] == printed["LEAVE"] == sum(sum(c.values()) for c in expected[2])
+    assert printed["MPI_IRECV"] == printed["MPI_IRECV_REQUEST"] == 4 * n
 
 
 @needs_mpi

@@ -7,7 +7,8 @@
  * Rounds alternate "traced" and "paused" (tiers_trace_pause, when the
  * tracer is loaded), so the traced and untraced loops run in the same
  * process, interleaved.  Writes OUT.<rank>: one line per round
- * "traced|paused ns_per_call". */
+ * "traced|paused|stopped ns_per_call" (stopped: the tracer stopped during
+ * the round, so it was not all traced). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,8 +53,11 @@ int main(int argc, char **argv)
       MPI_Wait(&rq, MPI_STATUS_IGNORE);
     }
     double t1 = now();
+    /* a round in which the tracer stopped (sync: the buffer filled, there
+     * being no world collective here) was not all traced: say so */
+    const char *kind = traced && !paused ? (tiers_trace_active() ? "traced" : "stopped") : "paused";
     if (r >= 2 && f)
-      fprintf(f, "%s %.3f\n", traced && !paused ? "traced" : "paused", (t1 - t0) * 1e9 / (3.0 * iters));
+      fprintf(f, "%s %.3f\n", kind, (t1 - t0) * 1e9 / (3.0 * iters));
   }
   if (tiers_trace_resume)
     tiers_trace_resume();

@@ -29,6 +29,7 @@ extern "C" {
 #define TIERS_TRACE_ENV_POLICY "TIERS_TRACE_POLICY"       /**< sync, full or off */
 #define TIERS_TRACE_ENV_TAU "TIERS_TRACE_TAU"             /**< swap-out length in s; 0: auto */
 #define TIERS_TRACE_ENV_THRESHOLD "TIERS_TRACE_THRESHOLD" /**< sync: fill fraction that triggers */
+#define TIERS_TRACE_ENV_SWAP_EVERY "TIERS_TRACE_SWAP_EVERY" /**< sync: swap out every N-th world collective; 0 or unset: by fill */
 
 /** The smallest buffer budget the tracer accepts, in bytes. */
 #define TIERS_TRACE_MIN_BUDGET (64 * 1024)

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,10 +59,10 @@ typedef struct { rec_head_t h; int32_t comm, peer, tag, pad; uint64_t bytes, req
 typedef struct { rec_head_t h; uint64_t req; } rec_req_t;
 typedef struct { rec_head_t h; int32_t comm, root; uint32_t op, pad; uint64_t sent, recvd; } rec_coll_t;
 typedef struct { rec_head_t h; int32_t id, parent, size, flags; } rec_comm_t; /* + members */
-typedef struct { rec_head_t h; uint64_t bytes, write_ns, total_ns; } rec_swap_t;
+typedef struct { rec_head_t h; uint64_t bytes, write_ns, total_ns, tau_ns; } rec_swap_t;
 typedef struct { rec_head_t h; int64_t offset_ns, rtt_ns; int32_t phase, pad; } rec_clock_t;
 typedef struct { rec_head_t h; int32_t reason, pad; } rec_stop_t;
-typedef struct { rec_head_t h; int32_t provided, policy; uint64_t budget; double tau, threshold; } rec_info_t;
+typedef struct { rec_head_t h; int32_t provided, policy; uint64_t budget; double tau, threshold; uint64_t swap_every; } rec_info_t;
 
 #define RAW_MAGIC "TIERSTEV"
 #define RAW_VERSION 1u
@@ -86,13 +87,22 @@ static struct {
   int provided;
   int rank, size;
   int fd;
+  uint64_t file_bytes; /* length of the file's whole, written part */
   uint8_t *buf;
   size_t cap;        /* bytes; records use at most cap - HEADROOM */
+  size_t limit;      /* cap - HEADROOM while recording, 0 once stopped: one
+                        compare in put() covers both */
+  int mapped;        /* buf comes from mmap (sync, full), not malloc (off) */
   volatile size_t used; /* committed bytes: what a signal handler may write */
   uint64_t budget;
   double tau, threshold;
   double largest_write_s;
   uint64_t swapouts;
+  double tau_eff;    /* sync: the tau in use (--tau, raised after an overrun) */
+  int64_t acc_ns;    /* sync: this rank's swap-out time so far (equal on all ranks) */
+  uint64_t swap_every; /* sync: swap out at every swap_every-th world collective; 0: by fill */
+  uint64_t world_colls; /* collectives on MPI_COMM_WORLD so far */
+  int slow_rank, slow_ms, slow_at; /* test knob TIERS_TRACE_TEST_SLOW_WRITE */
   MPI_Comm priv;     /* private duplicate of MPI_COMM_WORLD */
   int sync_active;   /* sync policy and still checking at collectives */
   int next_comm_id;
@@ -102,12 +112,17 @@ static struct {
   struct sigaction old_term, old_int;
 } S = { .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static _Thread_local int t_depth;      /* > 0: inside a wrapper */
-static _Thread_local int t_thread = -1; /* this thread's index */
-static _Thread_local int t_sync_due;   /* a world collective just ended */
-
-static _Thread_local int64_t t_enter_ns; /* this wrapper's Enter time */
-static _Thread_local int64_t t_post_ns;  /* its time after the PMPI call; 0: not taken */
+/* Per-thread state, in one block.  initial-exec: the library is preloaded,
+ * so its TLS sits in the static block and every access is one %fs-relative
+ * load instead of a __tls_get_addr call (the default for -fPIC code). */
+typedef struct {
+  int depth;        /* > 0: inside a wrapper */
+  int thread;       /* this thread's index; -1: none yet */
+  int sync_due;     /* a world collective just ended */
+  int64_t enter_ns; /* this wrapper's Enter time */
+  int64_t post_ns;  /* its time after the PMPI call; 0: not taken */
+} tls_t;
+static _Thread_local tls_t T __attribute__((tls_model("initial-exec"))) = { .thread = -1 };
 
 /* The clock: CLOCK_MONOTONIC in ns.  Where the kernel itself counts time
  * with the TSC (clocksource "tsc": invariant and synchronised across
@@ -173,9 +188,9 @@ static void clock_calibrate(void) {}
  * wrapper, and used for its Leave as well. */
 static inline int64_t post_ns(void)
 {
-  if (!t_post_ns)
-    t_post_ns = now_ns();
-  return t_post_ns;
+  if (!T.post_ns)
+    T.post_ns = now_ns();
+  return T.post_ns;
 }
 
 int64_t tiers_trace_clock(void) { return now_ns(); }
@@ -246,6 +261,7 @@ static void stop_tracing(int reason, const char *why)
   if (S.fd >= 0 && S.used > 0 && reason != STOP_WRITE)
     (void)write_all(S.fd, S.buf, S.used);
   S.used = 0;
+  S.limit = 0;
   S.stopped = 1;
 }
 
@@ -254,9 +270,23 @@ static void stop_tracing(int reason, const char *why)
 
 static int thread_index(void)
 {
-  if (t_thread < 0)
-    t_thread = __atomic_fetch_add(&S.next_thread, 1, __ATOMIC_RELAXED);
-  return t_thread;
+  if (T.thread < 0)
+    T.thread = __atomic_fetch_add(&S.next_thread, 1, __ATOMIC_RELAXED);
+  return T.thread;
+}
+
+/* After a failed write (a full disk): cut the file back to its last whole
+ * swap-out, which frees what the failed write left, and try to end it with
+ * a STOP record, so that it reads back whole and says why it ends. */
+static void end_file_after_write_error(void)
+{
+  if (ftruncate(S.fd, (off_t)S.file_bytes) != 0)
+    return;
+  rec_stop_t r = { { REC_STOP, 0, 0, 0, sizeof(rec_stop_t) / 8, now_ns() }, STOP_WRITE, 0 };
+  if (write(S.fd, &r, sizeof r) == (ssize_t)sizeof r)
+    S.file_bytes += sizeof r;
+  else if (ftruncate(S.fd, (off_t)S.file_bytes) != 0)
+    return;
 }
 
 /* Write the buffer to the file and empty it.  Returns 0, or -1 after
@@ -268,38 +298,93 @@ static int write_buffer(void)
   if (write_all(S.fd, S.buf, S.used) != 0) {
     char why[200];
     snprintf(why, sizeof why, "cannot write the trace file (%s)", strerror(errno));
+    end_file_after_write_error();
     stop_tracing(STOP_WRITE, why);
     return -1;
   }
+  S.file_bytes += S.used;
   S.used = 0;
   return 0;
 }
 
-static void put(const void *rec, size_t len);
+static inline void put(const void *rec, size_t len);
+
+/* Let time pass until now_ns() >= until: sleep while more than 2 ms are
+ * left (so that a padding rank leaves the CPU to the ranks still writing
+ * when processes share cores), then spin.  Returns the time reached. */
+static int64_t pad_until(int64_t until)
+{
+  int64_t t = now_ns();
+  while (until - t > 2000000) {
+    int64_t ns = until - t - 1000000;
+    struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+    nanosleep(&ts, NULL);
+    t = now_ns();
+  }
+  while (t < until)
+    t = now_ns();
+  return t;
+}
+
+/* The test knob TIERS_TRACE_TEST_SLOW_WRITE=RANK:MS[:K]: rank RANK's K-th
+ * swap-out (every one when K is 0 or left out) takes MS ms longer, as a
+ * late write on a loaded machine would (tests/test_trace_sync.py). */
+static void test_slow_write(void)
+{
+  if (S.slow_ms > 0 && S.rank == S.slow_rank &&
+      (S.slow_at == 0 || (uint64_t)S.slow_at == S.swapouts + 1)) {
+    struct timespec ts = { S.slow_ms / 1000, (long)(S.slow_ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+      ;
+  }
+}
 
 /* Swap-out: write the buffer, then wait until tau_ns has passed since the
- * start (0: no padding).  Recorded as region FN_SWAPOUT plus a REC_SWAP. */
-static void swapout(int64_t tau_ns)
+ * start (0: no padding).  With `equalise` (the sync policy; collective over
+ * all ranks) the ranks then agree, with one MPI_Allreduce, on the largest
+ * accumulated swap-out time, and each pads up to it: a rank whose write
+ * overran tau makes the others carry the same, so the accumulated tracer
+ * overhead is equal on every rank after every swap-out (condition C).
+ * The lock is held on entry and exit, but not across the padding and the
+ * reduction.  Recorded as region FN_SWAPOUT plus a REC_SWAP. */
+static void swapout(int64_t tau_ns, int equalise)
 {
   int64_t t0 = now_ns();
-  rec_head_t enter = { REC_ENTER, 0, (uint16_t)thread_index(), FN_SWAPOUT, 2, t0 };
-  memcpy(S.buf + S.used, &enter, sizeof enter); /* the headroom holds it */
-  S.used += sizeof enter;
-  uint64_t bytes = S.used;
-  if (write_buffer() != 0)
-    return;
+  int recording = !S.stopped && S.buf;
+  uint64_t bytes = 0;
+  if (recording) {
+    rec_head_t enter = { REC_ENTER, 0, (uint16_t)thread_index(), FN_SWAPOUT, 2, t0 };
+    memcpy(S.buf + S.used, &enter, sizeof enter); /* the headroom holds it */
+    S.used += sizeof enter;
+    bytes = S.used;
+    if (write_buffer() != 0)
+      recording = 0;
+  }
+  test_slow_write();
   int64_t t1 = now_ns();
-  int64_t t2 = t1;
-  while (t2 - t0 < tau_ns)
-    t2 = now_ns();
+  if (equalise)
+    unlock();
+  int64_t t2 = pad_until(t0 + tau_ns);
+  if (equalise) {
+    double mine = (double)(S.acc_ns + (t2 - t0)), most = mine;
+    if (PMPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, S.priv) == MPI_SUCCESS)
+      t2 = pad_until(t0 + ((int64_t)most - S.acc_ns));
+    else
+      S.sync_active = 0;
+    lock();
+  }
   double ws = (double)(t1 - t0) * 1e-9;
   if (ws > S.largest_write_s)
     S.largest_write_s = ws;
+  S.acc_ns += t2 - t0;
   S.swapouts++;
+  if (!recording || S.stopped)
+    return;
   rec_head_t leave = { REC_LEAVE, 0, (uint16_t)thread_index(), FN_SWAPOUT, 2, t2 };
   put(&leave, sizeof leave);
-  rec_swap_t sw = { { REC_SWAP, tau_ns > 0, (uint16_t)thread_index(), 0, sizeof(rec_swap_t) / 8, t0 },
-                    bytes, (uint64_t)(t1 - t0), (uint64_t)(t2 - t0) };
+  rec_swap_t sw = { { REC_SWAP, (uint8_t)((tau_ns > 0) | (equalise ? 2 : 0)),
+                      (uint16_t)thread_index(), 0, sizeof(rec_swap_t) / 8, t0 },
+                    bytes, (uint64_t)(t1 - t0), (uint64_t)(t2 - t0), (uint64_t)tau_ns };
   put(&sw, sizeof sw);
 }
 
@@ -319,10 +404,11 @@ static int make_room(size_t len)
     }
     S.buf = nb;
     S.cap = cap;
+    S.limit = cap - HEADROOM;
     return 0;
   }
   if (S.policy == POLICY_FULL) {
-    swapout(0);
+    swapout(0, 0);
     return S.stopped ? -1 : 0;
   }
   char why[240];
@@ -333,8 +419,8 @@ static int make_room(size_t len)
   return -1;
 }
 
-/* Append one record (lock held). */
-static void put(const void *rec, size_t len)
+/* Append one record when the buffer is full or tracing stopped. */
+__attribute__((noinline, cold)) static void put_slow(const void *rec, size_t len)
 {
   if (S.stopped || !S.buf)
     return;
@@ -342,6 +428,20 @@ static void put(const void *rec, size_t len)
     return;
   memcpy(S.buf + S.used, rec, len);
   __atomic_store_n(&S.used, S.used + len, __ATOMIC_RELEASE);
+}
+
+/* Append one record (lock held).  Inlined, so that the copy of a record
+ * of constant length becomes a few stores; the release store publishes it
+ * to a signal handler that writes the buffer out. */
+__attribute__((always_inline)) static inline void put(const void *rec, size_t len)
+{
+  size_t u = S.used;
+  if (__builtin_expect(u + len > S.limit, 0)) {
+    put_slow(rec, len);
+    return;
+  }
+  memcpy(S.buf + u, rec, len);
+  __atomic_store_n(&S.used, u + len, __ATOMIC_RELEASE);
 }
 
 static rec_head_t head(int kind, int func, size_t len, int64_t t)
@@ -354,7 +454,10 @@ static rec_head_t head(int kind, int func, size_t len, int64_t t)
 /* ------------------------------------------------------------------ */
 /* Hash maps: communicator and request handles -> small data */
 
-typedef struct { uint64_t key, a, b; int state; } slot_t; /* state 0 free, 1 used, 2 deleted */
+/* Open addressing with linear probing; a deletion shifts the entries of
+ * its run back (no tombstones), so the table stays as small as the live
+ * entries need however many requests a run creates. */
+typedef struct { uint64_t key, a, b; int state; } slot_t; /* state 0 free, 1 used */
 typedef struct { slot_t *s; size_t n, used; } map_t;
 
 static map_t comms, reqs;
@@ -378,13 +481,12 @@ static slot_t *map_find(map_t *m, uint64_t key)
 {
   if (!m->s)
     return NULL;
-  for (size_t i = hslot(key, m->n), c = 0; c < m->n; i = (i + 1) & (m->n - 1), c++) {
+  for (size_t i = hslot(key, m->n);; i = (i + 1) & (m->n - 1)) {
     if (m->s[i].state == 0)
       return NULL;
-    if (m->s[i].state == 1 && m->s[i].key == key)
+    if (m->s[i].key == key)
       return &m->s[i];
   }
-  return NULL;
 }
 
 static int map_put(map_t *m, uint64_t key, uint64_t a, uint64_t b)
@@ -410,11 +512,28 @@ static int map_put(map_t *m, uint64_t key, uint64_t a, uint64_t b)
   return 0;
 }
 
+/* Remove the entry in slot s (from map_find). */
+static void map_remove(map_t *m, slot_t *s)
+{
+  size_t mask = m->n - 1;
+  size_t hole = (size_t)(s - m->s);
+  for (size_t j = (hole + 1) & mask; m->s[j].state == 1; j = (j + 1) & mask) {
+    size_t home = hslot(m->s[j].key, m->n);
+    /* the entry at j may move to the hole unless its home lies in (hole, j] */
+    if (((j - home) & mask) >= ((j - hole) & mask)) {
+      m->s[hole] = m->s[j];
+      hole = j;
+    }
+  }
+  m->s[hole].state = 0;
+  m->used--;
+}
+
 static void map_del(map_t *m, uint64_t key)
 {
   slot_t *s = map_find(m, key);
   if (s)
-    s->state = 2; /* deleted slots stay counted in used until a rehash */
+    map_remove(m, s);
 }
 
 /* ------------------------------------------------------------------ */
@@ -480,7 +599,7 @@ static int comm_id(MPI_Comm comm)
 
 void tiers_trace_comm_new(MPI_Comm parent, MPI_Comm comm)
 {
-  if (t_depth != 1)
+  if (T.depth != 1)
     return;
   lock();
   int p = comm_id(parent);
@@ -499,23 +618,23 @@ void tiers_trace_comm_free(MPI_Comm comm)
 /* ------------------------------------------------------------------ */
 /* Entry points for the wrappers */
 
-/* t_depth is 1 in a recording wrapper, 2 in one that records nothing but
+/* T.depth is 1 in a recording wrapper, 2 in one that records nothing but
  * must still reach the sync decision after a world collective (a paused or
  * stopped rank under the sync policy: the others wait for its vote). */
 int tiers_trace_begin(int func)
 {
-  if (t_depth > 0 || !S.initialised || S.finished)
+  if (T.depth > 0 || !S.initialised || S.finished)
     return 0;
   if (S.stopped || S.paused) {
     if (!S.sync_active)
       return 0;
-    t_depth = 2;
+    T.depth = 2;
     return 1;
   }
-  t_depth = 1;
-  t_post_ns = 0;
-  t_enter_ns = now_ns();
-  rec_head_t h = head(REC_ENTER, func, sizeof h, t_enter_ns);
+  T.depth = 1;
+  T.post_ns = 0;
+  T.enter_ns = now_ns();
+  rec_head_t h = head(REC_ENTER, func, sizeof h, T.enter_ns);
   lock();
   put(&h, sizeof h);
   unlock();
@@ -526,21 +645,58 @@ static void sync_point(void);
 
 void tiers_trace_end(int func)
 {
-  if (t_depth == 1) {
+  if (T.depth == 1) {
     rec_head_t h = head(REC_LEAVE, func, sizeof h, post_ns());
     lock();
     put(&h, sizeof h);
     unlock();
   }
-  if (t_sync_due) {
-    t_sync_due = 0;
+  if (T.sync_due) {
+    T.sync_due = 0;
     sync_point();
   }
-  t_depth = 0;
+  T.depth = 0;
+}
+
+/* Sizes of the predefined datatypes, filled once at MPI_Init (before any
+ * call is recorded) and only read afterwards: a predefined handle never
+ * changes its size and is never freed, so the cache is never stale.
+ * Derived datatypes go to PMPI_Type_size every time. */
+#define TSIZE_SLOTS 128
+static struct { MPI_Datatype t; int size, used; } TSZ[TSIZE_SLOTS];
+
+static void tsize_init(void)
+{
+  const MPI_Datatype named[] = {
+    MPI_CHAR, MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_BYTE, MPI_WCHAR, MPI_SHORT,
+    MPI_UNSIGNED_SHORT, MPI_INT, MPI_UNSIGNED, MPI_LONG, MPI_UNSIGNED_LONG, MPI_LONG_LONG,
+    MPI_UNSIGNED_LONG_LONG, MPI_FLOAT, MPI_DOUBLE, MPI_LONG_DOUBLE, MPI_C_BOOL, MPI_INT8_T,
+    MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T, MPI_UINT16_T, MPI_UINT32_T,
+    MPI_UINT64_T, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX, MPI_AINT, MPI_OFFSET,
+    MPI_COUNT, MPI_PACKED, MPI_INTEGER, MPI_REAL, MPI_DOUBLE_PRECISION, MPI_COMPLEX,
+    MPI_DOUBLE_COMPLEX, MPI_LOGICAL, MPI_CHARACTER, MPI_2INT, MPI_FLOAT_INT,
+    MPI_DOUBLE_INT, MPI_LONG_INT,
+  };
+  for (size_t k = 0; k < sizeof named / sizeof *named; k++) {
+    MPI_Datatype t = named[k];
+    int size = 0;
+    if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS || size < 0)
+      continue;
+    size_t i = hslot(hkey(&t, sizeof t), TSIZE_SLOTS);
+    while (TSZ[i].used && TSZ[i].t != t)
+      i = (i + 1) & (TSIZE_SLOTS - 1);
+    TSZ[i].t = t;
+    TSZ[i].size = size;
+    TSZ[i].used = 1;
+  }
 }
 
 uint64_t tiers_trace_type_size(MPI_Datatype t)
 {
+  for (size_t i = hslot(hkey(&t, sizeof t), TSIZE_SLOTS); TSZ[i].used;
+       i = (i + 1) & (TSIZE_SLOTS - 1))
+    if (TSZ[i].t == t)
+      return (uint64_t)TSZ[i].size;
   int s = 0;
   if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &s) != MPI_SUCCESS || s < 0)
     return 0;
@@ -572,12 +728,12 @@ uint64_t tiers_trace_sum(const int *a, MPI_Comm comm)
 
 static void msg(int kind, int peer, int tag, MPI_Comm comm, uint64_t bytes, uint64_t req)
 {
-  if (t_depth != 1)
+  if (T.depth != 1)
     return;
   rec_msg_t r;
   memset(&r, 0, sizeof r);
   lock();
-  r.h = head(kind, 0, sizeof r, kind == REC_SEND ? t_enter_ns : post_ns());
+  r.h = head(kind, 0, sizeof r, kind == REC_SEND ? T.enter_ns : post_ns());
   r.comm = comm_id(comm);
   r.peer = peer;
   r.tag = tag;
@@ -589,17 +745,36 @@ static void msg(int kind, int peer, int tag, MPI_Comm comm, uint64_t bytes, uint
 
 void tiers_trace_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type)
 {
-  if (dest == MPI_PROC_NULL)
+  if (T.depth != 1 || dest == MPI_PROC_NULL)
     return;
   msg(REC_SEND, dest, tag, comm, (uint64_t)(count > 0 ? count : 0) * tiers_trace_type_size(type), 0);
 }
 
-static uint64_t status_bytes(const MPI_Status *st)
+/* Bytes received and the cancelled flag of a status.  Open MPI's public
+ * status struct holds both (its MPI_Get_count divides _ucount, the byte
+ * count, by the type size), which saves two calls into the library per
+ * completion; other libraries go through PMPI. */
+static inline uint64_t status_bytes(const MPI_Status *st)
 {
+#if defined(OPEN_MPI) && OPEN_MPI
+  return (uint64_t)st->_ucount;
+#else
   int n = 0;
   if (PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS || n < 0)
     return 0;
   return (uint64_t)n;
+#endif
+}
+
+static inline int status_cancelled(const MPI_Status *st)
+{
+#if defined(OPEN_MPI) && OPEN_MPI
+  return st->_cancelled != 0;
+#else
+  int c = 0;
+  PMPI_Test_cancelled(st, &c);
+  return c;
+#endif
 }
 
 void tiers_trace_recv(const MPI_Status *st, MPI_Comm comm)
@@ -613,7 +788,7 @@ void tiers_trace_recv(const MPI_Status *st, MPI_Comm comm)
 void tiers_trace_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type,
                        MPI_Request req)
 {
-  if (t_depth != 1 || dest == MPI_PROC_NULL || req == MPI_REQUEST_NULL)
+  if (T.depth != 1 || dest == MPI_PROC_NULL || req == MPI_REQUEST_NULL)
     return;
   uint64_t bytes = (uint64_t)(count > 0 ? count : 0) * tiers_trace_type_size(type);
   lock();
@@ -626,7 +801,7 @@ void tiers_trace_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype
 
 void tiers_trace_irecv(MPI_Comm comm, MPI_Request req)
 {
-  if (t_depth != 1 || req == MPI_REQUEST_NULL)
+  if (T.depth != 1 || req == MPI_REQUEST_NULL)
     return;
   rec_req_t r;
   lock();
@@ -641,7 +816,7 @@ void tiers_trace_irecv(MPI_Comm comm, MPI_Request req)
 
 void tiers_trace_complete(MPI_Request saved, const MPI_Status *st)
 {
-  if (t_depth != 1 || saved == MPI_REQUEST_NULL)
+  if (T.depth != 1 || saved == MPI_REQUEST_NULL)
     return;
   lock();
   slot_t *s = map_find(&reqs, hkey(&saved, sizeof saved));
@@ -652,10 +827,8 @@ void tiers_trace_complete(MPI_Request saved, const MPI_Status *st)
   uint64_t id = s->a;
   int kind = (int)(s->b >> 32);
   int cid = (int)(uint32_t)s->b;
-  s->state = 2;
-  int cancelled = 0;
-  if (st != MPI_STATUS_IGNORE)
-    PMPI_Test_cancelled(st, &cancelled);
+  map_remove(&reqs, s);
+  int cancelled = st != MPI_STATUS_IGNORE && status_cancelled(st);
   if (kind == REC_ISEND) {
     rec_req_t r = { head(REC_ISEND_DONE, 0, sizeof r, post_ns()), id };
     if (cancelled)
@@ -859,9 +1032,9 @@ void tiers_trace_freqs_done(tiers_reqsave_t *sv, int nidx, const MPI_Fint *idx)
 
 void tiers_trace_coll_begin(void)
 {
-  if (t_depth != 1)
+  if (T.depth != 1)
     return;
-  rec_head_t h = head(REC_COLL_BEGIN, 0, sizeof h, t_enter_ns);
+  rec_head_t h = head(REC_COLL_BEGIN, 0, sizeof h, T.enter_ns);
   lock();
   put(&h, sizeof h);
   unlock();
@@ -869,9 +1042,14 @@ void tiers_trace_coll_begin(void)
 
 void tiers_trace_coll_end(int op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd)
 {
-  if (comm == MPI_COMM_WORLD && S.sync_active)
-    t_sync_due = 1;
-  if (t_depth != 1)
+  if (comm == MPI_COMM_WORLD && S.sync_active) {
+    /* MPI lets one thread at a time call collectives on a communicator, so
+     * the count is the same on every rank at the same collective */
+    S.world_colls++;
+    if (S.swap_every == 0 || S.world_colls % S.swap_every == 0)
+      T.sync_due = 1;
+  }
+  if (T.depth != 1)
     return;
   rec_coll_t r;
   memset(&r, 0, sizeof r);
@@ -910,14 +1088,22 @@ static void sync_point(void)
     if (!S.stopped)
       stop_tracing(STOP_PEER, NULL);
     S.sync_active = 0;
-  } else if (m[0] >= S.threshold) {
-    double tau = S.tau;
-    if (tau <= 0) { /* auto: 1.5x the largest write so far, at least bytes at 500 MB/s */
+  } else if (S.swap_every > 0 || m[0] >= S.threshold) {
+    double tau;
+    if (S.tau > 0) { /* --tau, raised to 1.5x a write that overran it */
+      if (m[1] > S.tau_eff) {
+        if (S.rank == 0)
+          say("a swap-out write took %.3f s, longer than tau %.3f s; tau is now %.3f s",
+              m[1], S.tau_eff, 1.5 * m[1]);
+        S.tau_eff = 1.5 * m[1];
+      }
+      tau = S.tau_eff;
+    } else { /* auto: 1.5x the largest write so far, at least bytes at 500 MB/s */
       tau = 1.5 * m[1];
       if (m[3] / 500e6 > tau)
         tau = m[3] / 500e6;
     }
-    swapout((int64_t)(tau * 1e9));
+    swapout((int64_t)(tau * 1e9), 1);
   }
   unlock();
 }
@@ -973,6 +1159,7 @@ static void on_signal(int sig)
     size_t n = __atomic_load_n(&S.used, __ATOMIC_ACQUIRE);
     (void)write_all(S.fd, S.buf, n);
   }
+  S.limit = 0;
   S.stopped = 1;
   struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
   sigaction(sig, old, NULL);
@@ -1038,6 +1225,8 @@ static int write_header(void)
   memcpy(h + off, host, hostlen);
   int rc = write_all(S.fd, h, len);
   free(h);
+  if (rc == 0)
+    S.file_bytes = len;
   return rc;
 }
 
@@ -1060,6 +1249,12 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
   S.threshold = th ? strtod(th, NULL) : 0.5;
   if (!(S.threshold > 0 && S.threshold <= 1))
     S.threshold = 0.5;
+  S.tau_eff = S.tau;
+  const char *every = getenv(TIERS_TRACE_ENV_SWAP_EVERY);
+  S.swap_every = every ? strtoull(every, NULL, 10) : 0;
+  const char *slow = getenv("TIERS_TRACE_TEST_SLOW_WRITE");
+  if (slow && sscanf(slow, "%d:%d:%d", &S.slow_rank, &S.slow_ms, &S.slow_at) < 2)
+    S.slow_ms = 0;
   /* Every rank takes the same collective steps below, whatever fails
    * locally, so that the sync reductions always match up. */
   int bad = 0;
@@ -1091,7 +1286,15 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
   }
   if (!bad) {
     S.cap = S.policy == POLICY_OFF ? (1u << 20) : (size_t)S.budget;
-    S.buf = malloc(S.cap);
+    if (S.policy == POLICY_OFF) {
+      S.buf = malloc(S.cap);
+    } else {
+      /* the whole budget, touched now: no page fault lands inside a traced call */
+      void *p = mmap(NULL, S.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                     -1, 0);
+      S.buf = p == MAP_FAILED ? NULL : p;
+      S.mapped = S.buf != NULL;
+    }
     if (!S.buf) {
       say("cannot allocate the trace buffer of %llu bytes; tracing is off",
           (unsigned long long)S.budget);
@@ -1113,6 +1316,9 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
   info.budget = S.budget;
   info.tau = S.tau;
   info.threshold = S.threshold;
+  info.swap_every = S.swap_every;
+  tsize_init();
+  S.limit = S.cap - HEADROOM;
   lock();
   put(&info, sizeof info);
   comm_register(MPI_COMM_WORLD, -1); /* id 0 */
@@ -1155,13 +1361,13 @@ void tiers_trace_before_finalize(void)
 void tiers_trace_after_finalize(int func, int began)
 {
   if (began) {
-    if (t_depth == 1) {
+    if (T.depth == 1) {
       rec_head_t h = head(REC_LEAVE, func, sizeof h, now_ns());
       lock();
       put(&h, sizeof h);
       unlock();
     }
-    t_depth = 0;
+    T.depth = 0;
   }
   if (!S.initialised || S.fd < 0)
     return;
@@ -1181,6 +1387,7 @@ void tiers_trace_at_abort(void)
     return;
   lock();
   write_buffer();
+  S.limit = 0;
   S.stopped = 1;
   unlock();
 }

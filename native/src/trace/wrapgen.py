@@ -189,6 +189,18 @@ def body(e: dict, fid: str) -> str:
 
 FORTRAN_MANGLINGS = ("{l}__", "{l}", "{u}")   # aliases of {l}_
 
+# F08_NOTE: the `use mpi_f08` module (Open MPI's libmpi_usempif08, built
+# without subarray support, MPI_SUBARRAYS_SUPPORTED = .false.) turns
+# MPI_Send into the external procedure mpi_send_f08_, which calls the
+# mpif.h binding's internal ompi_send_f and from there PMPI_Send in C: no
+# wrapper above sees it.  Its arguments are those of mpi_send_ (buffers as
+# plain addresses; handles are TYPE(MPI_Comm) etc., one INTEGER each, so a
+# pointer to MPI_Fint; TYPE(MPI_Status) has the layout of the integer
+# status array; MPI_STATUS_IGNORE and MPI_IN_PLACE are the same common
+# blocks), except that ierror is OPTIONAL and arrives as NULL when left
+# out.  So mpi_send_f08_ is generated as a call to the mpi_send_ entry
+# point with a local ierror, and records the same events.
+
 
 def fparams(params) -> list[tuple[str, str]]:
     """Return the Fortran entry point's parameters as (C type, name): every
@@ -371,6 +383,14 @@ def generate_fortran(entries: list[dict]) -> list[str]:
         out.append(f"void {low}_({fdecl(fps)})")
         out.append("{")
         out.append(fbody(e, f"TIERS_FN_{name}"))
+        out.append("}")
+        # the mpi_f08 module's procedure for this function (see F08_NOTE)
+        out.append(f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});")
+        out.append(f"void {low}_f08_({fdecl(fps)})")
+        out.append("{")
+        out.append("  MPI_Fint tiers_ierr_;")
+        out.append(f"  {low}_({', '.join(n for _, n in fps[:-1])}{', ' if len(fps) > 1 else ''}"
+                   "ierr ? ierr : &tiers_ierr_);")
         out.append("}")
     return out
 

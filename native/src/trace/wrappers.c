@@ -765,6 +765,12 @@ void mpi_init_(MPI_Fint *ierr)
   if (*ierr == MPI_SUCCESS)
     tiers_trace_after_init(MPI_THREAD_SINGLE, TIERS_FN_Init, tiers_t0_);
 }
+TIERS_EXPORT void mpi_init_f08_(MPI_Fint *ierr);
+void mpi_init_f08_(MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_init_(ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Init_thread)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_init_thread_(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr);
@@ -783,6 +789,12 @@ void mpi_init_thread_(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr
   tiers_real_(f_required, f_provided, ierr);
   if (*ierr == MPI_SUCCESS)
     tiers_trace_after_init((int)*f_provided, TIERS_FN_Init_thread, tiers_t0_);
+}
+TIERS_EXPORT void mpi_init_thread_f08_(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr);
+void mpi_init_thread_f08_(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_init_thread_(f_required, f_provided, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Finalize)(MPI_Fint *);
@@ -803,6 +815,12 @@ void mpi_finalize_(MPI_Fint *ierr)
   tiers_real_(ierr);
   tiers_trace_after_finalize(TIERS_FN_Finalize, tiers_on_);
 }
+TIERS_EXPORT void mpi_finalize_f08_(MPI_Fint *ierr);
+void mpi_finalize_f08_(MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_finalize_(ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Abort)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_abort_(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr);
@@ -821,6 +839,12 @@ void mpi_abort_(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr)
     tiers_trace_end(TIERS_FN_Abort);
   tiers_trace_at_abort();
   tiers_real_(f_comm, f_errorcode, ierr);
+}
+TIERS_EXPORT void mpi_abort_f08_(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr);
+void mpi_abort_f08_(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_abort_(f_comm, f_errorcode, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Send)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -851,6 +875,12 @@ void mpi_send_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_F
   (void)rc;
   tiers_trace_end(TIERS_FN_Send);
 }
+TIERS_EXPORT void mpi_send_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_send_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_send_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Ssend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_ssend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -879,6 +909,12 @@ void mpi_ssend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_
   int rc = (int)*ierr;
   (void)rc;
   tiers_trace_end(TIERS_FN_Ssend);
+}
+TIERS_EXPORT void mpi_ssend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_ssend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ssend_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Bsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -909,6 +945,12 @@ void mpi_bsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_
   (void)rc;
   tiers_trace_end(TIERS_FN_Bsend);
 }
+TIERS_EXPORT void mpi_bsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_bsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_bsend_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Rsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_rsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -937,6 +979,12 @@ void mpi_rsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_
   int rc = (int)*ierr;
   (void)rc;
   tiers_trace_end(TIERS_FN_Rsend);
+}
+TIERS_EXPORT void mpi_rsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_rsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_rsend_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Recv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -969,6 +1017,12 @@ void mpi_recv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f
   }
   tiers_trace_end(TIERS_FN_Recv);
 }
+TIERS_EXPORT void mpi_recv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_recv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_recv_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_status, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Isend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_isend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
@@ -997,6 +1051,12 @@ void mpi_isend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_
   if (rc == MPI_SUCCESS)
     tiers_trace_isend(dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
   tiers_trace_end(TIERS_FN_Isend);
+}
+TIERS_EXPORT void mpi_isend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_isend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_isend_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Issend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1027,6 +1087,12 @@ void mpi_issend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI
     tiers_trace_isend(dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
   tiers_trace_end(TIERS_FN_Issend);
 }
+TIERS_EXPORT void mpi_issend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_issend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_issend_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Ibsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_ibsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
@@ -1055,6 +1121,12 @@ void mpi_ibsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI
   if (rc == MPI_SUCCESS)
     tiers_trace_isend(dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
   tiers_trace_end(TIERS_FN_Ibsend);
+}
+TIERS_EXPORT void mpi_ibsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ibsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ibsend_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Irsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1085,6 +1157,12 @@ void mpi_irsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI
     tiers_trace_isend(dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
   tiers_trace_end(TIERS_FN_Irsend);
 }
+TIERS_EXPORT void mpi_irsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_irsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_irsend_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Irecv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_irecv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
@@ -1109,6 +1187,12 @@ void mpi_irecv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *
   if (rc == MPI_SUCCESS)
     tiers_trace_irecv(comm, PMPI_Request_f2c(*f_request));
   tiers_trace_end(TIERS_FN_Irecv);
+}
+TIERS_EXPORT void mpi_irecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_irecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_irecv_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Sendrecv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1146,6 +1230,12 @@ void mpi_sendrecv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sen
   }
   tiers_trace_end(TIERS_FN_Sendrecv);
 }
+TIERS_EXPORT void mpi_sendrecv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_sendrecv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_sendrecv_(f_sendbuf, f_sendcount, f_sendtype, f_dest, f_sendtag, f_recvbuf, f_recvcount, f_recvtype, f_source, f_recvtag, f_comm, f_status, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Sendrecv_replace)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_sendrecv_replace_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
@@ -1182,6 +1272,12 @@ void mpi_sendrecv_replace_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype,
   }
   tiers_trace_end(TIERS_FN_Sendrecv_replace);
 }
+TIERS_EXPORT void mpi_sendrecv_replace_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_sendrecv_replace_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_sendrecv_replace_(f_buf, f_count, f_datatype, f_dest, f_sendtag, f_source, f_recvtag, f_comm, f_status, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Wait)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_wait_(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr);
@@ -1212,6 +1308,12 @@ void mpi_wait_(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr)
     tiers_trace_complete(tiers_saved_, &tiers_cst_);
   }
   tiers_trace_end(TIERS_FN_Wait);
+}
+TIERS_EXPORT void mpi_wait_f08_(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_wait_f08_(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_wait_(f_request, f_status, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Test)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1244,6 +1346,12 @@ void mpi_test_(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fi
   }
   tiers_trace_end(TIERS_FN_Test);
 }
+TIERS_EXPORT void mpi_test_f08_(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_test_f08_(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_test_(f_request, f_flag, f_status, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Waitall)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_waitall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
@@ -1273,6 +1381,12 @@ void mpi_waitall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_
   tiers_trace_reqs_release(&tiers_sv_);
   tiers_trace_end(TIERS_FN_Waitall);
 }
+TIERS_EXPORT void mpi_waitall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+void mpi_waitall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_waitall_(f_count, f_array_of_requests, f_array_of_statuses, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Testall)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_testall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
@@ -1301,6 +1415,12 @@ void mpi_testall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_
     tiers_trace_reqs_done(&tiers_sv_, count, NULL);
   tiers_trace_reqs_release(&tiers_sv_);
   tiers_trace_end(TIERS_FN_Testall);
+}
+TIERS_EXPORT void mpi_testall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+void mpi_testall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_testall_(f_count, f_array_of_requests, f_flag, f_array_of_statuses, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Waitany)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1336,6 +1456,12 @@ void mpi_waitany_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_
   tiers_trace_reqs_release(&tiers_sv_);
   tiers_trace_end(TIERS_FN_Waitany);
 }
+TIERS_EXPORT void mpi_waitany_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_waitany_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_waitany_(f_count, f_array_of_requests, f_index, f_status, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Testany)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_testany_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
@@ -1370,6 +1496,12 @@ void mpi_testany_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_
   tiers_trace_reqs_release(&tiers_sv_);
   tiers_trace_end(TIERS_FN_Testany);
 }
+TIERS_EXPORT void mpi_testany_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_testany_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_testany_(f_count, f_array_of_requests, f_index, f_flag, f_status, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Waitsome)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_waitsome_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
@@ -1398,6 +1530,12 @@ void mpi_waitsome_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint 
     tiers_trace_freqs_done(&tiers_sv_, (int)*f_outcount, f_array_of_indices);
   tiers_trace_reqs_release(&tiers_sv_);
   tiers_trace_end(TIERS_FN_Waitsome);
+}
+TIERS_EXPORT void mpi_waitsome_f08_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+void mpi_waitsome_f08_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_waitsome_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, f_array_of_statuses, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Testsome)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1428,6 +1566,12 @@ void mpi_testsome_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint 
   tiers_trace_reqs_release(&tiers_sv_);
   tiers_trace_end(TIERS_FN_Testsome);
 }
+TIERS_EXPORT void mpi_testsome_f08_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+void mpi_testsome_f08_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_testsome_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, f_array_of_statuses, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Probe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_probe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
@@ -1450,6 +1594,12 @@ void mpi_probe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint 
   int rc = (int)*ierr;
   (void)rc;
   tiers_trace_end(TIERS_FN_Probe);
+}
+TIERS_EXPORT void mpi_probe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_probe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_probe_(f_source, f_tag, f_comm, f_status, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Iprobe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1474,6 +1624,12 @@ void mpi_iprobe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint
   (void)rc;
   tiers_trace_end(TIERS_FN_Iprobe);
 }
+TIERS_EXPORT void mpi_iprobe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_iprobe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_iprobe_(f_source, f_tag, f_comm, f_flag, f_status, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Request_free)(MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_request_free_(MPI_Fint *f_request, MPI_Fint *ierr);
@@ -1497,6 +1653,12 @@ void mpi_request_free_(MPI_Fint *f_request, MPI_Fint *ierr)
   (void)rc;
   tiers_trace_end(TIERS_FN_Request_free);
 }
+TIERS_EXPORT void mpi_request_free_f08_(MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_request_free_f08_(MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_request_free_(f_request, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Cancel)(MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_cancel_(MPI_Fint *f_request, MPI_Fint *ierr);
@@ -1519,6 +1681,12 @@ void mpi_cancel_(MPI_Fint *f_request, MPI_Fint *ierr)
   int rc = (int)*ierr;
   (void)rc;
   tiers_trace_end(TIERS_FN_Cancel);
+}
+TIERS_EXPORT void mpi_cancel_f08_(MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_cancel_f08_(MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_cancel_(f_request, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Barrier)(MPI_Fint *, MPI_Fint *);
@@ -1547,6 +1715,12 @@ void mpi_barrier_(MPI_Fint *f_comm, MPI_Fint *ierr)
   (void)rc;
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_BARRIER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Barrier);
+}
+TIERS_EXPORT void mpi_barrier_f08_(MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_barrier_f08_(MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_barrier_(f_comm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Bcast)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1580,6 +1754,12 @@ void mpi_bcast_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fin
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_BCAST, comm, root, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Bcast);
 }
+TIERS_EXPORT void mpi_bcast_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_bcast_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_bcast_(f_buffer, f_count, f_datatype, f_root, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Reduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_reduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -1612,6 +1792,12 @@ void mpi_reduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_REDUCE, comm, root, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Reduce);
 }
+TIERS_EXPORT void mpi_reduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_reduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_reduce_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Allreduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_allreduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -1641,6 +1827,12 @@ void mpi_allreduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, M
   (void)rc;
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLREDUCE, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Allreduce);
+}
+TIERS_EXPORT void mpi_allreduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_allreduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_allreduce_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Scan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1672,6 +1864,12 @@ void mpi_scan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fi
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_SCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Scan);
 }
+TIERS_EXPORT void mpi_scan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_scan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_scan_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Exscan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_exscan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -1702,6 +1900,12 @@ void mpi_exscan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_
   (void)rc;
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_EXSCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Exscan);
+}
+TIERS_EXPORT void mpi_exscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_exscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_exscan_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Gather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1738,6 +1942,12 @@ void mpi_gather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendt
   (void)rc;
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_GATHER, comm, root, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Gather);
+}
+TIERS_EXPORT void mpi_gather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_gather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_gather_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Gatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1776,6 +1986,12 @@ void mpi_gatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_send
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_GATHERV, comm, root, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Gatherv);
 }
+TIERS_EXPORT void mpi_gatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_gatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_gatherv_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Scatter)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_scatter_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -1811,6 +2027,12 @@ void mpi_scatter_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_send
   (void)rc;
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_SCATTER, comm, root, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Scatter);
+}
+TIERS_EXPORT void mpi_scatter_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_scatter_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_scatter_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Scatterv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1849,6 +2071,12 @@ void mpi_scatterv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_di
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_SCATTERV, comm, root, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Scatterv);
 }
+TIERS_EXPORT void mpi_scatterv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_scatterv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_scatterv_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Allgather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_allgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -1882,6 +2110,12 @@ void mpi_allgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_se
   (void)rc;
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Allgather);
+}
+TIERS_EXPORT void mpi_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_allgather_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Allgatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1919,6 +2153,12 @@ void mpi_allgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_s
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Allgatherv);
 }
+TIERS_EXPORT void mpi_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_allgatherv_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Alltoall)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_alltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -1952,6 +2192,12 @@ void mpi_alltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sen
   (void)rc;
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Alltoall);
+}
+TIERS_EXPORT void mpi_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_alltoall_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Alltoallv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -1988,6 +2234,12 @@ void mpi_alltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_s
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Alltoallv);
 }
+TIERS_EXPORT void mpi_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_alltoallv_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Reduce_scatter)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_reduce_scatter_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -2021,6 +2273,12 @@ void mpi_reduce_scatter_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_rec
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_REDUCE_SCATTER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Reduce_scatter);
 }
+TIERS_EXPORT void mpi_reduce_scatter_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_reduce_scatter_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_reduce_scatter_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Reduce_scatter_block)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_reduce_scatter_block_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -2052,6 +2310,12 @@ void mpi_reduce_scatter_block_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint 
   tiers_trace_coll_end(OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
   tiers_trace_end(TIERS_FN_Reduce_scatter_block);
 }
+TIERS_EXPORT void mpi_reduce_scatter_block_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_reduce_scatter_block_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_reduce_scatter_block_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Comm_dup)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_comm_dup_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr);
@@ -2079,6 +2343,12 @@ void mpi_comm_dup_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr)
       tiers_trace_comm_new(comm, tiers_new_);
   }
   tiers_trace_end(TIERS_FN_Comm_dup);
+}
+TIERS_EXPORT void mpi_comm_dup_f08_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_dup_f08_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_dup_(f_comm, f_newcomm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Comm_split)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -2108,6 +2378,12 @@ void mpi_comm_split_(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_F
   }
   tiers_trace_end(TIERS_FN_Comm_split);
 }
+TIERS_EXPORT void mpi_comm_split_f08_(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_split_f08_(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_split_(f_comm, f_color, f_key, f_newcomm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Comm_split_type)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_comm_split_type_(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr);
@@ -2135,6 +2411,12 @@ void mpi_comm_split_type_(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_
       tiers_trace_comm_new(comm, tiers_new_);
   }
   tiers_trace_end(TIERS_FN_Comm_split_type);
+}
+TIERS_EXPORT void mpi_comm_split_type_f08_(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_split_type_f08_(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_split_type_(f_comm, f_split_type, f_key, f_info, f_newcomm, ierr ? ierr : &tiers_ierr_);
 }
 
 typedef void (*tiers_ft_Comm_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -2164,6 +2446,12 @@ void mpi_comm_create_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, 
   }
   tiers_trace_end(TIERS_FN_Comm_create);
 }
+TIERS_EXPORT void mpi_comm_create_f08_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_create_f08_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_create_(f_comm, f_group, f_newcomm, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Cart_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_cart_create_(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr);
@@ -2192,6 +2480,12 @@ void mpi_cart_create_(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims,
   }
   tiers_trace_end(TIERS_FN_Cart_create);
 }
+TIERS_EXPORT void mpi_cart_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr);
+void mpi_cart_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_cart_create_(f_comm_old, f_ndims, f_dims, f_periods, f_reorder, f_comm_cart, ierr ? ierr : &tiers_ierr_);
+}
 
 typedef void (*tiers_ft_Comm_free)(MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_comm_free_(MPI_Fint *f_comm, MPI_Fint *ierr);
@@ -2215,4 +2509,10 @@ void mpi_comm_free_(MPI_Fint *f_comm, MPI_Fint *ierr)
   int rc = (int)*ierr;
   (void)rc;
   tiers_trace_end(TIERS_FN_Comm_free);
+}
+TIERS_EXPORT void mpi_comm_free_f08_(MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_comm_free_f08_(MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_free_(f_comm, ierr ? ierr : &tiers_ierr_);
 }

@@ -1,6 +1,7 @@
 """``tiers trace``: bounded-memory MPI tracing of unmodified programs.
 
-    tiers trace [--budget 64M] [--policy sync|full|off] [--tau S] [--out DIR] -- CMD...
+    tiers trace [--budget 64M] [--policy sync|full|off] [--tau S] [--swap-every F]
+                [--out DIR] -- CMD...
     tiers trace stats DIR
     tiers trace export --chrome DIR [--output FILE]
 
@@ -90,7 +91,7 @@ def prepare_folder(out: str | None, force: bool) -> Path:
 
 
 def trace_env(folder: Path, budget: int, policy: str, tau: float | None,
-              threshold: float | None) -> dict[str, str]:
+              threshold: float | None, swap_every: int | None = None) -> dict[str, str]:
     """Return the environment that turns the tracer on in every rank."""
     lib = native.lib_path(LIBRARY)
     if not lib.is_file():
@@ -104,30 +105,84 @@ def trace_env(folder: Path, budget: int, policy: str, tau: float | None,
         env["TIERS_TRACE_TAU"] = repr(float(tau))
     if threshold is not None:
         env["TIERS_TRACE_THRESHOLD"] = repr(float(threshold))
+    if swap_every:
+        env["TIERS_TRACE_SWAP_EVERY"] = str(int(swap_every))
     return env
 
 
+def _remove_archive(folder: Path) -> None:
+    shutil.rmtree(folder / convert.ARCHIVE_NAME, ignore_errors=True)
+    for name in (f"{convert.ARCHIVE_NAME}.otf2", f"{convert.ARCHIVE_NAME}.def"):
+        (folder / name).unlink(missing_ok=True)
+
+
+def write_archive(logs: list, folder: Path) -> str:
+    """Write the OTF2 archive of ``logs`` into ``folder``; return its anchor
+    file's name.  Raise TiersError, leaving no partial archive, when there is
+    not enough room or the OTF2 library fails (its own messages are kept off
+    the terminal and the first one goes into the error)."""
+    import tempfile
+
+    need = sum(f.stat().st_size for f in (folder / "raw").glob("rank-*.tev"))
+    free = shutil.disk_usage(folder).free
+    if free < 1.5 * need + (1 << 20):
+        raise TiersError(f"no space left in {folder} for the OTF2 archive "
+                         f"({_human(free)} free, about {_human(1.5 * need)} needed)")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as noise:
+        os.dup2(noise.fileno(), 2)
+        try:
+            anchor = convert.write_otf2(logs, folder)
+            failure = None
+        except TiersError:
+            raise
+        except Exception as exc:  # the otf2 package raises its own error types
+            failure = exc
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        noise.seek(0)
+        said = [ln for ln in noise.read().decode(errors="replace").splitlines() if ln.strip()]
+    if failure is not None:
+        _remove_archive(folder)
+        why = said[0] if said else str(failure)
+        raise TiersError(f"cannot write the OTF2 archive in {folder}: {why}")
+    for line in said:
+        print(line, file=sys.stderr)
+    return anchor.name
+
+
 def build_summary(folder: Path, params: dict, argv: list[str] | None = None,
-                  otf2: bool = True) -> dict:
+                  otf2: bool = True, strict: bool = True) -> dict:
     """Convert ``folder``'s raw files: write the OTF2 archive (when ``otf2``)
-    and ``summary.json``; return the summary document."""
+    and ``summary.json``; return the summary document.  With ``strict``
+    False a failure to write them (a full disk) does not raise: the
+    document then says why in ``summary["archive_error"]`` (and
+    ``summary["archive"]`` is None)."""
     logs = raw.read_all(folder)
     if not logs:
         raise TiersError(f"{folder} holds no raw trace files")
     summary = convert.summarize(logs)
     per_rank = summary.pop("per_rank")
-    if otf2:
-        anchor = convert.write_otf2(logs, folder)
-        summary["archive"] = anchor.name
+    summary["archive"] = None
     doc = result.new_document("trace", params=params, samples={"ranks": per_rank},
                               summary=summary, argv=argv)
-    result.write(doc, folder / "summary.json")
+    try:
+        if otf2:
+            summary["archive"] = write_archive(logs, folder)
+        result.write(doc, folder / "summary.json")
+    except TiersError as exc:
+        (folder / "summary.json.tmp").unlink(missing_ok=True)
+        if strict:
+            raise
+        summary["archive_error"] = str(exc)
     return doc
 
 
 def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUDGET,
         policy: str = "sync", tau: float | None = None, threshold: float | None = None,
-        force: bool = False, timeout: float | None = None, argv: list[str] | None = None,
+        swap_every: int | None = None, force: bool = False, timeout: float | None = None, argv: list[str] | None = None,
         stream: bool = True, vcluster: bool = False,
         ranks: int | None = None) -> tuple[int, dict | None, Path]:
     """Trace ``command``; return ``(exit status of the command, summary
@@ -146,6 +201,11 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
         raise TiersError("--tau must be zero (automatic) or positive")
     if threshold is not None and not 0 < threshold <= 1:
         raise TiersError("--threshold must lie in (0, 1]")
+    if swap_every is not None:
+        if swap_every < 1:
+            raise TiersError(f"--swap-every must be a positive count (got {swap_every})")
+        if policy != "sync":
+            raise TiersError("--swap-every goes with --policy sync")
     if ranks is not None and not vcluster:
         raise TiersError("-n goes with --vcluster; otherwise give it to your launcher")
     if vcluster:
@@ -155,7 +215,7 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
         if ranks < 1:
             raise TiersError(f"-n must be positive (got {ranks})")
     folder = prepare_folder(out, force)
-    env = trace_env(folder, nbytes, policy, tau, threshold)
+    env = trace_env(folder, nbytes, policy, tau, threshold, swap_every)
     if vcluster:
         cmd = vcl.command(list(command), ranks, env=env)
     else:
@@ -170,8 +230,9 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
         raise TiersError(f"no rank was traced: {label} made no MPI calls through the MPI "
                          "library tiers was built with (is it an MPI program?)")
     params = {"command": list(command), "budget": nbytes, "policy": policy, "tau_s": tau,
-              "threshold": threshold, "returncode": rc, "vcluster": vcluster}
-    doc = build_summary(folder, params, argv)
+              "threshold": threshold, "swap_every": swap_every, "returncode": rc,
+              "vcluster": vcluster}
+    doc = build_summary(folder, params, argv, strict=False)
     return rc, doc, folder
 
 
@@ -184,7 +245,7 @@ def load(folder: str | Path) -> dict:
     p = Path(folder)
     if not (p / "summary.json").is_file():
         if (p / "raw").is_dir():
-            return build_summary(p, {"rebuilt": True}, otf2=False)
+            return build_summary(p, {"rebuilt": True}, otf2=False, strict=False)
         raise TiersError(f"{folder} is not a tiers trace folder (no summary.json)")
     return result.read(p / "summary.json", "trace")
 
@@ -201,7 +262,11 @@ def format_stats(doc: dict) -> str:
                 else f"{100 * s['receiver_first_share']:.1f} %"),
              f"collective bytes {_human(s['coll_bytes'])}",
              f"swap-outs {s['swapouts']['count']}   {_human(s['swapouts']['bytes'])}   "
-             f"{s['swapouts']['time_s']:.6f} s", ""]
+             f"{s['swapouts']['time_s']:.6f} s"
+             + ("" if s["swapouts"].get("spread_s") is None or not s["swapouts"]["count"] else
+                f"   spread between ranks {1e6 * s['swapouts']['spread_s']:.0f} us"
+                + ("" if s["swapouts"].get("spread_share") is None else
+                   f" ({100 * s['swapouts']['spread_share']:.3f} % of the run)")), ""]
     lines.append(f"{'function':<26}{'calls':>10}{'bytes':>16}{'time (s)':>14}")
     for name, e in s["functions"].items():
         lines.append(f"{name:<26}{e['calls']:>10}{e['bytes']:>16}{e['time_s']:>14.6f}")
@@ -209,7 +274,8 @@ def format_stats(doc: dict) -> str:
     lines.append(f"{'rank':>6}{'events':>10}{'swap-outs':>11}{'swap bytes':>14}{'swap s':>12}  note")
     for r in doc["samples"]["ranks"]:
         sw = r["swapouts"]
-        note = f"stopped: {r['stopped']}" if r["stopped"] else (
+        note = f"stopped: {r['stopped']} (incomplete)" if r["stopped"] else (
+            "file cut short (incomplete)" if r.get("truncated") else
             "" if r["finalized"] else "did not finalize")
         lines.append(f"{r['rank']:>6}{r['events']:>10}{sw['count']:>11}{sw['bytes']:>14}"
                      f"{sw['time_s']:>12.6f}  {note}")
@@ -283,7 +349,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         print(export_chrome(a.dir, a.output))
         return 0
     rc, doc, folder = run(rest, out=args.out, budget=args.budget, policy=args.policy,
-                          tau=args.tau, threshold=args.threshold, force=args.force,
+                          tau=args.tau, threshold=args.threshold,
+                          swap_every=getattr(args, "swap_every", None), force=args.force,
                           timeout=args.timeout, argv=argv,
                           vcluster=getattr(args, "vcluster", False),
                           ranks=getattr(args, "ranks", None))
@@ -291,11 +358,17 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     print(f"tiers trace: {folder}: {s['ranks']} ranks, {s['events']} events, "
           f"{_human(s['p2p_bytes'])} point-to-point, {s['swapouts']['count']} swap-outs",
           file=sys.stderr)
-    for r in doc["samples"]["ranks"]:
-        if r["stopped"]:
-            print(f"tiers trace: rank {r['rank']}: tracing stopped early ({r['stopped']})",
-                  file=sys.stderr)
-            break
+    stopped = [r for r in doc["samples"]["ranks"] if r["stopped"] or r["truncated"]]
+    if stopped:
+        r = stopped[0]
+        print(f"tiers trace: rank {r['rank']}: tracing stopped early "
+              f"({r['stopped'] or 'file cut short'}); the trace is incomplete"
+              + (f"; {s['archive_error']}; the raw trace (whole records up to the stop) "
+                 f"stays in {folder / 'raw'}" if s.get("archive_error") else ""),
+              file=sys.stderr)
+    elif s.get("archive_error"):
+        print(f"tiers trace: {s['archive_error']}; the raw trace stays in {folder / 'raw'}",
+              file=sys.stderr)
     if rc != 0:
         print(f"tiers trace: the program exited with code {rc}; the trace holds what was "
               "recorded until then", file=sys.stderr)

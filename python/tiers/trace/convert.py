@@ -148,6 +148,24 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
     return folder / f"{ARCHIVE_NAME}.otf2"
 
 
+def overhead_spread(logs: list[raw.RankLog], accumulated: dict, duration: float) -> dict:
+    """Return how far apart the ranks' accumulated swap-out times are under
+    the sync policy, where every rank swaps out at the same points:
+    ``spread_s`` is the largest difference between ranks of the swap-out
+    time accumulated up to and including the k-th swap-out, over all k;
+    ``spread_share`` is that as a share of the trace's duration.  Both are
+    None unless the policy is sync and every rank made the same number of
+    swap-outs (otherwise the k-th swap-outs are not the same point)."""
+    seqs = [accumulated.get(log.rank, []) for log in logs]
+    if (not seqs or any(log.info.get("policy") != "sync" for log in logs)
+            or len({len(s) for s in seqs}) != 1):
+        return {"spread_s": None, "spread_share": None}
+    worst = max((max(s[k] for s in seqs) - min(s[k] for s in seqs)
+                 for k in range(len(seqs[0]))), default=0)
+    spread = worst * 1e-9
+    return {"spread_s": spread, "spread_share": spread / duration if duration > 0 else None}
+
+
 def summarize(logs: list[raw.RankLog]) -> dict:
     """Return the figures of a trace as plain data:
 
@@ -157,7 +175,9 @@ def summarize(logs: list[raw.RankLog]) -> dict:
     ``comm_matrix`` point-to-point ``bytes`` and ``messages`` from row rank
                   to column rank (world ranks, counted at the sender)
     and the totals: p2p bytes and messages, collective bytes, duration,
-    data and message rates, receiver-first share, swap-outs."""
+    data and message rates, receiver-first share, swap-outs (with the
+    spread of accumulated swap-out time between ranks, see
+    :func:`overhead_spread`)."""
     if not logs:
         raise TiersError("no rank left a trace")
     n = max(log.size for log in logs)
@@ -170,12 +190,14 @@ def summarize(logs: list[raw.RankLog]) -> dict:
     recvs = collections.defaultdict(list)   # (src, dst, gid, tag) -> [posted]
     first, last = None, None
     coll_bytes = 0
+    accumulated = {}                        # rank -> swap-out time so far, at each swap-out
     for log in logs:
         g = log.to_global
         fn = {}
         stacks = collections.defaultdict(list)  # thread -> [(func, t_enter)]
         posted = {}
         swaps = {"count": 0, "bytes": 0, "time_s": 0.0, "write_s": 0.0}
+        acc = accumulated.setdefault(log.rank, [])
         for kind, th, func, t, p in log.events:
             gt = g(t)
             first = gt if first is None or gt < first else first
@@ -220,6 +242,7 @@ def summarize(logs: list[raw.RankLog]) -> dict:
                 swaps["bytes"] += p[0]
                 swaps["write_s"] += p[1] * 1e-9
                 swaps["time_s"] += p[2] * 1e-9
+                acc.append((acc[-1] if acc else 0) + p[2])
             if nbytes and current is not None:
                 e = fn.setdefault(log.region_name(current), {"calls": 0, "bytes": 0, "time_s": 0.0})
                 e["bytes"] += nbytes
@@ -248,6 +271,7 @@ def summarize(logs: list[raw.RankLog]) -> dict:
     duration = ((last - first) * 1e-9) if first is not None else 0.0
     swap_tot = {k: sum(r["swapouts"][k] for r in ranks_out)
                 for k in ("count", "bytes", "time_s", "write_s")}
+    swap_tot.update(overhead_spread(logs, accumulated, duration))
     return {
         "ranks": n,
         "events": sum(r["events"] for r in ranks_out),

@@ -32,6 +32,7 @@ _SWAP = struct.Struct("<QQQ")
 _CLOCK = struct.Struct("<qqii")
 _STOP = struct.Struct("<ii")
 _INFO = struct.Struct("<iiQdd")
+_U64 = struct.Struct("<Q")
 
 
 @dataclass
@@ -43,7 +44,9 @@ class RankLog:
     in file order, with ``payload`` a tuple whose meaning depends on kind:
     SEND/RECV/ISEND/IRECV_DONE ``(comm, peer, tag, bytes, req)``,
     ISEND_DONE/IRECV_POST ``(req,)``, COLL_END ``(comm, root, op, sent,
-    recvd)``, SWAP ``(bytes, write_ns, total_ns, padded)``, others ``()``."""
+    recvd)``, SWAP ``(bytes, write_ns, total_ns, flags, tau_ns)`` (flags: 1
+    padded to tau, 2 equalised across ranks; tau_ns None in files of older
+    tracers), others ``()``."""
 
     rank: int
     size: int
@@ -126,7 +129,8 @@ def read(path: str | Path) -> RankLog:
             log.comm_order.append(cid)
         elif kind == SWAP:
             nbytes, wns, tns = _SWAP.unpack_from(data, b)
-            ev.append((kind, thread, func, t, (nbytes, wns, tns, flags)))
+            tau_ns = _U64.unpack_from(data, b + 24)[0] if length >= 16 + 32 else None
+            ev.append((kind, thread, func, t, (nbytes, wns, tns, flags, tau_ns)))
         elif kind == CLOCK:
             off_ns, rtt, phase, _ = _CLOCK.unpack_from(data, b)
             log.clocks[phase] = (off_ns, rtt, t)
@@ -136,7 +140,9 @@ def read(path: str | Path) -> RankLog:
         elif kind == INFO:
             provided, policy, budget, tau, threshold = _INFO.unpack_from(data, b)
             log.info = {"thread_level": provided, "policy": POLICIES.get(policy, str(policy)),
-                        "budget": budget, "tau_s": tau, "threshold": threshold, "t0": t}
+                        "budget": budget, "tau_s": tau, "threshold": threshold, "t0": t,
+                        "swap_every": (_U64.unpack_from(data, b + 32)[0]
+                                       if length >= 16 + 40 else 0)}
         pos += length
     return log
 
