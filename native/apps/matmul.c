@@ -1,0 +1,772 @@
+/*
+ * tiers-matmul: the dense matrix multiply C = A B of seed 004 (blocked,
+ * and blocked + tiled, 1800 x 1800 by default) and the column-broadcast
+ * multiply of seed 003 Fig. 4, flat (MPI only) or hybrid (MPI + a thread
+ * team per process).
+ *
+ *   mpirun -n P tiers-matmul [--algo blocked|tiled|bcast] [--size N]
+ *       [--block L] [--iters K] [--simd auto|avx2|generic] [--perturb I,J]
+ *       [--threads T] [--pin none|compact|scatter] [--verify | --no-verify]
+ *       [--quick]
+ *
+ * N must be a multiple of P: process p owns rows [p N/P, (p+1) N/P) of A
+ * and C (step 1 of the COMPaS model); its team splits those rows over
+ * the threads (step 2).
+ *
+ * --algo blocked   seed 004's layout: rank 0 holds A and B; the timed
+ *                  part scatters the row blocks of A, broadcasts the whole
+ *                  of B (replicated: every row block of C needs all of
+ *                  it, and one broadcast per process is the cheapest way to
+ *                  get it there), multiplies, and gathers C on rank 0.
+ *                  The multiply is cache-blocked (i-k-j order over blocks
+ *                  of k and j, the j loop left to the compiler's vectoriser).
+ * --algo tiled     the same layout and messages; the multiply adds
+ *                  register blocking (tiling): panels of A and B are packed
+ *                  into contiguous micro-panels and an MR x NR micro-kernel
+ *                  keeps its block of C in registers (6 x 8 with AVX2+FMA,
+ *                  4 x 4 in portable C).
+ * --algo bcast     seed 003 Fig. 4: A distributed by rows, B by columns
+ *                  (process q owns columns [q N/P, (q+1) N/P), stored
+ *                  column by column), both generated in place.  The loop
+ *                  walks the columns of B; every L columns (--block L,
+ *                  default 64; a broadcast never spans two owners) the
+ *                  owner broadcasts them with MPI_Bcast on MPI_COMM_WORLD
+ *                  and every process computes those L columns of its rows
+ *                  of C with the tiled kernel.  C stays distributed by rows.
+ *                  P ceil((N/P)/L) broadcasts in all.
+ *
+ * Values: A(i,k) and B(k,j) are small integers in [-8, 8] from a hash of
+ * (i, k), so every product and sum is exact in double precision (|C| <=
+ * 64 N) whatever the summation order, fused or not.
+ *
+ * Verification (untimed, on by default; exit 3 with the miss when it
+ * fails), all in exact integer arithmetic, independent of the multiply:
+ *  - every row of C: C 1 = A (B 1) and C w = A (B w) with w_j = j mod 7 + 1;
+ *  - every column: 1' C = (1' A) B (column sums reduced over processes);
+ *  - 64 sampled entries per process recomputed as dot products.
+ * For blocked and tiled, rank 0 checks the C it gathered; for bcast every
+ * process checks its rows.  --perturb I,J adds 1 to C(I,J) after the
+ * timed part, before the checks: a self-test that shows the verification
+ * catches a one-entry error (the run then exits 3).
+ *
+ * --simd picks the tiled micro-kernel: auto (AVX2+FMA when the CPU has
+ * it, chosen at run time), avx2, or generic (portable C).
+ *
+ * Output: the tiers.app/1 document of hybrid_app.h.  "result": algo,
+ * size, iters, flops (2 N^3 per iteration), gflops, simd, the micro-kernel
+ * (mr, nr), and for bcast block, broadcasts and bcast_bytes (doubles
+ * broadcast, times 8).  Figure of merit: GFLOP/s.  Breakdown: comm =
+ * scatter, broadcasts and gather; sync = the final barrier (waiting for
+ * the slowest process); compute = the rest.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "hybrid_app.h"
+
+#define SIZE_DEFAULT 1800
+#define SIZE_QUICK 240
+#define SIZE_MAX_ALLOWED 20000
+#define BLOCK_DEFAULT 64
+#define SAMPLES_PER_RANK 64
+
+/* ---------------------------------------------------------------------
+ * The matrices: exact small integers.
+ * --------------------------------------------------------------------- */
+
+static inline int64_t hval(uint64_t i, uint64_t k, uint64_t salt)
+{
+  uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ (k + salt) * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
+  return (int64_t)(h % 17) - 8;
+}
+
+static inline int64_t a_int(long i, long k) { return hval((uint64_t)i, (uint64_t)k, 11); }
+static inline int64_t b_int(long k, long j) { return hval((uint64_t)k, (uint64_t)j, 7777); }
+static inline int64_t w_int(long j) { return j % 7 + 1; }
+
+/* ---------------------------------------------------------------------
+ * The tiled multiply: packing and micro-kernels.
+ * --------------------------------------------------------------------- */
+
+#define KC 256 /* depth of a packed panel */
+#define MC 96  /* rows of a packed block of A (a multiple of every MR) */
+#define NC 2048 /* columns of a packed block of B (a multiple of every NR) */
+#define MR_MAX 6
+#define NR_MAX 8
+
+typedef void (*ukernel_fn)(long kc, const double *a, const double *b, double *c, long ldc,
+                           int first);
+
+typedef struct kernel {
+  const char *name;
+  int mr, nr;
+  ukernel_fn full; /* an mr x nr block of C */
+} kernel_t;
+
+/* C(mr x nr) (=|+=) sum_p a[p*MR + i] b[p*NR + j]; portable C, 4 x 4. */
+static void ukernel_generic(long kc, const double *restrict a, const double *restrict b,
+                            double *restrict c, long ldc, int first)
+{
+  double acc[4][4] = {{0}};
+  for (long p = 0; p < kc; p++) {
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 4; j++)
+        acc[i][j] += a[i] * b[j];
+    a += 4;
+    b += 4;
+  }
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++)
+      c[i * ldc + j] = first ? acc[i][j] : c[i * ldc + j] + acc[i][j];
+}
+
+/* The 6 x 8 AVX2+FMA kernel: 12 accumulators, two loads of B and six
+ * broadcasts of A per step of k. */
+__attribute__((target("avx2,fma"))) static void
+ukernel_avx2(long kc, const double *restrict a, const double *restrict b, double *restrict c,
+             long ldc, int first)
+{
+  __m256d c0l = _mm256_setzero_pd(), c0h = c0l, c1l = c0l, c1h = c0l, c2l = c0l, c2h = c0l;
+  __m256d c3l = c0l, c3h = c0l, c4l = c0l, c4h = c0l, c5l = c0l, c5h = c0l;
+  for (long p = 0; p < kc; p++) {
+    __m256d bl = _mm256_load_pd(b), bh = _mm256_load_pd(b + 4), x;
+    x = _mm256_broadcast_sd(a + 0);
+    c0l = _mm256_fmadd_pd(x, bl, c0l);
+    c0h = _mm256_fmadd_pd(x, bh, c0h);
+    x = _mm256_broadcast_sd(a + 1);
+    c1l = _mm256_fmadd_pd(x, bl, c1l);
+    c1h = _mm256_fmadd_pd(x, bh, c1h);
+    x = _mm256_broadcast_sd(a + 2);
+    c2l = _mm256_fmadd_pd(x, bl, c2l);
+    c2h = _mm256_fmadd_pd(x, bh, c2h);
+    x = _mm256_broadcast_sd(a + 3);
+    c3l = _mm256_fmadd_pd(x, bl, c3l);
+    c3h = _mm256_fmadd_pd(x, bh, c3h);
+    x = _mm256_broadcast_sd(a + 4);
+    c4l = _mm256_fmadd_pd(x, bl, c4l);
+    c4h = _mm256_fmadd_pd(x, bh, c4h);
+    x = _mm256_broadcast_sd(a + 5);
+    c5l = _mm256_fmadd_pd(x, bl, c5l);
+    c5h = _mm256_fmadd_pd(x, bh, c5h);
+    a += 6;
+    b += 8;
+  }
+  __m256d lo[6] = {c0l, c1l, c2l, c3l, c4l, c5l}, hi[6] = {c0h, c1h, c2h, c3h, c4h, c5h};
+  for (int i = 0; i < 6; i++) {
+    double *ci = c + i * ldc;
+    if (!first) {
+      lo[i] = _mm256_add_pd(lo[i], _mm256_loadu_pd(ci));
+      hi[i] = _mm256_add_pd(hi[i], _mm256_loadu_pd(ci + 4));
+    }
+    _mm256_storeu_pd(ci, lo[i]);
+    _mm256_storeu_pd(ci + 4, hi[i]);
+  }
+}
+
+static const kernel_t KERNEL_GENERIC = {"generic", 4, 4, ukernel_generic};
+static const kernel_t KERNEL_AVX2 = {"avx2-fma", 6, 8, ukernel_avx2};
+
+static int cpu_has_avx2(void)
+{
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* Packs rows [0, mc) x depth [0, kc) of A (row-major, lda) into
+ * micro-panels of mr rows: panel r, step p holds A(r*mr + i, p), i < mr,
+ * zero past mc. */
+static void pack_a(const kernel_t *K, long mc, long kc, const double *A, long lda, double *out)
+{
+  int mr = K->mr;
+  for (long r0 = 0; r0 < mc; r0 += mr) {
+    int rows = mc - r0 < mr ? (int)(mc - r0) : mr;
+    for (long p = 0; p < kc; p++) {
+      for (int i = 0; i < rows; i++)
+        out[i] = A[(r0 + i) * lda + p];
+      for (int i = rows; i < mr; i++)
+        out[i] = 0.0;
+      out += mr;
+    }
+  }
+}
+
+/* Packs depth [0, kc) x columns [0, nc) of B, whose element (k, j) is
+ * B[k*rs + j*cs], into micro-panels of nr columns, zero past nc. */
+static void pack_b(const kernel_t *K, long kc, long nc, const double *B, long rs, long cs,
+                   double *out)
+{
+  int nr = K->nr;
+  for (long c0 = 0; c0 < nc; c0 += nr) {
+    int cols = nc - c0 < nr ? (int)(nc - c0) : nr;
+    for (long p = 0; p < kc; p++) {
+      const double *bp = B + p * rs + c0 * cs;
+      for (int j = 0; j < cols; j++)
+        out[j] = bp[j * cs];
+      for (int j = cols; j < nr; j++)
+        out[j] = 0.0;
+      out += nr;
+    }
+  }
+}
+
+/* Per-thread packing buffers. */
+typedef struct packs {
+  double *a, *b;
+} packs_t;
+
+static int packs_alloc(packs_t *p)
+{
+  p->a = aligned_alloc(64, sizeof(double) * MC * KC);
+  p->b = aligned_alloc(64, sizeof(double) * KC * (NC + NR_MAX));
+  return p->a && p->b ? 0 : -1;
+}
+
+static void packs_free(packs_t *p)
+{
+  free(p->a);
+  free(p->b);
+  p->a = p->b = NULL;
+}
+
+/* C (m x n, row-major ldc) = A (m x k, row-major lda) B (k x n, element
+ * (k, j) at B[k*rsb + j*csb]); the tiled multiply of one thread. */
+static void gemm_tiled(const kernel_t *K, long m, long n, long k, const double *A, long lda,
+                       const double *B, long rsb, long csb, double *C, long ldc, packs_t *pk)
+{
+  int mr = K->mr, nr = K->nr;
+  double edge[MR_MAX * NR_MAX];
+  if (m <= 0 || n <= 0)
+    return;
+  for (long jc = 0; jc < n; jc += NC) {
+    long nc = n - jc < NC ? n - jc : NC;
+    for (long pc = 0; pc < k; pc += KC) {
+      long kc = k - pc < KC ? k - pc : KC;
+      int first = pc == 0;
+      pack_b(K, kc, nc, B + pc * rsb + jc * csb, rsb, csb, pk->b);
+      for (long ic = 0; ic < m; ic += MC) {
+        long mc = m - ic < MC ? m - ic : MC;
+        pack_a(K, mc, kc, A + ic * lda + pc, lda, pk->a);
+        for (long jr = 0; jr < nc; jr += nr) {
+          int cols = nc - jr < nr ? (int)(nc - jr) : nr;
+          const double *bp = pk->b + jr * kc;
+          for (long ir = 0; ir < mc; ir += mr) {
+            int rows = mc - ir < mr ? (int)(mc - ir) : mr;
+            const double *ap = pk->a + ir * kc;
+            double *cp = C + (ic + ir) * ldc + jc + jr;
+            if (rows == mr && cols == nr) {
+              K->full(kc, ap, bp, cp, ldc, first);
+            } else { /* an edge block: compute into a scratch tile */
+              K->full(kc, ap, bp, edge, nr, 1);
+              for (int i = 0; i < rows; i++)
+                for (int j = 0; j < cols; j++)
+                  cp[i * ldc + j] = first ? edge[i * nr + j] : cp[i * ldc + j] + edge[i * nr + j];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ---------------------------------------------------------------------
+ * The cache-blocked multiply (no register tiling).
+ * --------------------------------------------------------------------- */
+
+#define BK 128
+#define BJ 512
+
+static void gemm_blocked(long m, long n, long k, const double *A, long lda, const double *B,
+                         long ldb, double *C, long ldc)
+{
+  for (long i = 0; i < m; i++)
+    memset(C + i * ldc, 0, sizeof(double) * (size_t)n);
+  for (long kk = 0; kk < k; kk += BK) {
+    long ke = kk + BK < k ? kk + BK : k;
+    for (long jj = 0; jj < n; jj += BJ) {
+      long je = jj + BJ < n ? jj + BJ : n;
+      for (long i = 0; i < m; i++) {
+        double *restrict ci = C + i * ldc;
+        for (long p = kk; p < ke; p++) {
+          const double a = A[i * lda + p];
+          const double *restrict bp = B + p * ldb;
+          for (long j = jj; j < je; j++)
+            ci[j] += a * bp[j];
+        }
+      }
+    }
+  }
+}
+
+/* ---------------------------------------------------------------------
+ * The run.
+ * --------------------------------------------------------------------- */
+
+enum algo { ALGO_BLOCKED, ALGO_TILED, ALGO_BCAST };
+static const char *ALGO_NAMES[] = {"blocked", "tiled", "bcast"};
+
+struct run {
+  enum algo algo;
+  const kernel_t *kern;
+  long n, rows, row0; /* order; rows of A and C owned; first owned row */
+  long cols, col0;    /* bcast: columns of B owned; first owned column */
+  double *A;          /* rows x n, row-major (rank 0 of blocked/tiled: n x n) */
+  double *B;          /* blocked/tiled: n x n row-major; bcast: n x cols column-major */
+  double *C;          /* rows x n (rank 0 of blocked/tiled: n x n) */
+  double *Aloc, *Cloc;/* blocked/tiled: the local row blocks */
+  double *recv;       /* bcast: receive buffer for the columns of other owners */
+  const double *chunk;/* bcast: the columns being multiplied, n x l column-major */
+  long chunk_j0, chunk_l;
+  packs_t *packs;     /* one per thread */
+};
+
+static int multiply_body(tiers_team_t team, int t, void *arg)
+{
+  struct run *R = arg;
+  long lo, hi;
+  TIERS_CALL(tiers_team_split(team, R->rows, t, &lo, &hi));
+  long m = hi - lo;
+  if (R->algo == ALGO_BLOCKED)
+    gemm_blocked(m, R->n, R->n, R->Aloc + lo * R->n, R->n, R->B, R->n, R->Cloc + lo * R->n,
+                 R->n);
+  else if (R->algo == ALGO_TILED)
+    gemm_tiled(R->kern, m, R->n, R->n, R->Aloc + lo * R->n, R->n, R->B, R->n, 1,
+               R->Cloc + lo * R->n, R->n, &R->packs[t]);
+  else
+    gemm_tiled(R->kern, m, R->chunk_l, R->n, R->A + lo * R->n, R->n, R->chunk, 1, R->n,
+               R->C + lo * R->n + R->chunk_j0, R->n, &R->packs[t]);
+  return TIERS_OK;
+}
+
+/* One multiply of the blocked or tiled layout: scatter A, broadcast B,
+ * multiply, gather C. */
+static int run_rowblock(app_t *app, struct run *R)
+{
+  tiers_team_t team = app->team;
+  int cnt = (int)(R->rows * R->n);
+  tiers_team_phase(team, TIERS_PHASE_COMM);
+  if (app->size > 1) {
+    MPI_Scatter(R->A, cnt, MPI_DOUBLE, app->rank == 0 ? MPI_IN_PLACE : R->Aloc, cnt,
+                MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(R->B, (int)(R->n * R->n), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  }
+  tiers_team_phase(team, TIERS_PHASE_COMPUTE);
+  TIERS_CALL(tiers_team_parallel(team, multiply_body, R));
+  TIERS_CALL(tiers_team_barrier(team));
+  tiers_team_phase(team, TIERS_PHASE_COMM);
+  if (app->size > 1)
+    MPI_Gather(app->rank == 0 ? MPI_IN_PLACE : R->Cloc, cnt, MPI_DOUBLE, R->C, cnt, MPI_DOUBLE,
+               0, MPI_COMM_WORLD);
+  tiers_team_phase(team, TIERS_PHASE_COMPUTE);
+  return TIERS_OK;
+}
+
+/* One multiply of seed 003 Fig. 4. */
+static int run_bcast(app_t *app, struct run *R, long L, long *bcasts)
+{
+  tiers_team_t team = app->team;
+  long per = R->n / app->size;
+  for (int q = 0; q < app->size; q++)
+    for (long c = 0; c < per; c += L) {
+      long l = per - c < L ? per - c : L;
+      tiers_team_phase(team, TIERS_PHASE_COMM);
+      double *buf = q == app->rank ? R->B + c * R->n : R->recv;
+      MPI_Bcast(buf, (int)(l * R->n), MPI_DOUBLE, q, MPI_COMM_WORLD);
+      tiers_team_phase(team, TIERS_PHASE_COMPUTE);
+      R->chunk = buf;
+      R->chunk_j0 = (long)q * per + c;
+      R->chunk_l = l;
+      TIERS_CALL(tiers_team_parallel(team, multiply_body, R));
+      (*bcasts)++;
+    }
+  TIERS_CALL(tiers_team_barrier(team));
+  return TIERS_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Verification.
+ * --------------------------------------------------------------------- */
+
+typedef struct check {
+  long rows_checked, cols_checked, samples, misses;
+  double max_diff;
+  long where_i, where_j; /* first miss (row check: j = -1; column check: i = -1) */
+  double got, want;
+} check_t;
+
+static void miss(check_t *ck, long i, long j, double got, double want)
+{
+  double d = fabs(got - want);
+  if (ck->misses == 0) {
+    ck->where_i = i;
+    ck->where_j = j;
+    ck->got = got;
+    ck->want = want;
+  }
+  ck->misses++;
+  if (d > ck->max_diff || isnan(d))
+    ck->max_diff = isnan(d) ? INFINITY : d;
+}
+
+/* Collective.  Rows [row0, row0 + rows) of C are at C (row-major, n
+ * columns); rows may be 0 on processes that hold none. */
+static void verify(app_t *app, long n, const double *C, long row0, long rows, check_t *ck)
+{
+  memset(ck, 0, sizeof *ck);
+  ck->where_i = ck->where_j = -1;
+  int64_t *bw1 = calloc((size_t)n, sizeof *bw1), *bww = calloc((size_t)n, sizeof *bww);
+  int64_t *acol = calloc((size_t)n, sizeof *acol), *want = calloc((size_t)n, sizeof *want);
+  double *colsum = calloc((size_t)n, sizeof *colsum), *colall = calloc((size_t)n, sizeof *colall);
+  app_check(app, !bw1 || !bww || !acol || !want || !colsum || !colall,
+            "out of memory for the verification");
+  /* B 1 and B w. */
+  for (long k = 0; k < n; k++)
+    for (long j = 0; j < n; j++) {
+      int64_t b = b_int(k, j);
+      bw1[k] += b;
+      bww[k] += b * w_int(j);
+    }
+  /* Rows: C 1 = A (B 1), C w = A (B w). */
+  for (long r = 0; r < rows; r++) {
+    long i = row0 + r;
+    int64_t e1 = 0, ew = 0;
+    for (long k = 0; k < n; k++) {
+      int64_t a = a_int(i, k);
+      e1 += a * bw1[k];
+      ew += a * bww[k];
+    }
+    double g1 = 0, gw = 0;
+    const double *ci = C + r * n;
+    for (long j = 0; j < n; j++) {
+      g1 += ci[j];
+      gw += ci[j] * (double)w_int(j);
+      colsum[j] += ci[j];
+    }
+    if (g1 != (double)e1)
+      miss(ck, i, -1, g1, (double)e1);
+    else if (gw != (double)ew)
+      miss(ck, i, -1, gw, (double)ew);
+    ck->rows_checked++;
+  }
+  /* Sampled entries. */
+  for (int s = 0; rows > 0 && s < SAMPLES_PER_RANK; s++) {
+    long r = ((long)s * 7919 + (long)app->rank * 13) % rows;
+    long j = (long)(((uint64_t)s * 104729u + (uint64_t)row0 * 31u) % (uint64_t)n);
+    int64_t e = 0;
+    for (long k = 0; k < n; k++)
+      e += a_int(row0 + r, k) * b_int(k, j);
+    if (C[r * n + j] != (double)e)
+      miss(ck, row0 + r, j, C[r * n + j], (double)e);
+    ck->samples++;
+  }
+  /* Columns: 1' C = (1' A) B, the column sums reduced over the processes
+   * (exact: integers below 2^53). */
+  MPI_Allreduce(colsum, colall, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  if (app->rank == 0) {
+    for (long i = 0; i < n; i++)
+      for (long k = 0; k < n; k++)
+        acol[k] += a_int(i, k);
+    for (long k = 0; k < n; k++)
+      for (long j = 0; j < n; j++)
+        want[j] += acol[k] * b_int(k, j);
+    for (long j = 0; j < n; j++)
+      if (colall[j] != (double)want[j])
+        miss(ck, -1, j, colall[j], (double)want[j]);
+    ck->cols_checked = n;
+  }
+  free(bw1);
+  free(bww);
+  free(acol);
+  free(want);
+  free(colsum);
+  free(colall);
+  /* Every process learns the totals; the first miss of the lowest rank
+   * that has one is reported. */
+  long mine[4] = {ck->rows_checked, ck->cols_checked, ck->samples, ck->misses}, all[4];
+  MPI_Allreduce(mine, all, 4, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  double md = ck->max_diff, mdall;
+  MPI_Allreduce(&md, &mdall, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  int first = ck->misses ? app->rank : app->size, lowest;
+  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (lowest < app->size) {
+    double w[4] = {(double)ck->where_i, (double)ck->where_j, ck->got, ck->want};
+    MPI_Bcast(w, 4, MPI_DOUBLE, lowest, MPI_COMM_WORLD);
+    ck->where_i = (long)w[0];
+    ck->where_j = (long)w[1];
+    ck->got = w[2];
+    ck->want = w[3];
+  }
+  ck->rows_checked = all[0];
+  ck->cols_checked = all[1];
+  ck->samples = all[2];
+  ck->misses = all[3];
+  ck->max_diff = mdall;
+}
+
+/* ---------------------------------------------------------------------
+ * Main.
+ * --------------------------------------------------------------------- */
+
+/* 64-byte aligned doubles, or NULL (the caller checks collectively). */
+static double *alloc_doubles(long count)
+{
+  size_t bytes = sizeof(double) * (size_t)(count > 0 ? count : 1);
+  return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+int main(int argc, char **argv)
+{
+  app_t app;
+  app_init(&app, "tiers-matmul", &argc, &argv);
+  long n = 0, L = BLOCK_DEFAULT, iters = 1;
+  enum algo algo = ALGO_TILED;
+  const char *simd = "auto";
+  long perturb[2] = {-1, -1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    app_check(&app, strcmp(a, "--grid") == 0,
+              "--grid does not apply: matmul splits the rows over all %d processes", app.size);
+    app_check(&app, strcmp(a, "--overlap") == 0, "matmul has no halo exchange to overlap");
+    if (app_common_option(&app, argc, argv, &i))
+      continue;
+    if (strcmp(a, "--size") == 0) {
+      app_check(&app, !v || tiers_parse_long(v, &n) != 0 || n < 1 || n > SIZE_MAX_ALLOWED,
+                "--size needs a matrix order from 1 to %d (got %s)", SIZE_MAX_ALLOWED,
+                v ? v : "nothing");
+      i++;
+    } else if (strcmp(a, "--block") == 0) {
+      app_check(&app, !v || tiers_parse_long(v, &L) != 0 || L < 1,
+                "--block needs a positive number of columns (got %s)", v ? v : "nothing");
+      i++;
+    } else if (strcmp(a, "--iters") == 0) {
+      app_check(&app, !v || tiers_parse_long(v, &iters) != 0 || iters < 1,
+                "--iters needs a positive number (got %s)", v ? v : "nothing");
+      i++;
+    } else if (strcmp(a, "--algo") == 0) {
+      int found = -1;
+      for (int k = 0; v && k < 3; k++)
+        if (strcmp(v, ALGO_NAMES[k]) == 0)
+          found = k;
+      app_check(&app, found < 0, "unknown --algo %s (known: blocked, tiled, bcast)",
+                v ? v : "(nothing)");
+      algo = (enum algo)found;
+      i++;
+    } else if (strcmp(a, "--perturb") == 0) {
+      app_check(&app, !v || app_parse_triple(v, perturb, 2) != 2,
+                "--perturb needs a row and a column I,J (got %s)", v ? v : "nothing");
+      i++;
+    } else if (strcmp(a, "--simd") == 0) {
+      app_check(&app, !v || (strcmp(v, "auto") && strcmp(v, "avx2") && strcmp(v, "generic")),
+                "--simd must be auto, avx2 or generic (got %s)", v ? v : "nothing");
+      simd = v;
+      i++;
+    } else {
+      app_check(&app, 1, "unknown option %s (see the header of matmul.c)", a);
+    }
+  }
+  if (n == 0)
+    n = app.opts.quick ? SIZE_QUICK : SIZE_DEFAULT;
+  app_check(&app, perturb[0] >= n || perturb[1] >= n,
+            "--perturb %ld,%ld is outside the %ld x %ld matrix", perturb[0], perturb[1], n, n);
+  app_check(&app, n % app.size != 0,
+            "--size %ld is not divisible by the %d processes (each owns N/P rows)", n, app.size);
+  int avx2 = cpu_has_avx2();
+  app_check(&app, strcmp(simd, "avx2") == 0 && !avx2, "--simd avx2: this CPU lacks AVX2/FMA");
+  const kernel_t *kern = (strcmp(simd, "generic") == 0 || !avx2) ? &KERNEL_GENERIC : &KERNEL_AVX2;
+  app_team(&app, MPI_COMM_WORLD);
+  tiers_team_t team = app.team;
+  int nthreads = tiers_team_nthreads(team);
+
+  struct run R;
+  memset(&R, 0, sizeof R);
+  R.algo = algo;
+  R.kern = kern;
+  R.n = n;
+  R.rows = n / app.size;
+  R.row0 = R.rows * app.rank;
+  R.cols = R.rows;
+  R.col0 = R.row0;
+  R.packs = calloc((size_t)nthreads, sizeof *R.packs);
+  app_check(&app, !R.packs, "out of memory");
+  int bad = 0;
+  for (int t = 0; t < nthreads; t++)
+    bad |= packs_alloc(&R.packs[t]);
+  app_check(&app, bad, "out of memory for the packing buffers");
+
+  /* Untimed set-up: the matrices where the algorithm starts from. */
+  if (algo == ALGO_BCAST) {
+    R.A = alloc_doubles(R.rows * n);
+    R.C = alloc_doubles(R.rows * n);
+    R.B = alloc_doubles(n * R.cols);
+    R.recv = alloc_doubles(n * (L < R.cols ? L : R.cols));
+    app_check(&app, !R.A || !R.C || !R.B || !R.recv, "cannot allocate the %ld x %ld blocks",
+              R.rows, n);
+    for (long r = 0; r < R.rows; r++)
+      for (long k = 0; k < n; k++)
+        R.A[r * n + k] = (double)a_int(R.row0 + r, k);
+    for (long c = 0; c < R.cols; c++)
+      for (long k = 0; k < n; k++)
+        R.B[c * n + k] = (double)b_int(k, R.col0 + c);
+    memset(R.C, 0, sizeof(double) * (size_t)(R.rows * n));
+  } else {
+    long full = app.rank == 0 ? n * n : 0;
+    R.B = alloc_doubles(n * n);
+    if (app.rank == 0) {
+      R.A = alloc_doubles(full);
+      R.C = alloc_doubles(full);
+      R.Aloc = R.A;
+      R.Cloc = R.C;
+    } else {
+      R.Aloc = alloc_doubles(R.rows * n);
+      R.Cloc = alloc_doubles(R.rows * n);
+    }
+    app_check(&app, !R.B || !R.Aloc || !R.Cloc, "cannot allocate the %ld x %ld matrices", n, n);
+    if (app.rank == 0) {
+      for (long i = 0; i < n; i++)
+        for (long k = 0; k < n; k++) {
+          R.A[i * n + k] = (double)a_int(i, k);
+          R.B[i * n + k] = (double)b_int(i, k);
+        }
+      memset(R.C, 0, sizeof(double) * (size_t)full);
+    } else {
+      memset(R.Aloc, 0, sizeof(double) * (size_t)(R.rows * n));
+      memset(R.Cloc, 0, sizeof(double) * (size_t)(R.rows * n));
+      memset(R.B, 0, sizeof(double) * (size_t)(n * n));
+    }
+  }
+
+  /* The timed part. */
+  long bcasts = 0;
+  tiers_team_barrier(team);
+  tiers_team_timers_reset(team);
+  double t0 = tiers_now();
+  int rc = TIERS_OK;
+  for (long it = 0; it < iters && rc == TIERS_OK; it++)
+    rc = algo == ALGO_BCAST ? run_bcast(&app, &R, L, &bcasts) : run_rowblock(&app, &R);
+  double elapsed = tiers_now() - t0;
+  double times[TIERS_PHASE_COUNT];
+  tiers_team_times(team, times);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
+
+  /* Verification (after the optional self-test perturbation). */
+  if (perturb[0] >= 0) {
+    long i = perturb[0], jj = perturb[1];
+    if (algo == ALGO_BCAST && i >= R.row0 && i < R.row0 + R.rows)
+      R.C[(i - R.row0) * n + jj] += 1.0;
+    else if (algo != ALGO_BCAST && app.rank == 0)
+      R.C[i * n + jj] += 1.0;
+  }
+  int do_verify = app.opts.verify != 0;
+  check_t ck;
+  memset(&ck, 0, sizeof ck);
+  if (do_verify) {
+    if (algo == ALGO_BCAST)
+      verify(&app, n, R.C, R.row0, R.rows, &ck);
+    else
+      verify(&app, n, R.C, 0, app.rank == 0 ? n : 0, &ck);
+  }
+  int passed = !do_verify || ck.misses == 0;
+  char why[320] = "";
+  if (!passed) {
+    if (ck.where_j < 0)
+      snprintf(why, sizeof why, "%ld of %ld checks missed; row %ld of C sums to %.17g, "
+               "expected %.17g (largest miss %.3g)", ck.misses,
+               ck.rows_checked + ck.cols_checked + ck.samples, ck.where_i, ck.got, ck.want,
+               ck.max_diff);
+    else if (ck.where_i < 0)
+      snprintf(why, sizeof why, "%ld of %ld checks missed; column %ld of C sums to %.17g, "
+               "expected %.17g (largest miss %.3g)", ck.misses,
+               ck.rows_checked + ck.cols_checked + ck.samples, ck.where_j, ck.got, ck.want,
+               ck.max_diff);
+    else
+      snprintf(why, sizeof why, "%ld of %ld checks missed; C(%ld,%ld) = %.17g, expected "
+               "%.17g (largest miss %.3g)", ck.misses,
+               ck.rows_checked + ck.cols_checked + ck.samples, ck.where_i, ck.where_j, ck.got,
+               ck.want, ck.max_diff);
+  }
+
+  double flops = 2.0 * (double)n * (double)n * (double)n * (double)iters;
+  double slowest; /* the document's time_s */
+  MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  double gflops = slowest > 0 ? flops / slowest / 1e9 : 0.0;
+  tiers_json_t j;
+  app_json_head(&app, &j, elapsed, times);
+  if (app.rank == 0) {
+    tiers_json_key(&j, "params");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_string(&j, "algo", ALGO_NAMES[algo]);
+    tiers_json_kv_int(&j, "size", n);
+    tiers_json_kv_int(&j, "iters", iters);
+    if (algo == ALGO_BCAST)
+      tiers_json_kv_int(&j, "block", L);
+    tiers_json_kv_string(&j, "simd", simd);
+    tiers_json_kv_bool(&j, "quick", app.opts.quick);
+    tiers_json_object_end(&j);
+    tiers_json_key(&j, "result");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_string(&j, "algo", ALGO_NAMES[algo]);
+    tiers_json_kv_int(&j, "size", n);
+    tiers_json_kv_int(&j, "iters", iters);
+    tiers_json_kv_int(&j, "rows_per_rank", R.rows);
+    tiers_json_kv_double(&j, "flops", flops);
+    tiers_json_kv_double(&j, "gflops", gflops);
+    if (algo == ALGO_BLOCKED) {
+      tiers_json_kv_string(&j, "kernel", "blocked-c");
+    } else {
+      tiers_json_kv_string(&j, "kernel", kern->name);
+      tiers_json_kv_int(&j, "mr", kern->mr);
+      tiers_json_kv_int(&j, "nr", kern->nr);
+    }
+    if (algo == ALGO_BCAST) {
+      tiers_json_kv_int(&j, "block", L);
+      tiers_json_kv_int(&j, "broadcasts", bcasts);
+      tiers_json_kv_double(&j, "bcast_bytes", 8.0 * (double)n * (double)n * (double)iters);
+    }
+    tiers_json_object_end(&j);
+    tiers_json_key(&j, "figure_of_merit");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_string(&j, "name", "GFLOP/s");
+    tiers_json_kv_double(&j, "value", gflops);
+    tiers_json_kv_string(&j, "unit", "GFLOP/s");
+    tiers_json_object_end(&j);
+    tiers_json_key(&j, "verification");
+    tiers_json_object_begin(&j);
+    tiers_json_kv_bool(&j, "passed", passed);
+    tiers_json_kv_bool(&j, "checked", do_verify);
+    tiers_json_kv_string(&j, "method", "exact integer row, column and entry checks");
+    tiers_json_kv_int(&j, "rows_checked", ck.rows_checked);
+    tiers_json_kv_int(&j, "cols_checked", ck.cols_checked);
+    tiers_json_kv_int(&j, "entries_sampled", ck.samples);
+    tiers_json_kv_int(&j, "misses", ck.misses);
+    tiers_json_kv_double(&j, "max_abs_diff", ck.max_diff);
+    tiers_json_object_end(&j);
+    tiers_json_object_end(&j);
+    tiers_json_finish(&j);
+  }
+  for (int t = 0; t < nthreads; t++)
+    packs_free(&R.packs[t]);
+  free(R.packs);
+  if (algo == ALGO_BCAST) {
+    free(R.A);
+    free(R.C);
+    free(R.B);
+    free(R.recv);
+  } else {
+    if (app.rank != 0) {
+      free(R.Aloc);
+      free(R.Cloc);
+    }
+    free(R.A);
+    free(R.C);
+    free(R.B);
+  }
+  app_finish(&app, passed, why);
+}

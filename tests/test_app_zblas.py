@@ -1,0 +1,204 @@
+"""tiers-zblas under real mpirun: zaxpy, zdotc, dznrm2 and zgemv (N, T, C)
+verify themselves against the serial reference at 1, 2 and 4 ranks x 1 and
+2 threads, in both the AVX2 and the portable kernels; the dot product and
+the norm equal values computed here independently; dznrm2 survives huge and
+tiny inputs; bytes and flops follow from the sizes; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from fractions import Fraction
+
+import pytest
+
+from conftest import assert_one_line_error
+
+from tiers import bench, launch, native
+
+TOOL = "tiers-zblas"
+QUICK_N, QUICK_M, QUICK_ITERS = 4096, 64, 10
+KERNELS = ["zaxpy", "zdotc", "dznrm2", "zgemv_n", "zgemv_t", "zgemv_c"]
+
+
+def _x(i: int) -> tuple[Fraction, Fraction]:
+    """x_i of native/apps/zblas.c, exactly."""
+    return Fraction((7 * i) % 13 - 6, 8), Fraction((3 * i) % 11 - 5, 8)
+
+
+def _y(i: int) -> tuple[Fraction, Fraction]:
+    return Fraction((5 * i) % 17 - 8, 16), Fraction((11 * i) % 7 - 3, 4)
+
+
+def exact_zdotc(n: int) -> tuple[float, float]:
+    re = im = Fraction(0)
+    for i in range(n):
+        (xr, xi), (yr, yi) = _x(i), _y(i)
+        re += xr * yr + xi * yi
+        im += xr * yi - xi * yr
+    return float(re), float(im)
+
+
+def exact_sumsq(n: int) -> Fraction:
+    return sum((xr * xr + xi * xi for xr, xi in map(_x, range(n))), Fraction(0))
+
+
+def _run(ranks: int, threads: int, *args: str, check: bool = True):
+    program = [str(native.tool_path(TOOL)), "--threads", str(threads), "--pin", "none", *args]
+    kwargs = dict(env={"OMP_NUM_THREADS": str(threads)}, bind_to="none", oversubscribe=True,
+                  timeout=180)
+    if launch.detect().kind == "openmpi":
+        kwargs["mca"] = {"mpi_yield_when_idle": "1"}
+    if check:
+        return launch.launch_json(program, ranks, **kwargs)
+    return launch.launch(program, ranks, check=False, **kwargs)
+
+
+def _error_lines(run):
+    return [ln for ln in run.stderr.splitlines() if ln.startswith(f"{TOOL}: error: ")]
+
+
+def _assert_consistent(doc: dict, n: int, m: int, iters: int, names=KERNELS):
+    r = doc["result"]
+    assert doc["verification"]["passed"] is True and doc["verification"]["checked"] is True
+    assert (r["length"], r["matrix"], r["iters"]) == (n, m, iters)
+    assert [k["name"] for k in r["kernels"]] == names
+    bytes_ = {"zaxpy": 48 * n, "zdotc": 32 * n, "dznrm2": 16 * n}
+    flops = {"zaxpy": 8 * n, "zdotc": 8 * n, "dznrm2": 4 * n}
+    for name in ("zgemv_n", "zgemv_t", "zgemv_c"):
+        bytes_[name] = 16 * m * m + 48 * m
+        flops[name] = 8 * m * m
+    total_b = total_s = 0.0
+    for k in r["kernels"]:
+        assert k["passed"] is True and k["error"] <= k["tolerance"], k
+        assert k["calls"] == iters
+        assert k["bytes_per_call"] == bytes_[k["name"]]
+        assert k["flops_per_call"] == flops[k["name"]]
+        assert k["seconds_per_call"] == pytest.approx(k["seconds"] / iters)
+        assert k["gbytes_per_s"] == pytest.approx(k["bytes_per_call"] / k["seconds_per_call"] / 1e9)
+        assert k["gflops_per_s"] == pytest.approx(k["flops_per_call"] / k["seconds_per_call"] / 1e9)
+        total_b += k["bytes_per_call"] * iters
+        total_s += k["seconds"]
+    fom = doc["figure_of_merit"]
+    assert fom["unit"] == "GB/s" and fom["value"] == pytest.approx(total_b / total_s / 1e9)
+
+
+@pytest.fixture(scope="module")
+def grid_doc(tmp_path_factory):
+    from conftest import run_tiers
+
+    out = tmp_path_factory.mktemp("zblas") / "zblas.json"
+    run = run_tiers("bench", "zblas", "--quick", "--ranks", "1,2,4", "--threads", "1,2",
+                    "--json", str(out), timeout=600)
+    assert run.returncode == 0, run.stderr
+    return run, json.loads(out.read_text())
+
+
+def test_every_configuration_verifies(grid_doc):
+    run, doc = grid_doc
+    assert {(s["ranks"], s["threads"]) for s in doc["samples"]} == \
+        {(r, t) for r in (1, 2, 4) for t in (1, 2)}
+    for s in doc["samples"]:
+        d = s["doc"]
+        assert d["ranks"] == s["ranks"] and d["threads"] == s["threads"]
+        _assert_consistent(d, QUICK_N, QUICK_M, QUICK_ITERS)
+    assert doc["summary"]["all_verified"] is True
+    assert "speed-up and efficiency" in run.stdout and "GB/s" in run.stdout
+
+
+def test_dot_and_norm_are_exact_everywhere(grid_doc):
+    # the inputs are multiples of 1/16: every product and partial sum is
+    # exact, so any decomposition must give the exact value
+    _, doc = grid_doc
+    dot = exact_zdotc(QUICK_N)
+    norm = math.sqrt(exact_sumsq(QUICK_N))
+    for s in doc["samples"]:
+        r = s["doc"]["result"]
+        assert tuple(r["zdotc"]) == dot, (s["ranks"], s["threads"])
+        assert r["dznrm2"] == norm
+
+
+def test_several_processes_exchange_messages(grid_doc):
+    _, doc = grid_doc
+    for s in doc["samples"]:
+        b = s["doc"]["breakdown"]
+        assert b["compute_s"]["max"] > 0
+        if s["ranks"] > 1:           # reductions, zgemv's gather / reduce-scatter
+            assert b["comm_s"]["max"] > 0
+
+
+@pytest.mark.parametrize("ranks,threads", [(1, 2), (2, 2), (4, 1)])
+def test_portable_kernels_and_ragged_sizes(ranks, threads):
+    # odd lengths per process and per thread: every tail path of the
+    # vector kernels runs, in both the AVX2 and the portable kernels
+    n, m = 4 * 1031, 4 * 17
+    for simd in ("generic", "auto"):
+        doc = _run(ranks, threads, "--size", str(n), "--matrix", str(m), "--iters", "3",
+                   "--simd", simd)
+        _assert_consistent(doc, n, m, 3)
+        assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
+        assert doc["result"]["dznrm2"] == math.sqrt(exact_sumsq(n))
+    assert doc["result"]["simd"] in ("avx2-fma", "generic")
+
+
+@pytest.mark.parametrize("scale", ["1e300", "1e-300", "1e160", "1e-170"])
+def test_dznrm2_neither_overflows_nor_underflows(scale):
+    # a naive sum of squares gives inf for 1e300 and 0 for 1e-300
+    doc = _run(2, 2, "--quick", "--kernel", "dznrm2", "--scale", scale)
+    _assert_consistent(doc, QUICK_N, QUICK_M, QUICK_ITERS, names=["dznrm2"])
+    want = float(scale) * math.sqrt(exact_sumsq(QUICK_N))
+    assert math.isfinite(doc["result"]["dznrm2"]) and doc["result"]["dznrm2"] > 0
+    assert doc["result"]["dznrm2"] == pytest.approx(want, rel=1e-13)
+
+
+def test_kernel_selection():
+    doc = _run(2, 1, "--quick", "--kernel", "zgemv,zdotc")
+    _assert_consistent(doc, QUICK_N, QUICK_M, QUICK_ITERS,
+                       names=["zdotc", "zgemv_n", "zgemv_t", "zgemv_c"])
+    assert "dznrm2" not in doc["result"]
+
+
+def test_default_sizes_are_the_seeds():
+    doc = _run(1, 1, "--kernel", "dznrm2", "--iters", "1")
+    assert (doc["result"]["length"], doc["result"]["matrix"]) == (256 * 256, 256)
+
+
+def test_size_not_divisible_is_one_line(tiers):
+    run = tiers("bench", "zblas", "--quick", "--ranks", "4", "--threads", "1", "--size", "4098")
+    assert_one_line_error(run, "--size 4098 is not divisible by the 4 processes")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--kernel", "zgemm"], "unknown --kernel zgemm"),
+    (["--kernel", "zaxpy,bogus"], "unknown --kernel bogus"),
+    (["--matrix", "65"], "matrix order 65 is not divisible by the 2 processes"),
+    (["--scale", "0"], "--scale needs a positive finite number"),
+    (["--simd", "sse"], "--simd must be auto, avx2 or generic"),
+    (["--overlap"], "no halo exchange"),
+])
+def test_bad_options_are_one_line(args, fragment):
+    run = _run(2, 1, "--quick", *args, check=False)
+    assert run.returncode != 0
+    lines = _error_lines(run)
+    assert len(lines) == 1 and fragment in lines[0], run.stderr
+
+
+def test_threads_above_the_cpuset_is_one_line():
+    cpus = len(os.sched_getaffinity(0))
+    run = _run(2, cpus + 1, "--quick", check=False)
+    assert run.returncode != 0
+    lines = _error_lines(run)
+    assert len(lines) == 1 and f"{cpus + 1} threads" in lines[0], run.stderr
+
+
+def test_unknown_kernel_through_bench_is_one_line(tiers):
+    run = tiers("bench", "zblas", "--quick", "--ranks", "1", "--threads", "1",
+                "--app-args", "--kernel zgemm")
+    assert_one_line_error(run, "unknown --kernel zgemm")
+
+
+def test_bench_app_entry():
+    app = bench.app_info("zblas")
+    assert app.tool == TOOL and app.size_option and app.iters_option
+    assert not app.overlap_option and not app.classes
