@@ -1,0 +1,125 @@
+"""What the benchmark scripts that drive the tiers command share: finding
+tiers, running a command that writes --json, tiers probe mem's Triad rate,
+one tiers bench configuration, and the machine's name.
+
+A script imports it with its own folder's parent on sys.path:
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import benchlib
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+
+#: the name error lines start with; a script sets it (benchlib.NAME = "...")
+NAME = "bench"
+
+
+def fail(msg: str) -> None:
+    """Print one error line and exit 2."""
+    print(f"{NAME}: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def tiers_command() -> list[str]:
+    """The tiers command line: $TIERS (e.g. "env PYTHONPATH=... .venv/bin/python
+    -m tiers") or tiers on PATH."""
+    cmd = os.environ.get("TIERS")
+    if cmd:
+        return shlex.split(cmd)
+    found = shutil.which("tiers")
+    if not found:
+        fail("tiers is not on PATH; set TIERS to its command line")
+    return [found]
+
+
+def run_json(cmd: list[str], path: str, timeout: float) -> dict:
+    """Run a tiers command that writes --json PATH; return the document."""
+    import json
+
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail(f"timed out after {timeout:.0f} s: {' '.join(cmd)}")
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        fail(f"{' '.join(cmd[-12:])} failed: {last}")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def triad(tiers: list[str], threads: list[int], tmp: str, timeout: float) -> tuple[dict, int]:
+    """STREAM Triad best rate in B/s per thread count (tiers probe mem,
+    regular stores, compact pinning, first touch), and the LLC bytes."""
+    path = os.path.join(tmp, "mem.json")
+    doc = run_json([*tiers, "probe", "mem", "--threads", ",".join(map(str, threads)),
+                    "--pin", "compact", "--placement", "first-touch", "--kernels", "triad",
+                    "--stores", "regular", "--ntimes", "10", "--json", path,
+                    "--plot", os.path.join(tmp, "mem.png")], path, timeout)
+    rates = {}
+    for s in doc["samples"]:
+        for r in s["results"]:
+            if r["kernel"] == "triad":
+                rates[s["threads"]] = r["best_rate_mbps"] * 1e6
+    return rates, int(doc["params"].get("llc_total_bytes") or 0)
+
+
+def bench_app(tiers: list[str], app: str, ranks: int, threads: int, extra: list[str],
+              tmp: str, timeout: float) -> dict:
+    """One configuration through tiers bench; returns the tiers.app/1 document
+    (exits when it failed its verification)."""
+    path = os.path.join(tmp, f"{app}.json")
+    doc = run_json([*tiers, "bench", app, "--ranks", str(ranks), "--threads", str(threads),
+                    "--timeout", str(int(timeout)), *extra, "--json", path,
+                    "--plot", os.path.join(tmp, f"{app}.png")], path, timeout + 60)
+    app_doc = doc["samples"][0]["doc"]
+    if not app_doc["verification"]["passed"]:
+        fail(f"{app} {ranks}x{threads} failed its verification")
+    return app_doc
+
+
+def parse_configs(text: str) -> list[tuple[int, int]]:
+    """"1x1,2x1,1x2" -> [(1, 1), (2, 1), (1, 2)] (ranks x threads)."""
+    out = []
+    for word in text.split(","):
+        try:
+            r, t = (int(x) for x in word.lower().split("x"))
+            if r < 1 or t < 1:
+                raise ValueError
+        except ValueError:
+            fail(f"bad configuration '{word}' (use RANKSxTHREADS, e.g. 2x1)")
+        out.append((r, t))
+    return out
+
+
+def check_cpus(configs: list[tuple[int, int]]) -> None:
+    """Refuse configurations that would oversubscribe this machine."""
+    cpus = len(os.sched_getaffinity(0))
+    over = [f"{r}x{t}" for r, t in configs if r * t > cpus]
+    if over:
+        fail(f"{', '.join(over)} need more than the {cpus} CPUs here (oversubscribed runs "
+             "measure contention, not bandwidth)")
+
+
+def machine() -> str:
+    """The CPU model and count, for the printed header."""
+    cpu = platform.processor() or "?"
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            key, _, val = line.partition(":")
+            if key.strip() == "Model name":
+                cpu = val.strip()
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs"
+
+
+def mode(r: int, t: int) -> str:
+    """serial, flat (ranks only) or hybrid (ranks x threads)."""
+    return "serial" if r * t == 1 else ("flat" if t == 1 else "hybrid")
