@@ -37,6 +37,29 @@ def run_tiers(*args: str, timeout: float = 300, env: dict | None = None, cwd=Non
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
+def run_app(tool: str, ranks: int, threads: int, *args: str, check: bool = True,
+            timeout: float = 180, env: dict | None = None, pin: str = "none"):
+    """Run a hybrid-runtime program (``tiers-jacobi3d``, ...) on ``ranks``
+    ranks of ``threads`` threads (pinned as ``pin`` says) under the real launcher,
+    oversubscribed and yielding when idle.  With ``check`` return its JSON
+    document (a failed run raises); otherwise the launch result."""
+    from tiers import launch, native
+
+    program = [str(native.tool_path(tool)), "--threads", str(threads), "--pin", pin, *args]
+    kwargs = dict(env={"OMP_NUM_THREADS": str(threads), **(env or {})}, bind_to="none",
+                  oversubscribe=True, timeout=timeout)
+    if launch.detect().kind == "openmpi":
+        kwargs["mca"] = {"mpi_yield_when_idle": "1"}
+    if check:
+        return launch.launch_json(program, ranks, **kwargs)
+    return launch.launch(program, ranks, check=False, **kwargs)
+
+
+def tool_error_lines(run, tool: str) -> list[str]:
+    """The ``TOOL: error: ...`` lines of a native tool's stderr."""
+    return [ln for ln in run.stderr.splitlines() if ln.startswith(f"{tool}: error: ")]
+
+
 def assert_one_line_error(run: Run, fragment: str) -> None:
     """A user error: non-zero exit, exactly one line on stderr that names the
     problem, and no traceback."""

@@ -12,9 +12,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, run_app
 
-from tiers import launch, native
+from tiers import native
 
 TOOL = "tiers-cg"
 
@@ -34,14 +34,7 @@ def npb_mops(na: int, nonzer: int, niter: int, seconds: float) -> float:
 
 
 def _run(ranks: int, threads: int, *args: str, check: bool = True):
-    program = [str(native.tool_path(TOOL)), "--threads", str(threads), "--pin", "none", *args]
-    kwargs = dict(env={"OMP_NUM_THREADS": str(threads)}, bind_to="none", oversubscribe=True,
-                  timeout=300)
-    if launch.detect().kind == "openmpi":
-        kwargs["mca"] = {"mpi_yield_when_idle": "1"}
-    if check:
-        return launch.launch_json(program, ranks, **kwargs)
-    return launch.launch(program, ranks, check=False, **kwargs)
+    return run_app(TOOL, ranks, threads, *args, check=check, timeout=300)
 
 
 def _single(*args: str) -> subprocess.CompletedProcess:

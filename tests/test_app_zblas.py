@@ -13,9 +13,9 @@ from fractions import Fraction
 
 import pytest
 
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, run_app, tool_error_lines
 
-from tiers import bench, launch, native
+from tiers import bench
 
 TOOL = "tiers-zblas"
 QUICK_N, QUICK_M, QUICK_ITERS = 4096, 64, 10
@@ -45,18 +45,11 @@ def exact_sumsq(n: int) -> Fraction:
 
 
 def _run(ranks: int, threads: int, *args: str, check: bool = True):
-    program = [str(native.tool_path(TOOL)), "--threads", str(threads), "--pin", "none", *args]
-    kwargs = dict(env={"OMP_NUM_THREADS": str(threads)}, bind_to="none", oversubscribe=True,
-                  timeout=180)
-    if launch.detect().kind == "openmpi":
-        kwargs["mca"] = {"mpi_yield_when_idle": "1"}
-    if check:
-        return launch.launch_json(program, ranks, **kwargs)
-    return launch.launch(program, ranks, check=False, **kwargs)
+    return run_app(TOOL, ranks, threads, *args, check=check, timeout=180)
 
 
 def _error_lines(run):
-    return [ln for ln in run.stderr.splitlines() if ln.startswith(f"{TOOL}: error: ")]
+    return tool_error_lines(run, TOOL)
 
 
 def _assert_consistent(doc: dict, n: int, m: int, iters: int, names=KERNELS):

@@ -6,21 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tiers import launch, native
+from conftest import run_app
 
 CHECK = "tiers-hybrid-check"
 COUNT = 5
 
 
 def _run(ranks: int, threads: int, *args: str, pin: str = "none", check: bool = True):
-    program = [str(native.tool_path(CHECK)), "--threads", str(threads), "--pin", pin, *args]
-    kwargs = dict(env={"OMP_NUM_THREADS": str(threads)}, bind_to="none", oversubscribe=True,
-                  timeout=180)
-    if launch.detect().kind == "openmpi":
-        kwargs["mca"] = {"mpi_yield_when_idle": "1"}
-    if check:
-        return launch.launch_json(program, ranks, **kwargs)
-    return launch.launch(program, ranks, check=False, **kwargs)
+    return run_app(CHECK, ranks, threads, *args, pin=pin, check=check)
 
 
 @pytest.mark.parametrize("ranks,threads", [(2, 2), (3, 2), (1, 2), (3, 1)])

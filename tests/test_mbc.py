@@ -236,3 +236,101 @@ def test_peer_exit_ends_waits_with_an_error(ranks):
         assert f"rank {ranks - 1} exited" in d["message"]
         assert d["seconds"] < 30
         assert d["destroy_rc"] == 7 and d["handle_cleared"] is True
+
+
+# -- across the nodes of a tiers vcluster: shared memory inside, RMA between -----
+
+VC_LOCK = "/tmp/tiers-vcluster.lock"
+# the check's barrier test counts arrivals in one shared window over the
+# node, which assumes a single node; every other test runs across nodes
+VC_TESTS = [t for t in TESTS if t != "barrier"]
+VC_K = 50     # messages per pair of the ordering test (its default)
+
+
+def _vcluster_skip_reason():
+    import shutil
+
+    from tiers import vcluster
+    why = vcluster.unavailable_reason()
+    if why is None and shutil.which("mpirun") is None:
+        why = "Open MPI's mpirun is not on PATH"
+    if why is None and (vcluster.state_path().exists() or vcluster.leftovers()):
+        why = "a virtual cluster is up already; the tests leave it alone"
+    return why
+
+
+@pytest.fixture(scope="module")
+def two_nodes_locked():
+    """2 nodes x 2 slots, built and always taken down under an exclusive
+    lock on /tmp/tiers-vcluster.lock (the cluster is one per machine)."""
+    import fcntl
+
+    from conftest import run_tiers
+    from tiers import vcluster
+    why = _vcluster_skip_reason()
+    if why:
+        pytest.skip(why)
+    with open(VC_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            why = _vcluster_skip_reason()    # someone may have built one meanwhile
+            if why:
+                pytest.skip(why)
+            try:
+                run = run_tiers("vcluster", "up", "--nodes", "2", "--slots", "2", timeout=120)
+                assert run.returncode == 0, run.stderr
+                yield vcluster.load_state()
+            finally:
+                run = run_tiers("vcluster", "down", timeout=120)
+                assert run.returncode == 0, run.stderr
+                assert vcluster.leftovers() == []
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _vc_check(test: str) -> dict:
+    from conftest import run_tiers
+    # Debian's Open MPI disables osc/pt2pt, the one-sided component that
+    # works over TCP: the RMA transport needs it between the nodes
+    run = run_tiers("vcluster", "mpirun", "-n", "4", "--timeout", "120", "--",
+                    str(native.tool_path(CHECK)), test, "--transport", "auto",
+                    env={"OMPI_MCA_osc": "^ucx"}, timeout=180)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads([ln for ln in run.stdout.splitlines() if ln.startswith("{")][-1])
+    assert doc["schema"] == "tiers.mbc-check/1" and doc["test"] == test and doc["ranks"] == 4
+    assert doc["failures"] == [] and doc["wrong"] == 0 and doc["ok"] is True, doc["failures"]
+    return doc
+
+
+def test_suite_across_vcluster_nodes_uses_both_transports(two_nodes_locked):
+    """4 ranks on 2 nodes (ranks 0,1 on one, 2,3 on the other): every test
+    of the suite passes; messages between node peers go by shared memory,
+    between nodes by MPI-3 RMA, and only node peers are written directly."""
+    shm = rma = 0
+    for test in VC_TESTS:
+        doc = _vc_check(test)
+        assert doc["transport"] == "shm+rma"
+        tot = doc["total"]
+        assert tot["msgs_sent"] == tot["msgs_received"]
+        assert tot["msgs_shm"] + tot["msgs_rma"] == tot["msgs_sent"]
+        assert tot["bytes_shm"] + tot["bytes_rma"] == tot["bytes_sent"]
+        for s in doc["stats"]:
+            assert s["msgs_sent"] == s["msgs_direct"] + s["msgs_fifo"] + s["msgs_answered_fifo"]
+            # direct remote writes exist on the shared-memory path only
+            assert s["msgs_direct"] <= s["msgs_shm"]
+        shm += tot["msgs_shm"]
+        rma += tot["msgs_rma"]
+        if test == "ordering":
+            # each rank sends VC_K messages to each of the 4 ranks: to itself
+            # and its node peer by shared memory, to the 2 others by RMA
+            for s in doc["stats"]:
+                assert s["msgs_shm"] == 2 * VC_K and s["msgs_rma"] == 2 * VC_K
+        if test == "sizes":
+            # rank r sends to r+1: 0->1 and 2->3 inside a node, 1->2 and 3->0 across
+            st = doc["stats"]
+            assert st[0]["msgs_rma"] == st[2]["msgs_rma"] == 0
+            assert st[1]["msgs_shm"] == st[3]["msgs_shm"] == 0
+            assert st[1]["msgs_direct"] == st[3]["msgs_direct"] == 0
+            if doc["direct_available"]:
+                assert st[0]["msgs_direct"] == st[2]["msgs_direct"] == BIG
+    assert shm > 0 and rma > 0

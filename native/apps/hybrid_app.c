@@ -19,6 +19,15 @@ void app_init(app_t *app, const char *name, int *argc, char ***argv)
   app->opts.verify = -1;
 }
 
+/* Frees what app_comm made (collective: tiers_mbc_destroy). */
+static void app_comm_free(app_t *app)
+{
+  tiers_mbc_destroy(&app->mbc);
+  tiers_barrier_destroy(&app->red_bar);
+  free(app->red_in);
+  app->red_in = NULL;
+}
+
 void app_check(app_t *app, int bad, const char *fmt, ...)
 {
   int first = bad ? app->rank : app->size;
@@ -35,7 +44,7 @@ void app_check(app_t *app, int bad, const char *fmt, ...)
     fputc('\n', stderr);
     fflush(stderr);
   }
-  tiers_mbc_destroy(&app->mbc);
+  app_comm_free(app);
   tiers_team_destroy(&app->team);
   MPI_Finalize();
   exit(TIERS_TOOL_EXIT_USAGE);
@@ -130,20 +139,136 @@ static int msgr_waitall(void *ctx, int count, void **reqs)
   return tiers_mbc_waitall(ctx, count, (tiers_mbc_request_t *)reqs, NULL);
 }
 
+void app_comm(app_t *app)
+{
+  if (app->opts.comm != APP_COMM_MBC || app->mbc)
+    return;
+  int nthreads = tiers_team_nthreads(app->team);
+  int rc = tiers_mbc_create(tiers_team_comm(app->team), NULL, &app->mbc);
+  app_check(app, rc != TIERS_OK, "--comm mbc: %s", tiers_last_error());
+  rc = tiers_barrier_create(&app->red_bar, nthreads > 0 ? nthreads : 1);
+  app->red_in = calloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *app->red_in);
+  app_check(app, rc != TIERS_OK || !app->red_in, "--comm mbc: out of memory");
+  app->msgr.ctx = app->mbc;
+  app->msgr.irecv = msgr_irecv;
+  app->msgr.isend = msgr_isend;
+  app->msgr.waitall = msgr_waitall;
+}
+
 void app_halo_comm(app_t *app, tiers_halo_t halo)
 {
   if (app->opts.comm != APP_COMM_MBC)
     return;
-  if (!app->mbc) {
-    int rc = tiers_mbc_create(tiers_team_comm(app->team), NULL, &app->mbc);
-    app_check(app, rc != TIERS_OK, "--comm mbc: %s", tiers_last_error());
-    app->msgr.ctx = app->mbc;
-    app->msgr.irecv = msgr_irecv;
-    app->msgr.isend = msgr_isend;
-    app->msgr.waitall = msgr_waitall;
-  }
+  app_comm(app);
   int rc = tiers_halo_set_messenger(halo, &app->msgr);
   app_check(app, rc != TIERS_OK, "--comm mbc: %s", tiers_last_error());
+}
+
+void app_comm_stats(app_t *app)
+{
+  if (!app->mbc)
+    return;
+  app->have_mbc_stats = tiers_mbc_stats(app->mbc, TIERS_MBC_GLOBAL, &app->mbc_stats) == TIERS_OK;
+}
+
+/* acc op= v, in the team's and the layer's way (MAX/MIN exact). */
+#define COMBINE(T, acc, v, op)                                   \
+  do {                                                           \
+    if ((op) == TIERS_OP_SUM)                                    \
+      (acc) += (v);                                              \
+    else if ((op) == TIERS_OP_MAX)                               \
+      (acc) = (v) > (acc) ? (v) : (acc);                         \
+    else                                                         \
+      (acc) = (v) < (acc) ? (v) : (acc);                         \
+  } while (0)
+
+/* out[i] = in[0][i] op in[1][i] op ... in thread order, as the team's own
+ * reduction does; each element is read before it is written (out may
+ * alias in[0]). */
+static void combine_threads(const void **in, void *out, int count, int nthreads, int is_double,
+                            tiers_op_t op)
+{
+  for (int i = 0; i < count; i++) {
+    if (is_double) {
+      double acc = ((const double *)in[0])[i];
+      for (int t = 1; t < nthreads; t++)
+        COMBINE(double, acc, ((const double *)in[t])[i], op);
+      ((double *)out)[i] = acc;
+    } else {
+      int64_t acc = ((const int64_t *)in[0])[i];
+      for (int t = 1; t < nthreads; t++)
+        COMBINE(int64_t, acc, ((const int64_t *)in[t])[i], op);
+      ((int64_t *)out)[i] = acc;
+    }
+  }
+}
+
+/* The process-level step over the layer (master thread). */
+static int mbc_reduce(app_t *app, void *buf, int count, int is_double, tiers_op_t op)
+{
+  int mop = op == TIERS_OP_SUM ? TIERS_MBC_SUM : op == TIERS_OP_MAX ? TIERS_MBC_MAX
+                                                                    : TIERS_MBC_MIN;
+  if (count == 0)
+    return TIERS_OK;
+  return tiers_mbc_allreduce(app->mbc, buf, buf, count,
+                             is_double ? TIERS_MBC_DOUBLE : TIERS_MBC_INT64, mop);
+}
+
+static int app_allreduce(app_t *app, const void *in, void *out, int count, int is_double,
+                         tiers_op_t op)
+{
+  if (app->opts.comm != APP_COMM_MBC || !app->mbc)
+    return is_double ? tiers_team_allreduce_double(app->team, in, out, count, op)
+                     : tiers_team_allreduce_int64(app->team, in, out, count, op);
+  if (count < 0 || (count > 0 && (!in || !out)) ||
+      (op != TIERS_OP_SUM && op != TIERS_OP_MAX && op != TIERS_OP_MIN))
+    TIERS_ERROR(TIERS_ERR_ARG, "app_allreduce: invalid arguments");
+  tiers_team_t team = app->team;
+  size_t bytes = (size_t)count * 8;
+  int nthreads = tiers_team_nthreads(team);
+  int region = omp_in_parallel() && omp_get_num_threads() > 1;
+  if (region && omp_get_num_threads() != nthreads)
+    TIERS_ERROR(TIERS_ERR_STATE, "app_allreduce: called in a region of %d threads; the team "
+                "has %d", omp_get_num_threads(), nthreads);
+  if (!region) { /* one thread: the master alone */
+    tiers_phase_t prev = tiers_team_phase(team, TIERS_PHASE_COMM);
+    if (in != out && count > 0)
+      memmove(out, in, bytes);
+    int rc = mbc_reduce(app, out, count, is_double, op);
+    if (prev != TIERS_PHASE_COUNT)
+      tiers_team_phase(team, prev);
+    return rc;
+  }
+  int t = omp_get_thread_num();
+  tiers_phase_t prev = tiers_team_phase(team, TIERS_PHASE_SYNC);
+  app->red_in[t] = in;
+  if (t == 0)
+    app->red_out = out;
+  tiers_barrier_wait(app->red_bar); /* every contribution is published */
+  if (t == 0) {
+    tiers_team_phase(team, TIERS_PHASE_COMM);
+    combine_threads(app->red_in, out, count, nthreads, is_double, op);
+    app->red_rc = mbc_reduce(app, out, count, is_double, op);
+    tiers_team_phase(team, TIERS_PHASE_SYNC);
+  }
+  tiers_barrier_wait(app->red_bar); /* the result is in the master's out */
+  int rc = app->red_rc;
+  if (t != 0 && rc == TIERS_OK && count > 0)
+    memcpy(out, app->red_out, bytes);
+  tiers_barrier_wait(app->red_bar); /* every copy is done before the master moves on */
+  if (prev != TIERS_PHASE_COUNT)
+    tiers_team_phase(team, prev);
+  return rc;
+}
+
+int app_allreduce_double(app_t *app, const double *in, double *out, int count, tiers_op_t op)
+{
+  return app_allreduce(app, in, out, count, 1, op);
+}
+
+int app_allreduce_int64(app_t *app, const int64_t *in, int64_t *out, int count, tiers_op_t op)
+{
+  return app_allreduce(app, in, out, count, 0, op);
 }
 
 static void stats(tiers_json_t *j, const char *key, const double *v, int n)
@@ -171,10 +296,10 @@ void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
   int n = app->size, k = TIERS_PHASE_COUNT + 1;
   double *all = app->rank == 0 ? malloc(sizeof(double) * (size_t)(n * k)) : NULL;
   MPI_Gather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  tiers_mbc_stats_t ms;
-  int have_mbc = 0;
-  if (app->mbc) /* collective: every process has one, or none */
-    have_mbc = tiers_mbc_stats(app->mbc, TIERS_MBC_GLOBAL, &ms) == TIERS_OK;
+  if (app->mbc && !app->have_mbc_stats) /* collective: every process has one, or none */
+    app_comm_stats(app);
+  int have_mbc = app->have_mbc_stats;
+  const tiers_mbc_stats_t ms = app->mbc_stats;
   if (app->rank != 0)
     return;
   if (!all)
@@ -229,15 +354,15 @@ void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
 
 void app_finish(app_t *app, int passed, const char *why)
 {
-  tiers_mbc_destroy(&app->mbc);
+  app_comm_free(app);
   tiers_team_destroy(&app->team);
-  MPI_Finalize();
-  if (!passed) {
-    if (app->rank == 0) {
-      fprintf(stderr, "%s: error: verification failed: %s\n", app->name, why);
-      fflush(stderr);
-    }
-    exit(APP_EXIT_VERIFY);
+  /* Rank 0 says why before anything ends, and only rank 0 fails: were every
+   * rank to exit non-zero, the launcher could kill rank 0 before its line
+   * was out. */
+  if (!passed && app->rank == 0) {
+    fprintf(stderr, "%s: error: verification failed: %s\n", app->name, why);
+    fflush(stderr);
   }
-  exit(0);
+  MPI_Finalize();
+  exit(!passed && app->rank == 0 ? APP_EXIT_VERIFY : 0);
 }

@@ -12,10 +12,12 @@
  *   --verify        compare with a serial recomputation on rank 0
  *   --no-verify     skip it (the default above the app's size limit)
  *   --quick         small problem that runs in well under a second
- *   --comm mpi|mbc  messaging of the halo exchanges: MPI point-to-point
- *                   (default) or tiers' memory-based layer (tiers/mbc.h;
- *                   apps that call app_halo_comm); with mbc the document
- *                   gets "comm":"mbc" and "mbc":{its Table 3 statistics}
+ *   --comm mpi|mbc  messaging of the halo exchanges, reductions and
+ *                   other exchanges of the timed part: MPI (default) or
+ *                   tiers' memory-based layer (tiers/mbc.h; apps that call
+ *                   app_comm / app_halo_comm and reduce with
+ *                   app_allreduce_*); with mbc the document gets
+ *                   "comm":"mbc" and "mbc":{its Table 3 statistics}
  *
  * Output: rank 0 prints one JSON document, schema "tiers.app/1":
  *   {"schema","app","ranks","threads","pin","params":{...},
@@ -59,8 +61,17 @@ typedef struct app {
   int rank, size, provided;
   app_opts_t opts;
   tiers_team_t team;
-  tiers_mbc_t mbc;         /* with --comm mbc, after app_halo_comm */
+  tiers_mbc_t mbc;         /* with --comm mbc, after app_comm (or app_halo_comm):
+                              point-to-point of the app's own exchanges */
   tiers_halo_messenger_t msgr;
+  /* app_allreduce_* over mbc inside a parallel region: the team's
+   * contributions meet here (allocated by app_comm) */
+  tiers_barrier_t red_bar;
+  const void **red_in;     /* per thread */
+  void *red_out;           /* the master thread's result buffer */
+  int red_rc;
+  tiers_mbc_stats_t mbc_stats; /* taken by app_comm_stats */
+  int have_mbc_stats;
 } app_t;
 
 /* MPI_Init_thread (FUNNELED) and defaults. */
@@ -84,8 +95,38 @@ void app_team(app_t *app, MPI_Comm comm);
 void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
                    const double times[TIERS_PHASE_COUNT]);
 
+/* Collective over the team's processes (after app_team): with --comm mbc,
+ * creates the memory-based communicator app->mbc over the team's
+ * communicator (once; ranks in app->mbc are the team's ranks) and what
+ * app_allreduce_* needs; with --comm mpi, does nothing.  Fails in one
+ * line. */
+void app_comm(app_t *app);
+
+/* Collective: with --comm mbc, takes the layer's statistics (summed over
+ * the processes) for the document now -- call it when the timed part
+ * ends, after tiers_mbc_stats_reset at its start, so that the Table 3
+ * rates cover the timed part only; without this call app_json_head takes
+ * them when it runs.  With --comm mpi, does nothing. */
+void app_comm_stats(app_t *app);
+
+/* The hybrid reduction of the app's messaging mode.  Called either by
+ * every thread of the team inside a parallel region (then the team's
+ * contributions are combined in thread order, the master thread makes one
+ * process-level reduction and every thread gets the result) or by the
+ * master thread outside any region (one process-level reduction).
+ * --comm mpi: tiers_team_allreduce_double/int64 (MPI_Allreduce).
+ * --comm mbc: the same team step, then tiers_mbc_allreduce (contributions
+ * combined in rank order on rank 0).  MAX and MIN are exact in both modes;
+ * a SUM of doubles over more than 2 processes may differ in its last bits
+ * between the modes (MPI's reduction order is the library's choice; with
+ * 1 or 2 processes both are the same commutative additions).  Integer
+ * sums are exact.  @p in and @p out may be the same buffer.  Returns
+ * TIERS_OK or the error code (the same in every thread); collective. */
+int app_allreduce_double(app_t *app, const double *in, double *out, int count, tiers_op_t op);
+int app_allreduce_int64(app_t *app, const int64_t *in, int64_t *out, int count, tiers_op_t op);
+
 /* Collective over the team's processes: with --comm mbc, creates the
- * memory-based communicator over the team's communicator (once) and makes
+ * memory-based communicator over the team's communicator (app_comm) and makes
  * @p halo send through it; with --comm mpi, does nothing.  Fails in one
  * line. */
 void app_halo_comm(app_t *app, tiers_halo_t halo);
@@ -94,8 +135,9 @@ void app_halo_comm(app_t *app, tiers_halo_t halo);
  * returns the count read, or -1. */
 int app_parse_triple(const char *text, long *out, int max);
 
-/* Ends the run: frees the team, finalises MPI and exits 0, or
- * APP_EXIT_VERIFY after rank 0 printed @p why when !passed. */
+/* Ends the run: frees the team, finalises MPI and exits 0; when !passed,
+ * rank 0 prints @p why first and exits APP_EXIT_VERIFY (the others exit 0,
+ * so that the launcher cannot stop rank 0 before its line is out). */
 void app_finish(app_t *app, int passed, const char *why) __attribute__((noreturn));
 
 #endif

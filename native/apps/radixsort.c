@@ -4,7 +4,7 @@
  *
  *   mpirun -n P tiers-radixsort [--size N] [--bits 8|11] [--seed S]
  *       [--threads T] [--pin none|compact|scatter] [--verify | --no-verify]
- *       [--quick]
+ *       [--quick] [--comm mpi|mbc]
  *
  * Keys: N unsigned 32-bit keys (default 4M = 4 x 2^20; --size accepts
  * suffixes K, M, G as powers of 1024), block-distributed over the
@@ -33,6 +33,19 @@
  * Steps 2-3 are the master thread's, in exchange_counts() and
  * exchange_keys(); the verification's reductions are in reduce_checksum()
  * and check_boundaries(): those four functions are all the communication.
+ *
+ * --comm mbc sends steps 2-3 through tiers' memory-based layer
+ * (tiers/mbc.h, seed 001) as point-to-point messages: every process sends
+ * its digit histogram to every other one (an allgather from which each
+ * process sums the global counts and the counts of the lower ranks, the
+ * Allreduce and the Exscan above, exactly, in integers), then its key
+ * count for each destination, then the keys themselves (receives posted
+ * before the sends, so that runs of 16 KiB and more can go by direct
+ * remote write; empty runs are not sent, since both ends know they are
+ * empty).  The sorted result is the same as with MPI, and so are the
+ * checksums.  The verification (reduce_checksum, check_boundaries, the
+ * serial comparison) stays on MPI in both modes: it checks the sort with
+ * a channel independent of the one under test.
  *
  * Verification: every process's block is sorted; the last key of each
  * process is at most the first key of the next (neighbour exchange); the
@@ -93,6 +106,9 @@ typedef struct sort_run {
   long *ghist, *ehist; /* radix: global counts, lower ranks' counts */
   long *block_hi;     /* nprocs: one past the last global position of each */
   int *scounts, *sdispls, *rcounts, *rdispls;
+  tiers_mbc_t mbc;    /* --comm mbc: the sort's messages; else NULL */
+  long *allhist;      /* --comm mbc: nprocs x radix, every process's lhist */
+  tiers_mbc_request_t *reqs; /* --comm mbc: 2 nprocs */
   int multi_source;   /* this pass received from more than one process */
   int64_t sent_bytes; /* to other processes, all passes */
   int rc;
@@ -147,15 +163,69 @@ static int counting_sort(sort_run_t *S, tiers_team_t team, int t, const uint32_t
   return TIERS_OK;
 }
 
+/* Message tags over mbc (one per kind; per pair, messages keep their
+ * order, so passes cannot mix). */
+enum { TAG_HIST = 1, TAG_COUNT = 2, TAG_KEYS = 3 };
+
+/* Waits for the @p n requests of S->reqs; a receive that got fewer bytes
+ * than it expected is an error too. */
+static int wait_mbc(sort_run_t *S, int n, const size_t *expect)
+{
+  tiers_mbc_status_t st[n > 0 ? n : 1];
+  TIERS_CALL(tiers_mbc_waitall(S->mbc, n, S->reqs, st));
+  for (int k = 0; k < n; k++)
+    if (expect[k] != (size_t)-1 && st[k].bytes != expect[k])
+      TIERS_ERROR(TIERS_ERR_STATE, "radixsort: a message from rank %d held %zu bytes, not %zu",
+                  st[k].source, st[k].bytes, expect[k]);
+  return TIERS_OK;
+}
+
+/* The global and the lower ranks' counts over mbc: every process's
+ * histogram to every other process, then summed here in integers. */
+static int gather_counts_mbc(sort_run_t *S, long radix)
+{
+  int P = S->nprocs, me = S->rank, n = 0;
+  size_t bytes = (size_t)radix * sizeof *S->lhist, expect[2 * P];
+  memcpy(S->allhist + (size_t)me * (size_t)radix, S->lhist, bytes);
+  for (int p = 0; p < P; p++)
+    if (p != me) {
+      expect[n] = bytes;
+      TIERS_CALL(tiers_mbc_irecv(S->mbc, S->allhist + (size_t)p * (size_t)radix, bytes, p,
+                                 TAG_HIST, &S->reqs[n++]));
+    }
+  for (int k = 1; k < P; k++) {
+    expect[n] = (size_t)-1;
+    TIERS_CALL(tiers_mbc_isend(S->mbc, S->lhist, bytes, (me + k) % P, TAG_HIST,
+                               &S->reqs[n++]));
+  }
+  TIERS_CALL(wait_mbc(S, n, expect));
+  for (long b = 0; b < radix; b++) {
+    long below = 0, all = 0;
+    for (int p = 0; p < P; p++) {
+      long c = S->allhist[(size_t)p * (size_t)radix + (size_t)b];
+      below += p < me ? c : 0;
+      all += c;
+    }
+    S->ghist[b] = all;
+    S->ehist[b] = below;
+  }
+  return TIERS_OK;
+}
+
 /* Communication 1 (master): the global counts of the digit and the
  * counts at lower ranks, then where each key of the local buffer goes. */
 static int exchange_counts(sort_run_t *S, long radix)
 {
-  if (MPI_Allreduce(S->lhist, S->ghist, (int)radix, MPI_LONG, MPI_SUM, S->comm) != MPI_SUCCESS ||
-      MPI_Exscan(S->lhist, S->ehist, (int)radix, MPI_LONG, MPI_SUM, S->comm) != MPI_SUCCESS)
-    return TIERS_ERR_MPI;
-  if (S->rank == 0) /* MPI_Exscan leaves rank 0's result undefined */
-    memset(S->ehist, 0, (size_t)radix * sizeof *S->ehist);
+  if (S->mbc) {
+    TIERS_CALL(gather_counts_mbc(S, radix));
+  } else {
+    if (MPI_Allreduce(S->lhist, S->ghist, (int)radix, MPI_LONG, MPI_SUM, S->comm) !=
+            MPI_SUCCESS ||
+        MPI_Exscan(S->lhist, S->ehist, (int)radix, MPI_LONG, MPI_SUM, S->comm) != MPI_SUCCESS)
+      return TIERS_ERR_MPI;
+    if (S->rank == 0) /* MPI_Exscan leaves rank 0's result undefined */
+      memset(S->ehist, 0, (size_t)radix * sizeof *S->ehist);
+  }
   /* my run of digit b covers global positions [start, start + lhist[b]),
    * increasing along the locally sorted buffer: cut it at the blocks */
   memset(S->scounts, 0, (size_t)S->nprocs * sizeof *S->scounts);
@@ -176,10 +246,58 @@ static int exchange_counts(sort_run_t *S, long radix)
   return TIERS_OK;
 }
 
+/* The counts of the key exchange over mbc: one int to every process. */
+static int alltoall_counts_mbc(sort_run_t *S)
+{
+  int P = S->nprocs, me = S->rank, n = 0;
+  size_t expect[2 * P];
+  S->rcounts[me] = S->scounts[me];
+  for (int p = 0; p < P; p++)
+    if (p != me) {
+      expect[n] = sizeof(int);
+      TIERS_CALL(tiers_mbc_irecv(S->mbc, &S->rcounts[p], sizeof(int), p, TAG_COUNT,
+                                 &S->reqs[n++]));
+    }
+  for (int k = 1; k < P; k++) {
+    int p = (me + k) % P;
+    expect[n] = (size_t)-1;
+    TIERS_CALL(tiers_mbc_isend(S->mbc, &S->scounts[p], sizeof(int), p, TAG_COUNT,
+                               &S->reqs[n++]));
+  }
+  return wait_mbc(S, n, expect);
+}
+
+/* The keys over mbc, as the displacements say (my own run is copied). */
+static int alltoallv_keys_mbc(sort_run_t *S)
+{
+  int P = S->nprocs, me = S->rank, n = 0;
+  size_t expect[2 * P], k4 = sizeof(uint32_t);
+  for (int p = 0; p < P; p++)
+    if (p != me && S->rcounts[p] > 0) {
+      size_t bytes = (size_t)S->rcounts[p] * k4;
+      expect[n] = bytes;
+      TIERS_CALL(tiers_mbc_irecv(S->mbc, S->recv + S->rdispls[p], bytes, p, TAG_KEYS,
+                                 &S->reqs[n++]));
+    }
+  for (int k = 1; k < P; k++) {
+    int p = (me + k) % P;
+    if (S->scounts[p] == 0)
+      continue;
+    expect[n] = (size_t)-1;
+    TIERS_CALL(tiers_mbc_isend(S->mbc, S->tmp + S->sdispls[p], (size_t)S->scounts[p] * k4, p,
+                               TAG_KEYS, &S->reqs[n++]));
+  }
+  if (S->scounts[me] > 0)
+    memcpy(S->recv + S->rdispls[me], S->tmp + S->sdispls[me], (size_t)S->scounts[me] * k4);
+  return wait_mbc(S, n, expect);
+}
+
 /* Communication 2 (master): the keys, cut as exchange_counts() said. */
 static int exchange_keys(sort_run_t *S)
 {
-  if (MPI_Alltoall(S->scounts, 1, MPI_INT, S->rcounts, 1, MPI_INT, S->comm) != MPI_SUCCESS)
+  if (S->mbc)
+    TIERS_CALL(alltoall_counts_mbc(S));
+  else if (MPI_Alltoall(S->scounts, 1, MPI_INT, S->rcounts, 1, MPI_INT, S->comm) != MPI_SUCCESS)
     return TIERS_ERR_MPI;
   int sd = 0, rd = 0, sources = 0;
   for (int p = 0; p < S->nprocs; p++) {
@@ -192,6 +310,8 @@ static int exchange_keys(sort_run_t *S)
       S->sent_bytes += (int64_t)S->scounts[p] * (int64_t)sizeof(uint32_t);
   }
   S->multi_source = sources > 1;
+  if (S->mbc)
+    return alltoallv_keys_mbc(S);
   if (MPI_Alltoallv(S->tmp, S->scounts, S->sdispls, MPI_UINT32_T, S->recv, S->rcounts,
                     S->rdispls, MPI_UINT32_T, S->comm) != MPI_SUCCESS)
     return TIERS_ERR_MPI;
@@ -464,6 +584,14 @@ int main(int argc, char **argv)
     tiers_split_range(S.N, P, p, &lo, &S.block_hi[p]);
   }
   app_check(&app, tiers_barrier_create(&S.bar, T) != TIERS_OK, "%s", tiers_last_error());
+  app_comm(&app); /* --comm mbc: the sort's messages through tiers/mbc.h */
+  S.mbc = app.mbc;
+  if (S.mbc) {
+    S.allhist = malloc((size_t)P * (size_t)radix * sizeof *S.allhist);
+    S.reqs = calloc((size_t)(2 * P), sizeof *S.reqs);
+  }
+  app_check(&app, S.mbc && (!S.allhist || !S.reqs), "out of memory for the --comm mbc "
+            "buffers");
   int rc = tiers_team_parallel(team, generate_body, &S);
   app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
   checks_t before, after;
@@ -471,11 +599,14 @@ int main(int argc, char **argv)
 
   tiers_team_barrier(team);
   tiers_team_timers_reset(team);
+  if (S.mbc)
+    tiers_mbc_stats_reset(S.mbc); /* Table 3 statistics of the timed part */
   double t0 = tiers_now();
   rc = tiers_team_parallel(team, sort_body, &S);
   double elapsed = tiers_now() - t0;
   double times[TIERS_PHASE_COUNT];
   tiers_team_times(team, times);
+  app_comm_stats(&app); /* the layer's Table 3 figures of the timed part */
   app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
 
   run_checks(&app, &S, &after);
@@ -568,6 +699,8 @@ int main(int argc, char **argv)
   free(S.sdispls);
   free(S.rcounts);
   free(S.rdispls);
+  free(S.allhist);
+  free(S.reqs);
   free(S.hsum);
   free(S.hxor);
   free(S.unsorted);

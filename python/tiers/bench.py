@@ -65,11 +65,11 @@ APPS = {
                   "(seeds 004, 003)", overlap_option=False),
     "radixsort": App("radixsort", "tiers-radixsort",
                      "parallel radix sort of 4M integers, all-to-all key exchange (seed 004)",
-                     iters_option=False, overlap_option=False),
+                     iters_option=False, overlap_option=False, comm_option=True),
     "cg": App("cg", "tiers-cg", "NPB CG: conjugate gradient, smallest eigenvalue estimate "
               "(classes S-B; --app-args '--matrix F.mtx' solves a Matrix Market file)",
               classes=("S", "W", "A", "B"), size_option=False, iters_option=False,
-              overlap_option=False),
+              overlap_option=False, comm_option=True),
     "zblas": App("zblas", "tiers-zblas",
                  "complex level-1/2 kernels zaxpy, zdotc, dznrm2, zgemv (seed 000)",
                  overlap_option=False),

@@ -768,6 +768,10 @@ def launch_options(ranks: int | None = None, *, mca: Mapping[str, str] | None = 
         "btl_tcp_if_include": st["subnet"],
         "oob_tcp_if_include": st["subnet"],
         "plm_rsh_no_tree_spawn": "1",
+        # one-sided MPI between nodes (tiers mbc's RMA transport): Debian's
+        # openmpi-mca-params.conf turns off pt2pt, the only osc component
+        # that works over TCP between the namespaces
+        "osc": "^ucx",
     }
     if ranks is not None and ranks > _launch.local_slots():
         params["mpi_yield_when_idle"] = "1"

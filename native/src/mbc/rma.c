@@ -154,12 +154,26 @@ int mbc_rma_create(MPI_Comm comm, size_t fifo_bytes, size_t req_bytes, struct mb
   r->data_off[MBC_RING_MSG] = (heads + MBC_LINE - 1) / MBC_LINE * MBC_LINE;
   r->data_off[MBC_RING_REQ] = r->data_off[MBC_RING_MSG] + fifo_bytes * (size_t)r->n;
   size_t bytes = r->data_off[MBC_RING_REQ] + req_bytes * (size_t)r->n;
-  if (MPI_Win_allocate((MPI_Aint)bytes, 1, MPI_INFO_NULL, r->comm, &r->base, &r->win) !=
-      MPI_SUCCESS) {
+  /* A window no one-sided component can serve must come back as an error
+   * code, not abort the program: the new window takes its error handler
+   * from this private communicator. */
+  MPI_Comm_set_errhandler(r->comm, MPI_ERRORS_RETURN);
+  int wrc = MPI_Win_allocate((MPI_Aint)bytes, 1, MPI_INFO_NULL, r->comm, &r->base, &r->win);
+  int won = wrc == MPI_SUCCESS, won_all = 0;
+  MPI_Allreduce(&won, &won_all, 1, MPI_INT, MPI_MIN, r->comm);
+  if (!won_all) {
+    char why[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (wrc != MPI_SUCCESS && MPI_Error_string(wrc, why, &len) == MPI_SUCCESS)
+      why[len < MPI_MAX_ERROR_STRING ? len : MPI_MAX_ERROR_STRING - 1] = '\0';
+    /* a process whose window was made keeps it: freeing is collective */
     MPI_Comm_free(&r->comm);
     free(r);
     free(t);
-    TIERS_ERROR(TIERS_ERR_MPI, "MPI_Win_allocate of %zu bytes failed", bytes);
+    TIERS_ERROR(TIERS_ERR_MPI, "MPI_Win_allocate of %zu bytes for the RMA transport failed%s%s: "
+                "MPI has no one-sided component that reaches every process (Debian's Open "
+                "MPI disables osc/pt2pt in /etc/openmpi/openmpi-mca-params.conf: set "
+                "OMPI_MCA_osc=^ucx)", bytes, why[0] ? ": " : " on another process", why);
   }
   memset(r->base, 0, bytes);
   int rc = TIERS_OK;
