@@ -64,3 +64,30 @@ def test_bad_permutation_is_one_line(tmp_path):
     assert res.returncode != 0
     lines = [ln for ln in res.stderr.splitlines() if "error" in ln]
     assert any("is not a permutation of the 2 ranks" in ln for ln in lines), res.stderr
+
+
+@pytest.mark.parametrize("ranks,threads", [(2, 1), (4, 1), (2, 2)])
+def test_unbound_ranks_pin_their_threads_to_successive_pus(ranks, threads):
+    """Under a launcher that binds nothing every rank sees the whole
+    machine as its cpuset; compact pinning must then give rank k the PUs
+    from k x threads on (wrapping around), not every rank the first PU.
+    The app reports where each thread is pinned (thread_pus)."""
+    import os
+
+    app = [str(native.tool_path("tiers-jacobi3d")), "--quick", "--threads", str(threads),
+           "--pin", "compact", "--no-verify"]
+    doc = launch.launch_json(app, ranks, env={"OMP_NUM_THREADS": str(threads)},
+                             bind_to="none", oversubscribe=True,
+                             mca={"mpi_yield_when_idle": "1"}, timeout=120)
+    cpus = len(os.sched_getaffinity(0))
+    if threads > cpus:
+        pytest.skip("more threads than CPUs")
+    # logical PUs of this machine in compact order are 0..cpus-1 here
+    # when the whole machine is the cpuset
+    want = [[(r * threads + t) % cpus for t in range(threads)] for r in range(ranks)]
+    assert doc["thread_pus"] == want
+    unpinned = launch.launch_json(app[:-2] + ["none", "--no-verify"], ranks,
+                                  env={"OMP_NUM_THREADS": str(threads)}, bind_to="none",
+                                  oversubscribe=True, mca={"mpi_yield_when_idle": "1"},
+                                  timeout=120)
+    assert unpinned["thread_pus"] == [[-1] * threads for _ in range(ranks)]

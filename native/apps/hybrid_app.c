@@ -296,6 +296,16 @@ void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
   int n = app->size, k = TIERS_PHASE_COUNT + 1;
   double *all = app->rank == 0 ? malloc(sizeof(double) * (size_t)(n * k)) : NULL;
   MPI_Gather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  /* where every thread ran: the team's PU per thread (-1: not pinned) */
+  int nt = tiers_team_nthreads(app->team);
+  int *my_pus = malloc(sizeof(int) * (size_t)nt);
+  int *all_pus = app->rank == 0 ? malloc(sizeof(int) * (size_t)(n * nt)) : NULL;
+  if (!my_pus || (app->rank == 0 && !all_pus))
+    tiers_tool_fail("out of memory");
+  for (int t = 0; t < nt; t++)
+    my_pus[t] = tiers_team_thread_pu(app->team, t);
+  MPI_Gather(my_pus, nt, MPI_INT, all_pus, nt, MPI_INT, 0, MPI_COMM_WORLD);
+  free(my_pus);
   if (app->mbc && !app->have_mbc_stats) /* collective: every process has one, or none */
     app_comm_stats(app);
   int have_mbc = app->have_mbc_stats;
@@ -314,6 +324,16 @@ void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
   tiers_json_kv_int(j, "ranks", app->size);
   tiers_json_kv_int(j, "threads", tiers_team_nthreads(app->team));
   tiers_json_kv_string(j, "pin", tiers_pin_policy_name(app->opts.pin));
+  tiers_json_key(j, "thread_pus");
+  tiers_json_array_begin(j);
+  for (int r = 0; r < n; r++) {
+    tiers_json_array_begin(j);
+    for (int t = 0; t < nt; t++)
+      tiers_json_int(j, all_pus[r * nt + t]);
+    tiers_json_array_end(j);
+  }
+  tiers_json_array_end(j);
+  free(all_pus);
   tiers_json_kv_bool(j, "overlap", app->opts.overlap);
   tiers_json_kv_int(j, "mpi_thread_provided", app->provided);
   tiers_json_kv_string(j, "comm", app->opts.comm == APP_COMM_MBC ? "mbc" : "mpi");

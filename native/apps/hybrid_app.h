@@ -20,7 +20,10 @@
  *                   "comm":"mbc" and "mbc":{its Table 3 statistics}
  *
  * Output: rank 0 prints one JSON document, schema "tiers.app/1":
- *   {"schema","app","ranks","threads","pin","params":{...},
+ *   {"schema","app","ranks","threads","pin",
+ *    "thread_pus": per rank, the logical PU (tiers/topo.h) of each thread,
+ *                  -1 when not pinned,
+ *    "params":{...},
  *    "time_s": slowest process's time of the timed part,
  *    "breakdown": {"compute_s","comm_s","sync_s": each {"max","mean",
  *                  "per_rank":[...]}},

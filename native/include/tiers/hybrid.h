@@ -225,8 +225,11 @@ typedef struct tiers_team *tiers_team_t;
  * cpuset (the PUs it may run on when the call is made) in @p pin order:
  * compact fills one core, cache, package after another, scatter spreads
  * over the widest level first (tiers_topo_pin_order restricted to the
- * cpuset).  Threads are bound now and again at every
- * tiers_team_parallel().
+ * cpuset).  Processes of one node that share the same cpuset (their
+ * launcher did not bind them, e.g. mpirun --bind-to none) take successive
+ * blocks of that order: the k-th of them starts at its PU k * nthreads,
+ * wrapping around, rather than all on the first PU.  Threads are bound
+ * now and again at every tiers_team_parallel().
  *
  * @param[out] team the new team
  * @param comm the processes of the run (MPI must be initialised with at

@@ -10,6 +10,9 @@
  * last read of the previous value, so no thread reads a stale or a future
  * value.
  */
+#define _GNU_SOURCE
+#include <sched.h>
+
 #include <mpi.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -81,10 +84,41 @@ static int plan_pinning(struct tiers_team *team)
     TIERS_ERROR(TIERS_ERR_ARG, "%d threads exceed the %d PU%s of this process's cpuset (%s)",
                 team->nthreads, usable, usable == 1 ? "" : "s", text);
   }
+  /* Processes that share one cpuset (the launcher did not bind them) take
+   * successive blocks of it, wrapping around when they outnumber its PUs,
+   * instead of all starting on its first PU. */
+  int first = team->share_count > 1 ? (team->share_index * team->nthreads) % usable : 0;
   for (int t = 0; t < team->nthreads; t++)
-    team->pus[t] = team->pin == TIERS_PIN_NONE ? -1 : order[t];
+    team->pus[t] = team->pin == TIERS_PIN_NONE ? -1 : order[(first + t) % usable];
   free(order);
   return TIERS_OK;
+}
+
+/* Collective over @p comm: which of the processes of this node that have
+ * the same cpuset as this one it is (*index) and how many there are
+ * (*count).  Never fails: on any MPI error it answers 0 of 1. */
+static void cpuset_sharers(MPI_Comm comm, int *index, int *count)
+{
+  *index = 0;
+  *count = 1;
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0)
+    CPU_ZERO(&mask);
+  /* FNV-1a over the mask: equal cpusets, equal colour */
+  unsigned hash = 2166136261u;
+  const unsigned char *bytes = (const unsigned char *)&mask;
+  for (size_t i = 0; i < sizeof mask; i++)
+    hash = (hash ^ bytes[i]) * 16777619u;
+  MPI_Comm node = MPI_COMM_NULL, same = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    return;
+  if (MPI_Comm_split(node, (int)(hash & 0x3fffffff), 0, &same) == MPI_SUCCESS) {
+    MPI_Comm_rank(same, index);
+    MPI_Comm_size(same, count);
+    MPI_Comm_free(&same);
+  }
+  MPI_Comm_free(&node);
 }
 
 /* Binds the calling team thread; returns a tiers code. */
@@ -171,6 +205,7 @@ int tiers_team_create(tiers_team_t *out, MPI_Comm comm, int nthreads, tiers_pin_
   team->nthreads = nthreads;
   team->pin = pin;
   team->comm = MPI_COMM_NULL;
+  cpuset_sharers(comm, &team->share_index, &team->share_count);
   omp_set_dynamic(0);
   int rc = create_local(team);
 

@@ -17,6 +17,9 @@ struct tiers_team {
   tiers_pin_policy_t pin;
   tiers_topo_t topo;      /* this machine; NULL without pinning */
   int *pus;               /* per thread: logical PU, or -1 */
+  int share_index;        /* among the processes of this node with the same
+                             cpuset (a launcher that did not bind): which */
+  int share_count;        /* one this is, and how many there are */
   tiers_barrier_t barrier;
   /* Written by the master between two team barriers (see team.c). */
   int shared_rc;
