@@ -47,10 +47,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mbc_internal.h"
 
 enum { REQ_SEND = 1, REQ_RECV = 2 };
+
+/* Idle polls a wait spins before it yields the CPU: many on a node with a
+ * CPU for every process, few on an oversubscribed one. */
+#define SPIN_POLLS 1000
+#define SPIN_POLLS_OVERSUBSCRIBED 16
 
 struct tiers_mbc_request {
   int kind;
@@ -133,6 +139,7 @@ struct tiers_mbc {
   char fatal_msg[256];
   struct counters c;
   double t0;
+  long spin_polls;                              /* idle polls before yielding */
 };
 
 static double now_s(void)
@@ -332,6 +339,13 @@ int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t
   }
   if (m->shm && m->shm->direct)
     m->direct = 1;
+  /* More processes on this node than CPUs: a waiting process holds a CPU a
+   * peer needs, so it yields almost at once instead of spinning. */
+  int on_node = 0;
+  for (int i = 0; i < m->size; i++)
+    on_node += m->shm ? local[i] != 0 : i == m->rank;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  m->spin_polls = cpus > 0 && on_node > cpus ? SPIN_POLLS_OVERSUBSCRIBED : SPIN_POLLS;
   free(local);
   m->t0 = now_s();
   live_add(m);
@@ -967,7 +981,6 @@ struct waiter {
   long idle;
 };
 
-#define SPIN_POLLS 1000
 
 static void waiter_init(struct waiter *w)
 {
@@ -980,7 +993,7 @@ static void waiter_init(struct waiter *w)
  * check the time limit and that every peer is still there. */
 static int waiter_idle(tiers_mbc_t m, struct waiter *w, const char *what)
 {
-  if (++w->idle < SPIN_POLLS)
+  if (++w->idle < m->spin_polls)
     return TIERS_OK;
   sched_yield();
   if ((w->idle & 63) != 0)
