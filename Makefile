@@ -41,7 +41,7 @@ test-py: build
 
 # Side-by-side benchmarks against their anchors (slow; not part of test).
 bench: build
-	@for b in bench/*/run; do echo "== $$b"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash $$b || exit 1; done
+	@for b in bench/*/run; do echo "== $$b"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b || exit 1; done
 
 clean:
 	rm -rf build
