@@ -123,3 +123,30 @@ def machine() -> str:
 def mode(r: int, t: int) -> str:
     """serial, flat (ranks only) or hybrid (ranks x threads)."""
     return "serial" if r * t == 1 else ("flat" if t == 1 else "hybrid")
+
+
+def reexec_with_tiers() -> None:
+    """For a script that imports tiers: re-run it with the interpreter of
+    $TIERS (a script path) or of tiers on PATH, once; exit when there is
+    none."""
+    path = os.environ.get("TIERS") or shutil.which("tiers")
+    if path and os.path.isfile(path):
+        with open(path, "rb") as f:
+            first = f.readline().decode("utf-8", "replace").strip()
+        if first.startswith("#!") and "python" in first and "TIERS_BENCH_REEXEC" not in os.environ:
+            os.environ["TIERS_BENCH_REEXEC"] = "1"
+            sys.exit(subprocess.call(first[2:].split() + sys.argv))
+    sys.exit(f"{NAME}: cannot import tiers; put tiers on PATH or set TIERS")
+
+
+def compile_with_openblas(source, exe, extra=()) -> None:
+    """Compile the C anchor ``source`` into ``exe`` against OpenBLAS
+    (cblas.h, -lopenblas); exit with one line when that fails."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        fail("no C compiler (cc) on PATH")
+    proc = subprocess.run([cc, "-O2", "-o", str(exe), str(source), "-lopenblas", *extra],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        fail(f"cannot compile {os.path.basename(str(source))} against OpenBLAS "
+             "(libopenblas-dev): " + (proc.stderr.strip().splitlines() or ["?"])[-1])

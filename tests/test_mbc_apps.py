@@ -11,21 +11,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, run_app
 
-from tiers import launch, native
 
 
 def _run(app: str, ranks: int, *args: str, check: bool = True, threads: int = 1):
-    program = [str(native.tool_path(f"tiers-{app}")), "--threads", str(threads), *args]
-    kwargs = dict(env={"OMP_NUM_THREADS": str(threads), "TIERS_MBC_TRANSPORT": "auto"},
-                  bind_to="none",
-                  oversubscribe=True, timeout=180)
-    if launch.detect().kind == "openmpi":
-        kwargs["mca"] = {"mpi_yield_when_idle": "1"}
-    if check:
-        return launch.launch_json(program, ranks, **kwargs)
-    return launch.launch(program, ranks, check=False, **kwargs)
+    return run_app(f"tiers-{app}", ranks, threads, *args, check=check, pin="compact",
+                   env={"TIERS_MBC_TRANSPORT": "auto"})
 
 
 # problem sizes whose halo faces reach the layer's direct-write threshold

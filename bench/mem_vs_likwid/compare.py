@@ -22,30 +22,20 @@ import json
 import os
 import platform
 import re
-import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchlib import fail, tiers_command  # noqa: E402
+import benchlib  # noqa: E402
+
+benchlib.NAME = "mem_vs_likwid"
+
 KERNELS = {"copy": ("copy", 2), "triad": ("stream", 3)}  # tiers kernel -> likwid test, arrays
 TARGET = 0.95
-
-
-def fail(msg: str) -> None:
-    print(f"mem_vs_likwid: error: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
-def tiers_command() -> list[str]:
-    cmd = os.environ.get("TIERS")
-    if cmd:
-        return shlex.split(cmd)
-    found = shutil.which("tiers")
-    if not found:
-        fail("tiers is not on PATH; set TIERS to its command line")
-    return [found]
 
 
 def cpu_flags() -> set[str]:

@@ -1052,7 +1052,6 @@ static void run_npb(app_t *app, const npb_class_t *cls)
   double matvec_s = slowest(R.matvec_s, MPI_COMM_WORLD);
   double err = fabs(R.zeta - cls->zeta) / cls->zeta;
   int passed = err <= NPB_EPSILON;
-  double mops = time_s > 0 ? npb_ops(cls) / time_s / 1e6 : 0.0;
   char why[256] = "";
   if (!passed)
     snprintf(why, sizeof why, "zeta = %.13f differs from NPB's class %s value %.13f by a "
@@ -1086,12 +1085,7 @@ static void run_npb(app_t *app, const npb_class_t *cls)
     tiers_json_kv_double(&j, "operations", npb_ops(cls));
     tiers_json_kv_double(&j, "matvec_s", matvec_s);
     tiers_json_object_end(&j);
-    tiers_json_key(&j, "figure_of_merit");
-    tiers_json_object_begin(&j);
-    tiers_json_kv_string(&j, "name", "Mop/s");
-    tiers_json_kv_double(&j, "value", mops);
-    tiers_json_kv_string(&j, "unit", "Mop/s");
-    tiers_json_object_end(&j);
+    app_json_merit(&j, "Mop/s", npb_ops(cls) / 1e6, time_s, "Mop/s");
     tiers_json_key(&j, "verification");
     tiers_json_object_begin(&j);
     tiers_json_kv_bool(&j, "passed", passed);
@@ -1216,12 +1210,7 @@ static void run_matrix(app_t *app, const char *path, double tol, long maxit,
     if (solution)
       tiers_json_kv_string(&j, "solution", solution);
     tiers_json_object_end(&j);
-    tiers_json_key(&j, "figure_of_merit");
-    tiers_json_object_begin(&j);
-    tiers_json_kv_string(&j, "name", "Mflop/s");
-    tiers_json_kv_double(&j, "value", time_s > 0 ? flops / time_s / 1e6 : 0.0);
-    tiers_json_kv_string(&j, "unit", "Mflop/s");
-    tiers_json_object_end(&j);
+    app_json_merit(&j, "Mflop/s", flops / 1e6, time_s, "Mflop/s");
     tiers_json_key(&j, "verification");
     tiers_json_object_begin(&j);
     tiers_json_kv_bool(&j, "passed", passed);

@@ -372,6 +372,17 @@ void app_json_head(app_t *app, tiers_json_t *j, double elapsed,
   free(all);
 }
 
+void app_json_merit(tiers_json_t *j, const char *name, double amount, double seconds,
+                    const char *unit)
+{
+  tiers_json_key(j, "figure_of_merit");
+  tiers_json_object_begin(j);
+  tiers_json_kv_string(j, "name", name);
+  tiers_json_kv_double(j, "value", seconds > 0 ? amount / seconds : 0.0);
+  tiers_json_kv_string(j, "unit", unit);
+  tiers_json_object_end(j);
+}
+
 void app_finish(app_t *app, int passed, const char *why)
 {
   app_comm_free(app);

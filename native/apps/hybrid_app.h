@@ -134,6 +134,12 @@ int app_allreduce_int64(app_t *app, const int64_t *in, int64_t *out, int count, 
  * line. */
 void app_halo_comm(app_t *app, tiers_halo_t halo);
 
+/* Rank 0: writes the "figure_of_merit" entry {"name","value","unit"} of
+ * the document; @p value is 0 when @p seconds is not positive (the rate
+ * is @p amount / @p seconds). */
+void app_json_merit(tiers_json_t *j, const char *name, double amount, double seconds,
+                    const char *unit);
+
 /* Parses "A,B[,C]" into n longs (n = 2 or 3, or 1 value repeated);
  * returns the count read, or -1. */
 int app_parse_triple(const char *text, long *out, int max);

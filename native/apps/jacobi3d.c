@@ -442,12 +442,7 @@ int main(int argc, char **argv)
     tiers_json_kv_double(&j, "error_max", err_all);
     tiers_json_kv_int(&j, "points", total);
     tiers_json_object_end(&j);
-    tiers_json_key(&j, "figure_of_merit");
-    tiers_json_object_begin(&j);
-    tiers_json_kv_string(&j, "name", "lattice updates/s");
-    tiers_json_kv_double(&j, "value", elapsed > 0 ? (double)total * iters / elapsed : 0.0);
-    tiers_json_kv_string(&j, "unit", "LUP/s");
-    tiers_json_object_end(&j);
+    app_json_merit(&j, "lattice updates/s", (double)total * iters, elapsed, "LUP/s");
     tiers_json_key(&j, "verification");
     tiers_json_object_begin(&j);
     tiers_json_kv_bool(&j, "passed", passed);

@@ -731,12 +731,7 @@ int main(int argc, char **argv)
       tiers_json_kv_double(&j, "bcast_bytes", 8.0 * (double)n * (double)n * (double)iters);
     }
     tiers_json_object_end(&j);
-    tiers_json_key(&j, "figure_of_merit");
-    tiers_json_object_begin(&j);
-    tiers_json_kv_string(&j, "name", "GFLOP/s");
-    tiers_json_kv_double(&j, "value", gflops);
-    tiers_json_kv_string(&j, "unit", "GFLOP/s");
-    tiers_json_object_end(&j);
+    app_json_merit(&j, "GFLOP/s", flops / 1e9, slowest, "GFLOP/s");
     tiers_json_key(&j, "verification");
     tiers_json_object_begin(&j);
     tiers_json_kv_bool(&j, "passed", passed);

@@ -662,12 +662,7 @@ int main(int argc, char **argv)
     tiers_json_kv_int(&j, "max_key", after.kmax);
     tiers_json_kv_double(&j, "exchange_bytes_mean", sent_mean);
     tiers_json_object_end(&j);
-    tiers_json_key(&j, "figure_of_merit");
-    tiers_json_object_begin(&j);
-    tiers_json_kv_string(&j, "name", "keys sorted per second");
-    tiers_json_kv_double(&j, "value", time_s > 0 ? (double)S.N / time_s / 1e6 : 0.0);
-    tiers_json_kv_string(&j, "unit", "Mkeys/s");
-    tiers_json_object_end(&j);
+    app_json_merit(&j, "keys sorted per second", (double)S.N / 1e6, time_s, "Mkeys/s");
     tiers_json_key(&j, "verification");
     tiers_json_object_begin(&j);
     tiers_json_kv_bool(&j, "passed", passed);

@@ -1063,12 +1063,7 @@ int main(int argc, char **argv)
     if (want[K_DZNRM2])
       tiers_json_kv_double(&j, "dznrm2", R.nrm);
     tiers_json_object_end(&j);
-    tiers_json_key(&j, "figure_of_merit");
-    tiers_json_object_begin(&j);
-    tiers_json_kv_string(&j, "name", "bandwidth");
-    tiers_json_kv_double(&j, "value", all_secs > 0 ? all_bytes / all_secs / 1e9 : 0.0);
-    tiers_json_kv_string(&j, "unit", "GB/s");
-    tiers_json_object_end(&j);
+    app_json_merit(&j, "bandwidth", all_bytes / 1e9, all_secs, "GB/s");
     tiers_json_key(&j, "verification");
     tiers_json_object_begin(&j);
     tiers_json_kv_bool(&j, "passed", passed);

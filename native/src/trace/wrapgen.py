@@ -68,6 +68,26 @@ def coll_expr(expr: str, comm: str) -> str:
     return expr
 
 
+
+def coll_code(o: dict, pre: list, post: list) -> None:
+    """Append the code a collective's wrapper runs before and after the
+    call (C and Fortran 2008 alike: both have the C communicator in
+    `comm`): begin, the bytes sent and received, end with the root."""
+    comm = "comm"
+    pre.append("  tiers_trace_coll_begin();")
+    root = o["root"]
+    uses = o["sent"] + o["recv"]
+    if "NP" in uses or "SUM(" in uses:
+        pre.append(f"  int tiers_np_ = tiers_trace_comm_size({comm});")
+    if "ME" in uses:
+        pre.append(f"  int tiers_me_ = tiers_trace_comm_rank({comm});")
+    pre.append(f"  uint64_t tiers_sent_ = {coll_expr(o['sent'], comm)};")
+    pre.append(f"  uint64_t tiers_recv_ = {coll_expr(o['recv'], comm)};")
+    if "tiers_np_" in "".join(pre) and "tiers_np_" not in coll_expr(uses, comm):
+        pre.append("  (void)tiers_np_;")
+    post.append(f"  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "
+                f"{root if root != '-' else 'OTF2_UNDEFINED_UINT32'}, tiers_sent_, tiers_recv_);")
+
 def body(e: dict, fid: str) -> str:
     kind, name, params, o = e["kind"], e["name"], e["params"], e["opts"]
     args = call_args(params)
@@ -141,20 +161,7 @@ def body(e: dict, fid: str) -> str:
                     "    tiers_trace_reqs_done(&tiers_sv_, *outcount, array_of_indices);\n"
                     "  tiers_trace_reqs_release(&tiers_sv_);")
     elif kind == "coll":
-        comm = "comm"
-        pre.append("  tiers_trace_coll_begin();")
-        root = o["root"]
-        uses = o["sent"] + o["recv"]
-        if "NP" in uses or "SUM(" in uses:
-            pre.append(f"  int tiers_np_ = tiers_trace_comm_size({comm});")
-        if "ME" in uses:
-            pre.append(f"  int tiers_me_ = tiers_trace_comm_rank({comm});")
-        pre.append(f"  uint64_t tiers_sent_ = {coll_expr(o['sent'], comm)};")
-        pre.append(f"  uint64_t tiers_recv_ = {coll_expr(o['recv'], comm)};")
-        if "tiers_np_" in "".join(pre) and "tiers_np_" not in coll_expr(uses, comm):
-            pre.append("  (void)tiers_np_;")
-        post.append(f"  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "
-                    f"{root if root != '-' else 'OTF2_UNDEFINED_UINT32'}, tiers_sent_, tiers_recv_);")
+        coll_code(o, pre, post)
     elif kind == "comm_new":
         out = o["out"]
         parent = params[0][1]
@@ -329,20 +336,7 @@ def fbody(e: dict, fid: str) -> str:
                     "    tiers_trace_freqs_done(&tiers_sv_, (int)*f_outcount, f_array_of_indices);\n"
                     "  tiers_trace_reqs_release(&tiers_sv_);")
     elif kind == "coll":
-        comm = "comm"
-        pre.append("  tiers_trace_coll_begin();")
-        root = o["root"]
-        uses = o["sent"] + o["recv"]
-        if "NP" in uses or "SUM(" in uses:
-            pre.append(f"  int tiers_np_ = tiers_trace_comm_size({comm});")
-        if "ME" in uses:
-            pre.append(f"  int tiers_me_ = tiers_trace_comm_rank({comm});")
-        pre.append(f"  uint64_t tiers_sent_ = {coll_expr(o['sent'], comm)};")
-        pre.append(f"  uint64_t tiers_recv_ = {coll_expr(o['recv'], comm)};")
-        if "tiers_np_" in "".join(pre) and "tiers_np_" not in coll_expr(uses, comm):
-            pre.append("  (void)tiers_np_;")
-        post.append(f"  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "
-                    f"{root if root != '-' else 'OTF2_UNDEFINED_UINT32'}, tiers_sent_, tiers_recv_);")
+        coll_code(o, pre, post)
     elif kind == "comm_new":
         out = o["out"]
         parent = params[0][1]
