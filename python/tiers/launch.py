@@ -331,6 +331,29 @@ def build_command(launcher: Launcher | str | None, program: Sequence[str] | str,
     argv = [str(program)] if isinstance(program, (str, os.PathLike)) else [str(a) for a in program]
     if not argv:
         raise TiersError("no program to launch")
+    words = launcher_options(lau, ranks, env=env, oversubscribe=oversubscribe, slots=slots,
+                             as_root=as_root, bind_to=bind_to, map_by=map_by,
+                             cpus_per_rank=cpus_per_rank, hostfile=hostfile, hosts=hosts,
+                             rankfile=rankfile, cpu_map=cpu_map, mca=mca, rsh_agent=rsh_agent,
+                             extra=extra)
+    return [lau.program, "-n", str(ranks)] + words + argv
+
+
+def launcher_options(launcher: Launcher | str | None, ranks: int, *,
+                     env: Mapping[str, str] | None = None,
+                     oversubscribe: bool | None = None, slots: int | None = None,
+                     as_root: bool | None = None, bind_to: str | None = None,
+                     map_by: str | None = None, cpus_per_rank: int | None = None,
+                     hostfile: str | os.PathLike | None = None,
+                     hosts: Sequence[str] | None = None,
+                     rankfile: str | os.PathLike | None = None,
+                     cpu_map: Sequence[Sequence[int]] | None = None,
+                     mca: Mapping[str, str] | None = None, rsh_agent: str | None = None,
+                     extra: Sequence[str] = ()) -> list[str]:
+    """Return the launcher options alone (what :func:`build_command` puts
+    between ``-n N`` and the program), for adding to a launch line a user
+    wrote.  Options and errors as :func:`build_command`."""
+    lau = _as_launcher(launcher)
     if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
         raise TiersError(f"the number of ranks must be a positive integer, not {ranks!r}")
     if cpus_per_rank is not None and (not isinstance(cpus_per_rank, int) or cpus_per_rank < 1):
@@ -346,11 +369,7 @@ def build_command(launcher: Launcher | str | None, program: Sequence[str] | str,
                 hostfile=None if hostfile is None else str(hostfile), hosts=list(hosts or []),
                 rankfile=None if rankfile is None else str(rankfile), cpu_map=cpu_map,
                 mca=dict(mca or {}), rsh_agent=rsh_agent)
-    cmd = [lau.program, "-n", str(ranks)]
-    cmd += builder(lau, ranks, opts)
-    cmd += export_options(lau, env)
-    cmd += [str(e) for e in extra]
-    return cmd + argv
+    return builder(lau, ranks, opts) + export_options(lau, env) + [str(e) for e in extra]
 
 
 def _openmpi(lau: Launcher, ranks: int, o: dict) -> list[str]:

@@ -123,10 +123,7 @@ def insert(command_line: Sequence[str], p: Placement, machine: Machine, workdir,
     if n is not None and n != p.node.size:
         raise TiersError(f"the launch line asks for {n} ranks; the placement has {p.node.size}")
     how = plan_launch(lau.kind, p, machine, workdir, rankfile=rankfile)
-    # the options alone: build the line for a stand-in program, keep what
-    # the launching module put between '-n N' and the program
-    words = launch.build_command(lau, ["PROGRAM"], int(p.node.size), **how["options"])
-    opts = words[3:-1]
+    opts = launch.launcher_options(lau, int(p.node.size), **how["options"])
     j = launch.program_index(cmd)
     return cmd[:i + 1] + opts + cmd[i + 1:j] + how["wrapper"] + cmd[j:], how["env"]
 
