@@ -354,6 +354,11 @@ def test_map_launch_bad_use_is_one_line():
     assert_one_line_error(run_tiers("map", "--stencil", "2d:2,1:4,4", "--oversubscribe",
                                     "--launch", "--", "mpirun", "-n", "3", "true"),
                           "asks for 3 ranks")
+    assert_one_line_error(run_tiers("map", "--stencil", "2d:2,1:4,4", "--vcluster", "--nodes",
+                                    "2", "--launch", "--", "true"),
+                          "do not give --nodes or --hostfile")
+    assert_one_line_error(run_tiers("map", "--stencil", "2d:2,1:4,4", "--vcluster"),
+                          "--vcluster goes with --launch")
 
 
 def _crossed():

@@ -126,6 +126,11 @@ class TestCluster:
         # which the block default (ranks 0,1 on n0 ...) would have cut
         assert [e["host"] for e in table] != [f"tiers-n{i // SLOTS}" for i in range(6)]
 
+    def test_map_launch_on_the_cluster_takes_the_program_alone(self, cluster):
+        run = run_tiers("map", "--stencil", "2d:3,2:400,4", "--vcluster", "--launch", "--",
+                        "mpirun", "-n", "6", "true", timeout=120)
+        assert_one_line_error(run, "give the program alone")
+
     def test_inter_node_bandwidth_is_the_shaped_rate(self, cluster, tmp_path):
         def probe(pair):
             out = tmp_path / f"net-{pair.replace(',', '-')}.json"
