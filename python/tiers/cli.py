@@ -18,7 +18,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_output(p: argparse.ArgumentParser, plot: bool = False) -> None:
-    p.add_argument("--json", metavar="FILE", help="write the result document to FILE")
+    p.add_argument("--json", metavar="FILE", help="write the result document to FILE "
+                   "('-': standard output)")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="write output files through symbolic links (refused otherwise)")
     if plot:
         p.add_argument("--plot", metavar="FILE",
                        help="write the plot to FILE (default: next to --json, as .png)")
@@ -289,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     full_argv = ["tiers", *argv]
+    from . import output
+    output.check_outputs(args)  # bad output paths fail before any measurement
     if args.command == "topo":
         from . import topo
         return topo.main(args, full_argv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -10,7 +11,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
-from .errors import TiersError  # noqa: E402
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.2):
@@ -18,18 +18,20 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4
     return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
 
 
-def save(fig, path: str | os.PathLike) -> Path:
-    """Save ``fig`` as PNG at ``path`` (folders created), close it, return the path."""
-    p = Path(path)
+def save(fig, path: str | os.PathLike, *, follow_symlinks: bool = False) -> Path:
+    """Save ``fig`` as PNG at ``path`` (folders created) through
+    ``output.write_bytes`` (atomic, no devices or symbolic links; ``"-"`` is
+    standard output), close it, return the path."""
+    from . import output
+
+    buf = io.BytesIO()
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
         fig.tight_layout()
-        fig.savefig(p, dpi=110)
-    except OSError as exc:
-        raise TiersError(f"cannot write {p}: {exc.strerror or exc}") from None
+        fig.savefig(buf, format="png", dpi=110)
     finally:
         plt.close(fig)
-    return p
+    output.write_bytes(path, buf.getvalue(), follow_symlinks=follow_symlinks)
+    return Path(path)
 
 
 def default_plot_path(json_path: str | None, plot_path: str | None) -> Path | None:
@@ -37,7 +39,7 @@ def default_plot_path(json_path: str | None, plot_path: str | None) -> Path | No
     ``--json`` with a .png suffix, else nowhere (None)."""
     if plot_path:
         return Path(plot_path)
-    if json_path:
+    if json_path and json_path != "-":
         return Path(json_path).with_suffix(".png")
     return None
 

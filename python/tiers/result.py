@@ -115,17 +115,15 @@ def new_document(kind: str, *, params: dict, samples, summary: dict,
     return doc
 
 
-def write(doc: dict, path: str | os.PathLike) -> Path:
-    """Write ``doc`` as JSON to ``path`` (folders are created); return the path."""
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        tmp.replace(p)
-    except OSError as exc:
-        raise TiersError(f"cannot write {p}: {exc.strerror or exc}") from None
-    return p
+def write(doc: dict, path: str | os.PathLike, *, follow_symlinks: bool = False) -> Path:
+    """Write ``doc`` as JSON to ``path`` (folders are created) through
+    ``output.write_text``: atomically, never through a device, FIFO or
+    symbolic link; ``"-"`` writes to standard output.  Return the path."""
+    from . import output
+
+    output.write_text(path, json.dumps(doc, indent=1) + "\n",
+                      follow_symlinks=follow_symlinks)
+    return Path(path)
 
 
 def read(path: str | os.PathLike, kind: str | None = None) -> dict:

@@ -22,19 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import TiersError
+from .. import output
 from .machine import Machine
 from .placement import Placement
 
 
 def _write(path: str, text: str) -> Path:
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise TiersError(f"cannot write {p}: {exc.strerror or exc}") from None
-    return p
+    output.write_text(path, text)
+    return Path(path)
 
 
 def table(p: Placement, machine: Machine) -> list[dict]:
