@@ -39,6 +39,10 @@ FILE_OPTIONS = {
     "permutation": "--permutation",
     "output": "--output",
 }
+# Paths the user allowed to be symbolic links (``--follow-symlinks``), as
+# given on the command line: ``check_outputs`` fills it, the writers read it.
+_follow: set[str] = set()
+
 # Options that name one output FOLDER.
 FOLDER_OPTIONS = {
     "out": "--out",
@@ -104,6 +108,7 @@ def _resolve(path, option: str | None, follow_symlinks: bool) -> Path:
     if text.endswith("/"):
         raise _fail(option, text, "names a folder, not a file")
     p = Path(text)
+    follow_symlinks = follow_symlinks or text in _follow
     try:
         st = os.lstat(p)
     except FileNotFoundError:
@@ -176,17 +181,22 @@ def check_outputs(args) -> None:
     (``--json``, ``--plot`` and the plot next to ``--json``, ``--rankfile``,
     ``--hydra``, ``--slurm``, ``--table``, ``--permutation``, ``--output``,
     and the ``--out`` folder); raise TiersError on the first bad one.
-    Call it before any measurement starts."""
+    With ``args.follow_symlinks`` the writers later follow those paths'
+    symbolic links.  Call it before any measurement starts."""
     follow = bool(getattr(args, "follow_symlinks", False))
     for attr, option in FILE_OPTIONS.items():
         value = getattr(args, attr, None)
         if value is not None and not isinstance(value, bool):
             check_writable(value, option, follow_symlinks=follow)
+            if follow:
+                _follow.add(os.fsdecode(os.fspath(value)))
     json_path = getattr(args, "json", None)
     if (hasattr(args, "plot") and getattr(args, "plot", None) is None
             and isinstance(json_path, str) and json_path not in ("", STDOUT)):
         png = str(Path(json_path).with_suffix(".png"))
         check_writable(png, "--plot (next to --json)", follow_symlinks=follow)
+        if follow:
+            _follow.add(png)
     for attr, option in FOLDER_OPTIONS.items():
         value = getattr(args, attr, None)
         if value is not None and not isinstance(value, bool):
