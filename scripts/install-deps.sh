@@ -16,6 +16,7 @@ debs=(
   libotf2-trace-dev otf2-tools
   likwid hpcc libopenblas-dev
   python3-venv python3-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()
