@@ -333,9 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     except TiersError as exc:
         print(f"tiers: error: {exc}", file=sys.stderr)
         return exc.code
-    except KeyboardInterrupt:
-        print("tiers: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # also launch.Interrupted: SIGTERM/SIGHUP, 128+sig
+        print(f"tiers: {exc or 'interrupted'}", file=sys.stderr)
+        return getattr(exc, "code", 130)
     except BrokenPipeError:
         return 1
 

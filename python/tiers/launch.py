@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from . import jobguard
 from .errors import TiersError
 
 KINDS = ("openmpi", "mpich", "slurm")
@@ -663,6 +664,127 @@ class LaunchError(TiersError):
         self.elapsed_s = elapsed_s
 
 
+class Interrupted(KeyboardInterrupt):
+    """tiers received SIGINT, SIGTERM or SIGHUP while a job ran.  The signal
+    went to the whole job (its session), the job is gone and what it left in
+    /dev/shm and its launcher's session folder is removed.  ``signum`` is the
+    signal, ``code`` the exit status to end with (128 + signum), ``str()``
+    one line; ``stdout``/``stderr`` hold what the job printed.  A
+    KeyboardInterrupt, so that nothing that handles TiersError swallows it."""
+
+    def __init__(self, signum: int, label: str, *, stdout: str = "", stderr: str = ""):
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        super().__init__(f"stopped by {name}: {label} was stopped")
+        self.signum = signum
+        self.code = 128 + signum
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+class _Signalled(BaseException):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Forwarder:
+    """While a job runs, turns SIGINT/SIGTERM/SIGHUP into ``_Signalled``
+    where ``arm``ed (the main thread only; elsewhere nothing changes).  The
+    first signal is kept in ``signum``; a second one while the job is being
+    stopped kills the job's session at once."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.sid: int | None = None
+        self.armed = False
+        self.old: dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in FORWARDED_SIGNALS:
+                try:
+                    self.old[sig] = signal.signal(sig, self._on_signal)
+                except (ValueError, OSError):
+                    pass
+
+    def _on_signal(self, signum, frame):
+        if self.signum is None:
+            self.signum = signum
+            if self.armed:
+                self.armed = False
+                raise _Signalled(signum)
+        elif self.sid is not None:
+            _signal_session(self.sid, signal.SIGKILL)
+
+    def arm(self, sid: int) -> None:
+        self.sid = sid
+        self.armed = True
+        if self.signum is not None:
+            self.armed = False
+            raise _Signalled(self.signum)
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def restore(self) -> None:
+        for sig, handler in self.old.items():
+            if handler is not None:
+                try:
+                    signal.signal(sig, handler)
+                except (ValueError, OSError):
+                    pass
+        self.old = {}
+
+
+class _Watchdog:
+    """A small process (tiers/jobguard.py) that stops a job's session and
+    removes its leftovers if tiers dies while the job runs, even by SIGKILL:
+    it holds a pipe from tiers and acts when the pipe reaches end-of-file
+    without ``done``."""
+
+    def __init__(self, before: set[tuple[str, int]]):
+        self.proc = None
+        script = Path(jobguard.__file__)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(script)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            return
+        self._send("".join(f"snap {ino} {os.fsencode(name).hex()}\n" for name, ino in before))
+
+    def _send(self, text: str) -> None:
+        if self.proc is None or not text:
+            return
+        try:
+            self.proc.stdin.write(text.encode("ascii"))
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            pass
+
+    def watch(self, sid: int) -> None:
+        self._send(f"sid {sid}\n")
+
+    def done(self) -> None:
+        if self.proc is None:
+            return
+        self._send("done\n")
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
 def parse_json_output(text: str, label: str = "the program"):
     """Return the JSON value in ``text``: the whole text, or else the last
     line that parses as a JSON object.  Raise TiersError when there is none."""
@@ -969,7 +1091,11 @@ def run_command(command: Sequence[str], *, timeout: float | None = None,
     Open MPI's ``OMPI_ALLOW_RUN_AS_ROOT``/``_CONFIRM`` are set too.
     ``label`` (default: the program's name) and ``ranks`` (default: read from
     ``-n``) word the error messages.  Processes the run leaves behind in its
-    session are killed when it ends."""
+    session are killed when it ends, and the /dev/shm files and Open MPI
+    session folder of the job are removed.  SIGINT, SIGTERM or SIGHUP to
+    tiers (main thread) go to the whole job, which is stopped; then
+    :class:`Interrupted` (exit status 128 + signal) is raised.  If tiers is
+    killed outright, a watchdog process stops the job and cleans up."""
     command = [str(w) for w in command]
     if not command:
         raise TiersError("no command to run")
@@ -985,30 +1111,57 @@ def run_command(command: Sequence[str], *, timeout: float | None = None,
     forward = None
     if stream:
         forward = stream if callable(stream) else _forward_to_console
+    files = jobguard.JobFiles()          # /dev/shm before the job
+    forwarder = _Forwarder()
+    watchdog = _Watchdog(files.before)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL if stdin is None else stdin,
                                 env=full_env, cwd=cwd, start_new_session=True)
     except FileNotFoundError:
+        watchdog.done()
+        forwarder.restore()
         raise TiersError(f"{command[0]} not found"
                          + (f": {_INSTALL_HINT}" if i == 0 else "")) from None
     except OSError as exc:
+        watchdog.done()
+        forwarder.restore()
         raise TiersError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
+    except BaseException:
+        watchdog.done()
+        forwarder.restore()
+        raise
+    watchdog.watch(proc.pid)
+    files.launchers.add(proc.pid)
     readers = [_Reader(proc.stdout, "stdout", forward), _Reader(proc.stderr, "stderr", forward)]
-    for r in readers:
-        r.start()
     timed_out = False
     try:
+        for r in readers:
+            r.start()
+        forwarder.arm(proc.pid)
         proc.wait(timeout=timeout)
+        forwarder.disarm()
     except subprocess.TimeoutExpired:
+        forwarder.disarm()
         timed_out = True
+        files.observe(_session_members(proc.pid))
         _stop(proc, grace)
+    except _Signalled as sig:   # forward it to the whole job, then stop what is left
+        jobguard.stop_session(proc.pid, sig.signum, grace=grace, files=files)
     except BaseException:  # KeyboardInterrupt: leave nothing running
+        forwarder.disarm()
+        files.observe(_session_members(proc.pid))
         _stop(proc, grace)
         raise
     finally:
+        forwarder.disarm()
+        files.observe(_session_members(proc.pid))
         _sweep(proc.pid, grace)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
         for r in readers:
             r.join(timeout=max(grace, 1.0))
             if not r.is_alive():   # a live reader still holds its pipe's lock:
@@ -1016,9 +1169,14 @@ def run_command(command: Sequence[str], *, timeout: float | None = None,
                     r.pipe.close()
                 except OSError:
                     pass
+        files.cleanup()
+        watchdog.done()
+        forwarder.restore()
     elapsed = time.monotonic() - start
     stdout, stderr = readers[0].text(), readers[1].text()
     rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    if forwarder.signum is not None:
+        raise Interrupted(forwarder.signum, label, stdout=stdout, stderr=stderr)
     if timed_out:
         of = f" on {ranks} ranks" if ranks else ""
         raise LaunchError(f"{label}{of} timed out after {timeout:g} s and was stopped",
@@ -1068,7 +1226,7 @@ def launch_json(program: Sequence[str] | str, ranks: int, **kwargs):
 
 
 __all__ = [
-    "KINDS", "Launcher", "LaunchError", "RunResult", "build_command", "count_ranks",
+    "KINDS", "Interrupted", "Launcher", "LaunchError", "RunResult", "build_command", "count_ranks",
     "detect", "export_options", "failure_message", "find_launcher_word", "guess_program",
     "identify", "inject_env", "launch", "launch_json", "launcher_of", "local_slots",
     "parse_failure", "parse_json_output", "run_command",
