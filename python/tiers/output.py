@@ -57,9 +57,11 @@ def _show(path) -> str:
     return ascii(text)[1:-1]
 
 
-def _fail(option: str | None, path, why: str) -> TiersError:
+def _fail(option: str | None, path, why: str, code: int = 2) -> TiersError:
+    """One-line error naming the option and the path: exit status 2 for a
+    path refused up front, 1 for a write that failed on the way."""
     where = f"{option} {_show(path)}" if option else _show(path)
-    return TiersError(f"{where}: {why}", code=2)
+    return TiersError(f"{where}: {why}", code=code)
 
 
 def _kind(mode: int) -> str:
@@ -247,13 +249,14 @@ def write_bytes(path, data: bytes, *, follow_symlinks: bool = False,
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _fail(option, shown, f"cannot create folder {_show(folder)}: "
-                    f"{exc.strerror or exc}") from None
+                    f"{exc.strerror or exc}", code=1) from None
     # NAME_MAX is 255: keep the temporary name within it.
     prefix = "." + target.name[:200] + "."
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
     except OSError as exc:
-        raise _fail(option, shown, f"cannot write: {exc.strerror or exc}") from None
+        raise _fail(option, shown, f"cannot write: {exc.strerror or exc}",
+                    code=1) from None
     try:
         try:
             os.fchmod(fd, 0o666 & ~_umask())
@@ -271,7 +274,8 @@ def write_bytes(path, data: bytes, *, follow_symlinks: bool = False,
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise _fail(option, shown, f"cannot write: {exc.strerror or exc}") from None
+            raise _fail(option, shown, f"cannot write: {exc.strerror or exc}",
+                        code=1) from None
         raise
     try:
         dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
