@@ -11,14 +11,19 @@
  *     episode e (an early pass fails this);
  *   - the counter is below nthreads*(e+2): no thread has passed episode
  *     e+1 yet (a barrier that lost track of its episode fails this);
- *   - every slot written in episode e holds e (the barrier orders memory).
+ *   - every slot written in episode e holds e (the barrier orders memory);
+ *   - the reduction of the episode, every thread's contribution
+ *     (e * nthreads + id + 1, written before the wait) summed after it in
+ *     thread order, is exactly the closed-form sum.
  * The slots alternate between two arrays, so that a write of episode e+1
  * never races with a read of episode e.
  *
  * Millions of thread-episodes run in total, with the default spin bound
- * (threads up to and beyond the CPUs), with no spinning (the futex sleep
- * path) and with pure spinning.  A watchdog alarm turns a hang into a
- * failure.
+ * (threads up to and beyond the CPUs, where waiters must sleep), with no
+ * spinning (the futex sleep path), with pure spinning, and with a thread
+ * that arrives more than 10 ms late (the others' spin gives up and they
+ * sleep; the learned spin bound shrinks and must grow back).  A watchdog
+ * alarm turns a hang into a failure.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -41,8 +46,10 @@ struct stress {
   int nthreads;
   long episodes;
   long stall_every; /* >0: every stall_every episodes one thread naps first */
+  long stall_ns;    /* for how long */
   atomic_long arrivals;
   long slot[2][MAX_THREADS];
+  long contrib[2][MAX_THREADS];
   atomic_long errors;
   atomic_long first_bad_episode;
   atomic_int first_bad_kind;
@@ -68,11 +75,13 @@ static void *stress_thread(void *arg)
   const long n = s->nthreads;
   for (long e = 0; e < s->episodes; e++) {
     if (s->stall_every > 0 && e % s->stall_every == 0 && e / s->stall_every % n == w->id) {
-      struct timespec nap = {0, 200000}; /* the others reach the futex sleep */
+      /* the others reach the futex sleep */
+      struct timespec nap = {s->stall_ns / 1000000000L, s->stall_ns % 1000000000L};
       nanosleep(&nap, NULL);
     }
     atomic_fetch_add_explicit(&s->arrivals, 1, memory_order_relaxed);
     s->slot[e & 1][w->id] = e;
+    s->contrib[e & 1][w->id] = e * n + w->id + 1;
     if (tiers_barrier_wait(s->barrier) != TIERS_OK)
       report(s, e, 0);
     long seen = atomic_load_explicit(&s->arrivals, memory_order_relaxed);
@@ -83,18 +92,26 @@ static void *stress_thread(void *arg)
     for (int k = 0; k < s->nthreads; k++)
       if (s->slot[e & 1][k] != e)
         report(s, e, 3); /* a write before the barrier is not visible */
+    long sum = 0;
+    for (int k = 0; k < s->nthreads; k++)
+      sum += s->contrib[e & 1][k];
+    if (sum != e * n * n + n * (n + 1) / 2)
+      report(s, e, 4); /* the episode's reduction is wrong */
   }
   return NULL;
 }
 
 /* Runs nthreads threads through @p episodes episodes; spins < -1 keeps the
- * default spin bound; stall_every > 0 makes one thread nap every that many
- * episodes. */
-static void stress(int nthreads, long episodes, long spins, long stall_every, const char *what)
+ * default spin bound; stall_every > 0 makes one thread (each in turn) nap
+ * stall_ns nanoseconds every that many episodes before it arrives. */
+static void stress_late(int nthreads, long episodes, long spins, long stall_every, long stall_ns,
+                        const char *what)
 {
   static const char *kinds[] = {"wait returned an error", "early pass",
-                                "passed the next episode", "write not visible"};
-  struct stress s = {.nthreads = nthreads, .episodes = episodes, .stall_every = stall_every};
+                                "passed the next episode", "write not visible",
+                                "reduction wrong"};
+  struct stress s = {.nthreads = nthreads, .episodes = episodes, .stall_every = stall_every,
+                     .stall_ns = stall_ns};
   atomic_init(&s.arrivals, 0);
   atomic_init(&s.errors, 0);
   atomic_init(&s.first_bad_episode, -1);
@@ -128,6 +145,11 @@ static void stress(int nthreads, long episodes, long spins, long stall_every, co
          episodes, secs, 1e6 * secs / (double)episodes);
   CHECK(tiers_barrier_destroy(&s.barrier) == TIERS_OK);
   CHECK(s.barrier == NULL);
+}
+
+static void stress(int nthreads, long episodes, long spins, long stall_every, const char *what)
+{
+  stress_late(nthreads, episodes, spins, stall_every, 200000, what);
 }
 
 static void arguments(void)
@@ -174,15 +196,23 @@ int main(void)
   arguments();
 
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  stress(2, 2000000, -2, 0, "default spin");
+  stress(2, 500000, -2, 0, "default spin");
   stress(3, 200000, -2, 0, "default spin");
   stress(4, 100000, -2, 0, "default spin");
-  stress(2, 50000, 0, 0, "no spin (yield, then sleep)");
-  stress(4, 20000, 0, 0, "no spin (yield, then sleep)");
+  stress(2, 50000, 0, 0, "no spin (sleep at once)");
+  stress(4, 20000, 0, 0, "no spin (sleep at once)");
   stress(2, 20000, 0, 25, "no spin, one thread naps");
   stress(3, 20000, -2, 25, "default spin, one thread naps");
   if (cpus >= 2)
     stress(2, 200000, TIERS_BARRIER_SPIN_FOREVER, 0, "pure spin");
+  /* Waiters that must sleep: twice as many threads as CPUs (at most
+   * MAX_THREADS), and a thread 12 ms late every 4th episode; then the
+   * episodes after each late one run with a spin bound that shrank and
+   * grows again: none may be lost. */
+  int over = cpus * 2 + 1 > MAX_THREADS ? MAX_THREADS : (int)cpus * 2 + 1;
+  stress(over, 20000, -2, 0, "more threads than CPUs");
+  stress_late(2, 40, -2, 4, 12000000, "one thread 12 ms late");
+  stress_late(over, 24, -2, 3, 12000000, "over CPUs, one thread 12 ms late");
 
   if (failures)
     fprintf(stderr, "%d checks failed\n", failures);

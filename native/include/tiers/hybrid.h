@@ -24,21 +24,30 @@
  * acquire-release read-modify-writes; the last arrival publishes the new
  * sense with a release store; waiters read it with acquire loads).
  *
- * The wait has three phases, so that the barrier is fast when every
- * thread has a CPU of its own and still makes progress when threads
- * outnumber CPUs (a pure spin barrier would then burn whole time slices
- * waiting for a thread that cannot run):
+ * The wait spins, then blocks, as production OpenMP runtimes do, so that
+ * the barrier is fast when every thread has a CPU of its own and still
+ * makes progress when a thread shares its CPU with another process (a
+ * daemon, another job) or threads outnumber CPUs (a pure spin barrier
+ * would then burn whole time slices waiting for a thread that cannot run):
  *  1. spin: up to a bounded number of polls of the sense word, each with a
- *     CPU pause hint (see tiers_barrier_set_spin());
- *  2. yield: a few polls each preceded by sched_yield();
+ *     CPU pause hint.  The bound adapts to recent episodes: it doubles when
+ *     a wait ends during the spin or soon after it, and halves when a wait
+ *     lasts longer than the cap (the awaited thread was not running);
+ *     see tiers_barrier_set_spin() for the cap;
+ *  2. only when the team outnumbers the CPUs: a few polls each preceded by
+ *     sched_yield(), dropped as soon as a yield hands the CPU to another
+ *     process for long (a yield does not help against a busy neighbour:
+ *     it gives the neighbour the rest of a time slice);
  *  3. sleep: the thread sleeps on a Linux futex on the sense word.  The
  *     last arrival wakes sleepers only when some thread has announced
  *     that it sleeps; the announcement and the sense word are ordered
  *     sequentially consistently and the kernel rechecks the sense word
- *     before sleeping, so no wake-up is lost.
+ *     before sleeping, so no wake-up is lost.  A woken sleeper preempts a
+ *     busy neighbour at once, where a spinning or yielding thread would
+ *     wait for the neighbour's time slice to end.
  *
- * The default spin bound is 10000 polls when the team fits in the CPUs the
- * process may run on, and 100 polls when it does not.
+ * The default cap is about 200 microseconds of polls when the team fits in
+ * the machine's online CPUs, and 100 polls when it does not.
  *
  * The hot fields (arrival count, sense word) sit on cache lines of their
  * own, padded to 128 bytes so that neither adjacent-line prefetching nor
@@ -92,19 +101,21 @@ TIERS_API int tiers_barrier_create(tiers_barrier_t *barrier, int nthreads);
 TIERS_API int tiers_barrier_wait(tiers_barrier_t barrier);
 
 /**
- * @brief Sets how many times a waiting thread polls before it starts to
- *        yield the CPU and then to sleep.
+ * @brief Sets the cap of the adaptive spin: the most times a waiting
+ *        thread polls before it blocks (yields when the team outnumbers
+ *        the CPUs, then sleeps).  The learned bound restarts at the cap.
  *
  * @param barrier the barrier
- * @param spins number of polls, 0 or more (0: yield at once);
+ * @param spins number of polls, 0 or more (0: block at once);
  *        TIERS_BARRIER_SPIN_FOREVER: never yield nor sleep (the pure spin
  *        barrier of the COMPaS paper; use only when every thread has a
  *        CPU of its own).
  * @return TIERS_OK; TIERS_ERR_ARG when @p barrier is NULL or @p spins is
  *         below -1.
  *
- * Thread-safety: may be called at any time, also while threads wait; a
- * thread already waiting keeps the bound it started with.
+ * Thread-safety: call it while no thread waits on the barrier (a thread
+ * already waiting keeps the bound it started with; the learned bound may
+ * be overwritten by a waiter that finishes).
  */
 TIERS_API int tiers_barrier_set_spin(tiers_barrier_t barrier, long spins);
 
