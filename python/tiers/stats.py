@@ -1,0 +1,210 @@
+"""The statistics layer of tiers: one way to summarise repeated samples of one
+figure, and one rule for how many samples to take.
+
+The same rule is implemented in C (``native/src/common/stats.c``) for the
+native probes; both give the same numbers on the same samples
+(docs/statistics.md describes the method):
+
+- **outliers**: with 4 samples or more, a sample outside Tukey's far-out
+  fences ``[Q1 - 3 IQR, Q3 + 3 IQR]`` (quartiles by linear interpolation
+  between order statistics) is left out; the others are "kept";
+- **median** of the kept samples, and **min** (the best) of them;
+- **95 % confidence interval of the median**, distribution-free: the order
+  statistics ``x(l)`` and ``x(n+1-l)`` of the n kept samples, where ``l`` is the
+  largest rank with ``P(B <= l - 1) <= 0.025`` for ``B ~ Binomial(n, 1/2)``.
+  Below 6 kept samples no such rank exists: the interval is undefined;
+- **relative half-width** ``max(median - lo, hi - median) / median``;
+- **noisy**: the half-width is above 5 % of the median, or the interval is
+  undefined (too few samples to say the figure is steady).
+
+:class:`Driver` is the "repeat until" rule: keep taking samples until the
+interval is within +-5 % of the median (and at least :data:`MIN_SAMPLES`
+were taken), a time limit for the figure passes, or a maximum count is
+reached.  ``--quick`` shortens the time limit, never the rule.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Iterable, Sequence
+
+#: Confidence level of the interval of the median.
+CONFIDENCE = 0.95
+#: A figure whose interval is wider than this fraction of its median is noisy.
+NOISY_REL = 0.05
+#: Tukey's far-out fence factor: samples beyond Q1 - k IQR or Q3 + k IQR are outliers.
+FENCE = 3.0
+#: The fewest kept samples with a defined 95 % interval of the median.
+MIN_SAMPLES = 6
+#: Defaults of the repeat-until driver: time limit per figure (s), quick limit, count cap.
+TIME_LIMIT_S = 1.0
+QUICK_TIME_LIMIT_S = 0.2
+MAX_SAMPLES = 200
+
+
+def quantile(sorted_x: Sequence[float], p: float) -> float:
+    """Return the ``p`` quantile (0..1) of already sorted values by linear
+    interpolation between order statistics (numpy's default rule)."""
+    n = len(sorted_x)
+    if n == 0:
+        return math.nan
+    h = (n - 1) * p
+    lo = int(math.floor(h))
+    hi = min(lo + 1, n - 1)
+    return sorted_x[lo] + (h - lo) * (sorted_x[hi] - sorted_x[lo])
+
+
+def median_ci_ranks(n: int) -> tuple[int, int] | None:
+    """Return the 1-based ranks (l, u) of the order statistics that bound the
+    95 % confidence interval of the median of ``n`` samples, or None when
+    ``n`` is too small for any interval to reach 95 %.
+
+    ``l`` is the largest rank with P(B <= l - 1) <= 0.025, B ~ Binomial(n,
+    1/2), and u = n + 1 - l, so the coverage is 1 - 2 P(B <= l - 1) >= 0.95.
+    The tail is summed in floating point with terms computed by the
+    recurrence C(n, k+1) = C(n, k) (n - k) / (k + 1), as the C version does."""
+    if n < 1:
+        return None
+    alpha = (1.0 - CONFIDENCE) / 2.0
+    term = math.pow(0.5, n)  # P(B = 0)
+    tail = 0.0  # P(B <= k - 1) for the candidate rank l = k
+    best = 0
+    for k in range(0, n):
+        tail += term  # now P(B <= k)
+        if tail > alpha * (1 + 1e-12):
+            break
+        best = k + 1
+        term = term * (n - k) / (k + 1)
+    if best < 1:
+        return None
+    return best, n + 1 - best
+
+
+def outlier_fences(sorted_x: Sequence[float]) -> tuple[float, float] | None:
+    """Return Tukey's far-out fences (Q1 - 3 IQR, Q3 + 3 IQR) of sorted
+    values, or None below 4 values (no sample is then called an outlier)."""
+    if len(sorted_x) < 4:
+        return None
+    q1 = quantile(sorted_x, 0.25)
+    q3 = quantile(sorted_x, 0.75)
+    iqr = q3 - q1
+    return q1 - FENCE * iqr, q3 + FENCE * iqr
+
+
+def summarize(samples: Iterable[float]) -> dict:
+    """Return the summary of the samples of one figure, a dict with
+
+    ``n`` (finite samples given), ``kept`` (samples inside the outlier
+    fences), ``outliers`` (n - kept), ``min`` and ``median`` of the kept
+    samples, ``ci_low``/``ci_high`` (the 95 % interval of the median; None
+    when undefined), ``ci_ranks`` ([l, u], 1-based, or None),
+    ``rel_halfwidth`` (None when undefined), ``noisy`` (bool) and ``why``
+    (one line saying why the figure is noisy, or None).  Non-finite samples
+    are ignored; with none at all every value is None and ``noisy`` True."""
+    xs = sorted(float(x) for x in samples if x is not None and math.isfinite(float(x)))
+    out = {"n": len(xs), "kept": 0, "outliers": 0, "min": None, "median": None,
+           "ci_low": None, "ci_high": None, "ci_ranks": None, "rel_halfwidth": None,
+           "noisy": True, "why": "no samples"}
+    if not xs:
+        return out
+    fences = outlier_fences(xs)
+    kept = xs if fences is None else [x for x in xs if fences[0] <= x <= fences[1]]
+    k = len(kept)
+    med = quantile(kept, 0.5)
+    out.update(kept=k, outliers=len(xs) - k, min=kept[0], median=med)
+    ranks = median_ci_ranks(k)
+    if ranks is None:
+        out["why"] = (f"{k} sample{'s' if k != 1 else ''} kept: the 95 % interval of the "
+                      f"median needs {MIN_SAMPLES}")
+        return out
+    lo, hi = kept[ranks[0] - 1], kept[ranks[1] - 1]
+    half = max(med - lo, hi - med)
+    if med > 0:
+        rel = half / med
+    else:
+        rel = 0.0 if half == 0 else math.inf
+    noisy = rel > NOISY_REL
+    out.update(ci_low=lo, ci_high=hi, ci_ranks=[ranks[0], ranks[1]], rel_halfwidth=rel,
+               noisy=noisy,
+               why=(f"95 % interval of the median is +-{rel * 100:.1f} %, wider than "
+                    f"+-{NOISY_REL * 100:.0f} %") if noisy else None)
+    return out
+
+
+def converged(samples: Sequence[float]) -> bool:
+    """Return True when the samples are enough to stop: at least
+    :data:`MIN_SAMPLES` kept and the 95 % interval of the median within
+    +-5 % of it."""
+    s = summarize(samples)
+    return s["rel_halfwidth"] is not None and not s["noisy"]
+
+
+class Driver:
+    """The repeat-until rule for one figure.
+
+    Call :meth:`add` with each sample; :meth:`stop` returns why sampling
+    should stop ("converged", "time limit", "max samples") or None to go on.
+    ``time_limit_s`` is measured from the driver's creation with ``clock``
+    (default :func:`time.monotonic`); ``quick`` uses the quick limit when no
+    limit is given.  The rule itself is the same in both cases."""
+
+    def __init__(self, time_limit_s: float | None = None, max_samples: int = MAX_SAMPLES,
+                 *, quick: bool = False, clock: Callable[[], float] = time.monotonic):
+        if time_limit_s is None:
+            time_limit_s = QUICK_TIME_LIMIT_S if quick else TIME_LIMIT_S
+        if not time_limit_s > 0:
+            raise ValueError("the time limit of a figure must be positive")
+        if max_samples < 1:
+            raise ValueError("the sample cap must be at least 1")
+        self.time_limit_s = float(time_limit_s)
+        self.max_samples = int(max_samples)
+        self.clock = clock
+        self.start = clock()
+        self.samples: list[float] = []
+
+    def add(self, x: float) -> None:
+        """Record one sample."""
+        self.samples.append(float(x))
+
+    def stop(self) -> str | None:
+        """Return "converged", "max samples" or "time limit" when sampling
+        should stop (checked in that order), else None."""
+        if self.samples and converged(self.samples):
+            return "converged"
+        if len(self.samples) >= self.max_samples:
+            return "max samples"
+        if self.clock() - self.start >= self.time_limit_s:
+            return "time limit"
+        return None
+
+    def summary(self) -> dict:
+        """Return :func:`summarize` of the samples plus ``stopped`` (why the
+        driver stopped, or None while it would go on)."""
+        out = summarize(self.samples)
+        out["stopped"] = self.stop()
+        return out
+
+
+def repeat_until(sample: Callable[[], float], time_limit_s: float | None = None,
+                 max_samples: int = MAX_SAMPLES, *, quick: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> dict:
+    """Call ``sample()`` until :class:`Driver`'s rule stops (at least once)
+    and return the driver's summary, with the samples under ``samples``."""
+    d = Driver(time_limit_s, max_samples, quick=quick, clock=clock)
+    while True:
+        d.add(sample())
+        if d.stop() is not None:
+            break
+    out = d.summary()
+    out["samples"] = list(d.samples)
+    return out
+
+
+def mark(value: str, noisy: bool | None) -> str:
+    """Return a table cell: ``value`` with a trailing "~" when noisy."""
+    return f"{value}~" if noisy else value
+
+
+#: The legend line of tables that mark noisy figures with "~".
+LEGEND = "~ noisy: 95 % CI of the median wider than +-5 %"
