@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from . import __version__
+from . import validate as V
 from .errors import TiersError
 
 
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("topo", help="show the machine model: hwloc tree and processor graph")
-    p.add_argument("--input", metavar="SRC", default="this",
+    p.add_argument("--input", metavar="SRC", default="this", type=V.path("--input"),
                    help="'this' (default), an hwloc XML file, or 'synthetic:DESC'")
     p.add_argument("--no-matrix", action="store_true",
                    help="do not print the PU-pair depth matrix")
@@ -50,20 +51,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = psub.add_parser("mem", help="memory bandwidth per thread count, pinning and placement "
                         "(STREAM kernels, read, write, memcpy)")
-    p.add_argument("--threads", metavar="LIST", help="thread counts, e.g. 1,2 or 1-8 "
+    p.add_argument("--threads", metavar="LIST", type=V.count_list("--threads", maximum=1024),
+                   help="thread counts, e.g. 1,2 or 1-8 "
                    "(default: 1 to all PUs)")
     p.add_argument("--pin", metavar="LIST",
+                   type=V.word_list("--pin", ("none", "compact", "scatter")),
                    help="pinning policies among none, compact, scatter (default: all three; "
                    "compact with --quick)")
     p.add_argument("--placement", metavar="LIST",
+                   type=V.word_list("--placement", ("first-touch", "master")),
                    help="data placement: first-touch, master, or both (default; first-touch "
                    "with --quick)")
-    p.add_argument("--kernels", metavar="LIST",
+    p.add_argument("--kernels", metavar="LIST", type=V.word_list(
+                   "--kernels", ("copy", "scale", "add", "triad", "read", "write", "memcpy")),
                    help="among copy, scale, add, triad, read, write, memcpy (default: all)")
-    p.add_argument("--size", metavar="BYTES",
+    p.add_argument("--size", metavar="BYTES", type=V.buffer_size("--size"),
                    help="bytes per array, e.g. 512M (default: 4x the last-level caches, "
                    "at least 64M)")
-    p.add_argument("--ntimes", type=int, metavar="N", default=None,
+    p.add_argument("--ntimes", type=V.count("--ntimes", 2, 200), metavar="N", default=None,
                    help="repetitions per kernel; the first is dropped as in STREAM (default 10)")
     p.add_argument("--stores", choices=["regular", "nt"], default=None,
                    help="regular stores or non-temporal (streaming) stores (default: nt, "
@@ -73,15 +78,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = psub.add_parser("sync", help="OpenMP synchronisation and scheduling overheads (EPCC "
                         "method) and spin / pthread / condvar barriers")
-    p.add_argument("--threads", metavar="LIST", help="thread counts (default: 2 to all PUs)")
+    p.add_argument("--threads", metavar="LIST", type=V.count_list("--threads", maximum=1024),
+                   help="thread counts (default: 2 to all PUs)")
     p.add_argument("--tests", metavar="LIST", default="sync,sched,barriers",
                    help="groups among sync, sched, barriers (default: all)")
-    p.add_argument("--reps", type=int, metavar="N", help="outer repetitions (default 20)")
-    p.add_argument("--test-time", type=float, metavar="US",
+    p.add_argument("--reps", type=V.count("--reps", 2, 100000),
+                   metavar="N", help="outer repetitions (default 20)")
+    p.add_argument("--test-time", type=V.real("--test-time", above=0, maximum=1e7), metavar="US",
                    help="target time of one test in microseconds (default 1000)")
-    p.add_argument("--delay-time", type=float, metavar="US",
+    p.add_argument("--delay-time", type=V.real("--delay-time", above=0, maximum=1e5), metavar="US",
                    help="length of delay() in microseconds (default 0.1)")
-    p.add_argument("--chunks", metavar="LIST", help="chunk sizes for scheduling "
+    p.add_argument("--chunks", metavar="LIST", type=V.count_list("--chunks", maximum=1000000),
+                   help="chunk sizes for scheduling "
                    "(default 1,2,4,...,128)")
     p.add_argument("--pin", choices=["compact", "scatter"], default="compact",
                    help="pinning of the threads (default compact)")
@@ -90,49 +98,55 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = psub.add_parser("net", help="message costs between processes: ping-pong latency and "
                         "bandwidth, all pairs in parallel (XOR schedule), MPI_Barrier")
-    p.add_argument("-n", "--ranks", type=int, metavar="N",
+    p.add_argument("-n", "--ranks", type=V.ranks("--ranks", minimum=2), metavar="N",
                    help="MPI ranks (default: the cores of this machine, at least 2)")
     p.add_argument("--all-pairs", action="store_true",
                    help="also measure every pair of ranks in parallel and fit latency and "
                    "bandwidth per pair (seed 002's XOR schedule)")
     p.add_argument("--tests", metavar="LIST",
+                   type=V.word_list("--tests", ("pingpong", "allpairs", "barrier")),
                    help="among pingpong, allpairs, barrier (default: pingpong,barrier)")
-    p.add_argument("--sizes", metavar="LIST",
+    p.add_argument("--sizes", metavar="LIST", type=V.size_list(
+                   "--sizes", maximum=V.INT_MAX, limit_name="the largest MPI message"),
                    help="ping-pong sizes, e.g. 0,8,1K,4M (default: 0 and powers of two up to "
                    "4 MiB; powers of four with --quick)")
-    p.add_argument("--iters", type=int, metavar="N",
+    p.add_argument("--iters", type=V.count("--iters"), metavar="N",
                    help="ping-pong iterations per size (default 10000, 1000 above 8 KiB)")
-    p.add_argument("--window", type=int, metavar="N",
+    p.add_argument("--window", type=V.count("--window", 1, 4096), metavar="N",
                    help="non-blocking sends per window for the streaming bandwidth (default 64)")
-    p.add_argument("--pair", metavar="A,B", help="the two ranks of the ping-pong (default 0,1)")
-    p.add_argument("--center", metavar="BYTES",
+    p.add_argument("--pair", metavar="A,B", type=V.pair("--pair"),
+                   help="the two ranks of the ping-pong (default 0,1)")
+    p.add_argument("--center", metavar="BYTES", type=V.size(
+                   "--center", minimum=1, maximum=V.INT_MAX, limit_name="the largest MPI message"),
                    help="all-pairs centre message size (default 1500000)")
     p.add_argument("--factors", metavar="LIST",
+                   type=V.real_list("--factors", above=0, maximum=1e6),
                    help="all-pairs sizes as factors of the centre (default "
                    "0.667,0.8,1,1.25,1.5)")
-    p.add_argument("--reps", type=int, metavar="N",
+    p.add_argument("--reps", type=V.count("--reps", 1, 100000), metavar="N",
                    help="all-pairs repetitions per size (default 7; 3 with --quick)")
-    p.add_argument("--cores-per-node", type=int, metavar="C",
+    p.add_argument("--cores-per-node", type=V.count("--cores-per-node"), metavar="C",
                    help="cores per node measuring different steps between nodes at once "
                    "(default 1)")
-    p.add_argument("--node-size", type=int, metavar="P",
+    p.add_argument("--node-size", type=V.count("--node-size"), metavar="P",
                    help="treat every P consecutive ranks as one node (default: by host name)")
     p.add_argument("--flat", action="store_true",
                    help="one XOR schedule over all ranks, ignoring nodes (every rank pair "
                    "measured directly, as mpiGraph)")
-    p.add_argument("--barrier-iters", type=int, metavar="N",
+    p.add_argument("--barrier-iters", type=V.count("--barrier-iters"), metavar="N",
                    help="MPI_Barrier calls timed per process count (default 1000)")
-    p.add_argument("--barrier-threads", type=int, metavar="T",
+    p.add_argument("--barrier-threads", type=V.count("--barrier-threads", 1, 1024), metavar="T",
                    help="threads per process of the hybrid barrier (default 2 where every "
                    "rank has 2 PUs of its own, else 1)")
-    p.add_argument("--timeout", type=float, metavar="S",
+    p.add_argument("--timeout", type=V.duration("--timeout"), metavar="S",
                    help="time limit of every wait inside the probe, in seconds (default 60)")
-    p.add_argument("--time-limit", type=float, metavar="S",
+    p.add_argument("--time-limit", type=V.duration("--time-limit"), metavar="S",
                    help="time limit of the whole run, in seconds (default 1800)")
     p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm (default: "
                    "$TIERS_LAUNCHER, else detected)")
-    p.add_argument("--hostfile", metavar="FILE", help="hostfile for the launcher")
-    p.add_argument("--launcher-args", metavar="ARGS",
+    p.add_argument("--hostfile", metavar="FILE", type=V.path("--hostfile"),
+                   help="hostfile for the launcher")
+    p.add_argument("--launcher-args", metavar="ARGS", type=V.args_string("--launcher-args"),
                    help="extra launcher options, one quoted string, e.g. "
                    "\"--mca btl self,vader\"")
     p.add_argument("--quick", action="store_true", help="few sizes and repetitions, ends in "
@@ -143,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("map", help="place ranks so that heavy traffic stays on fast layers "
                        "(Scotch grouping and tleaf mapping, seed 002)")
-    p.add_argument("--comm", metavar="FILE", help="communication pattern: a tiers trace "
+    p.add_argument("--comm", metavar="FILE", type=V.path("--comm"),
+                   help="communication pattern: a tiers trace "
                    "summary.json, a CSV or Matrix Market matrix of bytes, or a METIS/Scotch graph")
     p.add_argument("--stencil", metavar="SPEC", help="structured grid: 3d:NX,NY,NZ:gx,gy,gz or "
                    "2d:NX,NY:gx,gy (subdomains per axis : grid points per subdomain)")
@@ -152,13 +167,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default, as seed 002) or cart (last axis fastest, as MPI_Cart_create)")
     p.add_argument("--machine", metavar="SRC", default="this",
                    help="one node: 'this' (default), an hwloc XML file, or 'synthetic:DESC'")
-    p.add_argument("--nodes", type=int, metavar="N", help="number of such nodes (default 1)")
-    p.add_argument("--hostfile", metavar="FILE", help="hosts and their slots (Open MPI syntax)")
-    p.add_argument("--links", metavar="FILE", help="measured inter-node costs: a 'tiers probe "
+    p.add_argument("--nodes", type=V.count("--nodes", 1, 1 << 20),
+                   metavar="N", help="number of such nodes (default 1)")
+    p.add_argument("--hostfile", metavar="FILE", type=V.path("--hostfile"),
+                   help="hosts and their slots (Open MPI syntax)")
+    p.add_argument("--links", metavar="FILE", type=V.path("--links"),
+                   help="measured inter-node costs: a 'tiers probe "
                    "net --all-pairs' JSON; groups go to cheap node pairs when costs differ")
     p.add_argument("--layer-cost", metavar="LIST", help="per-layer LAYER=LAT_US/BW_MBPS for the "
                    "predicted time, e.g. node=77/2227 (node: one node's link; default: seed 002 Table 5)")
-    p.add_argument("--seed", type=int, default=1, help="seed of Scotch and of the random "
+    p.add_argument("--seed", type=V.seed("--seed"),
+                   default=1, help="seed of Scotch and of the random "
                    "placement (default 1)")
     p.add_argument("--oversubscribe", action="store_true",
                    help="allow more ranks than cores (cores are shared evenly)")
@@ -192,27 +211,29 @@ def build_parser() -> argparse.ArgumentParser:
                        "       tiers trace stats DIR\n"
                        "       tiers trace export --chrome DIR [--output FILE]")
     p.add_argument("--budget", metavar="BYTES", default="64M",
+                   type=V.buffer_size("--budget", minimum=64 << 10),
                    help="trace buffer per rank, e.g. 64M (default 64M, at least 64K)")
     p.add_argument("--policy", choices=["sync", "full", "off"], default="sync",
                    help="swap-out policy: sync (after collectives on MPI_COMM_WORLD, padded "
                    "to tau; default), full (when a rank's buffer is full), off (keep all "
                    "in memory)")
-    p.add_argument("--tau", type=float, metavar="S",
+    p.add_argument("--tau", type=V.duration("--tau", maximum=3600, allow_zero=True), metavar="S",
                    help="sync: length of every swap-out in seconds (default: automatic)")
-    p.add_argument("--threshold", type=float, metavar="F",
+    p.add_argument("--threshold", type=V.real("--threshold", above=0, maximum=1), metavar="F",
                    help="sync: buffer fill fraction that triggers a swap-out (default 0.5)")
-    p.add_argument("--swap-every", type=int, metavar="N",
+    p.add_argument("--swap-every", type=V.count("--swap-every"), metavar="N",
                    help="sync: swap out at every N-th collective on MPI_COMM_WORLD, whatever "
                    "the fill (the seed's fixed schedule)")
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("--out", metavar="DIR", type=V.path("--out"),
                    help="output folder (default: a new tiers-trace-<date> folder)")
     p.add_argument("--force", action="store_true",
                    help="replace the trace in an existing output folder")
-    p.add_argument("--timeout", type=float, metavar="S", help="stop the program after S seconds")
+    p.add_argument("--timeout", type=V.duration("--timeout"), metavar="S",
+                   help="stop the program after S seconds")
     p.add_argument("--vcluster", action="store_true",
                    help="run the program (give it alone after --) on the virtual cluster of "
                    "'tiers vcluster up'")
-    p.add_argument("-n", "--ranks", type=int, metavar="N",
+    p.add_argument("-n", "--ranks", type=V.ranks("--ranks"), metavar="N",
                    help="with --vcluster: ranks (default: every slot of the cluster)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...",
                    help="the command to trace, e.g. -- mpirun -n 4 ./app")
@@ -222,8 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     vsub = vc.add_subparsers(dest="vcluster_action", metavar="ACTION", parser_class=_Parser)
     vsub.required = True
     p = vsub.add_parser("up", help="build the cluster (idempotent)")
-    p.add_argument("--nodes", type=int, default=2, metavar="N", help="nodes (default 2)")
-    p.add_argument("--slots", type=int, default=1, metavar="S",
+    p.add_argument("--nodes", type=V.count("--nodes", 1, 64),
+                   default=2, metavar="N", help="nodes (default 2)")
+    p.add_argument("--slots", type=V.count("--slots", 1, 1024), default=1, metavar="S",
                    help="MPI slots per node (default 1)")
     p.add_argument("--link", default="1gbit", metavar="RATE",
                    help="bandwidth of every node's link, tc units: 100mbit, 1gbit, 10gbit, "
@@ -237,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(p)
     p = vsub.add_parser("mpirun", help="run an MPI program across the nodes with Open MPI",
                         usage="tiers vcluster mpirun [-n N] [options] -- PROGRAM [ARGS...]")
-    p.add_argument("-n", "--ranks", type=int, metavar="N",
+    p.add_argument("-n", "--ranks", type=V.ranks("--ranks"), metavar="N",
                    help="ranks (default: all slots of the cluster)")
     p.add_argument("--map-by", metavar="OBJ", help="Open MPI --map-by (default: fill each "
                    "node's slots in turn); 'node' puts consecutive ranks on different nodes")
@@ -245,7 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow more ranks than slots (automatic when -n exceeds them)")
     p.add_argument("-x", "--env", action="append", metavar="NAME[=VALUE]",
                    help="set NAME in every rank (repeatable)")
-    p.add_argument("--timeout", type=float, metavar="S", help="stop the run after S seconds")
+    p.add_argument("--timeout", type=V.duration("--timeout"), metavar="S",
+                   help="stop the run after S seconds")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- PROGRAM...",
                    help="the program and its arguments")
 
@@ -253,37 +276,40 @@ def build_parser() -> argparse.ArgumentParser:
                        "flat and hybrid, over ranks x threads: time, speed-up, efficiency "
                        "and the compute/comm/sync breakdown (seed 004)")
     p.add_argument("app", metavar="APP", help="jacobi3d or laplace2d")
-    p.add_argument("--ranks", metavar="LIST", help="MPI ranks, e.g. 1,2,4 (default 1,2,4)")
-    p.add_argument("--threads", metavar="LIST", help="threads per rank, e.g. 1,2 (default 1,2)")
+    p.add_argument("--ranks", metavar="LIST", type=V.count_list("--ranks"),
+                   help="MPI ranks, e.g. 1,2,4 (default 1,2,4)")
+    p.add_argument("--threads", metavar="LIST", type=V.count_list("--threads", maximum=1024),
+                   help="threads per rank, e.g. 1,2 (default 1,2)")
     p.add_argument("--class", dest="klass", metavar="C", help="problem class (cg: S, W, A, B)")
     p.add_argument("--size", metavar="N", help="problem size passed to the app, e.g. 96 or "
                    "96,96,48")
-    p.add_argument("--iters", type=int, metavar="K", help="iterations")
+    p.add_argument("--iters", type=V.count("--iters"), metavar="K", help="iterations")
     p.add_argument("--overlap", action="store_true",
                    help="overlap the halo exchange with interior computation")
     p.add_argument("--pin", choices=["none", "compact", "scatter"],
                    help="pinning of each rank's threads within its cpuset (default compact; "
                    "none when oversubscribed)")
-    p.add_argument("--timeout", type=float, metavar="S",
+    p.add_argument("--timeout", type=V.duration("--timeout"), metavar="S",
                    help="time limit of each run in seconds (default 600)")
     p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm (default: "
                    "$TIERS_LAUNCHER, else detected)")
-    p.add_argument("--hostfile", metavar="FILE", help="hostfile for the launcher")
+    p.add_argument("--hostfile", metavar="FILE", type=V.path("--hostfile"),
+                   help="hostfile for the launcher")
     p.add_argument("--vcluster", action="store_true",
                    help="run on the virtual cluster of 'tiers vcluster up' (Open MPI)")
-    p.add_argument("--launcher-args", metavar="ARGS",
+    p.add_argument("--launcher-args", metavar="ARGS", type=V.args_string("--launcher-args"),
                    help="extra launcher options, one quoted string")
     p.add_argument("--quick", action="store_true", help="small problems that end in seconds")
     p.add_argument("--comm", metavar="LIST",
                    help="messaging of the app: mpi, mbc (tiers' memory-based layer; jacobi3d, "
                    "laplace2d) or mpi,mbc to run both and compare them (default mpi)")
-    p.add_argument("--app-args", metavar="ARGS",
+    p.add_argument("--app-args", metavar="ARGS", type=V.args_string("--app-args"),
                    help="more application options, one quoted string, e.g. \"--grid 2,1,1\"")
     _add_output(p, plot=True)
 
     p = sub.add_parser("survey", help="the whole picture: topology and a quick run of every "
                        "probe, with JSON and plots in one folder")
-    p.add_argument("--out", metavar="DIR", default="tiers-survey",
+    p.add_argument("--out", metavar="DIR", default="tiers-survey", type=V.path("--out"),
                    help="output folder (default ./tiers-survey)")
     p.add_argument("--full", action="store_true",
                    help="full probes instead of their quick modes")
@@ -293,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     full_argv = ["tiers", *argv]
     from . import output
+    V.check_args(args)  # limits that depend on the machine or on several options
     output.check_outputs(args)  # bad output paths fail before any measurement
     if args.command == "topo":
         from . import topo
