@@ -510,7 +510,8 @@ def plot(doc: dict, path) -> Path | None:
 def main(args, argv: list[str]) -> int:
     """``tiers bench``: run the grid, print the tables, write the document
     (--json) and the plot (--plot, or next to --json); return the exit status."""
-    console = Console()
+    from .render import console as tiers_console
+    console = tiers_console()
     try:
         extra = shlex.split(args.app_args or "")
     except ValueError as exc:

@@ -4,6 +4,7 @@ plain functions of its part's module, which take and return plain data."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import __version__
@@ -26,6 +27,16 @@ def _add_output(p: argparse.ArgumentParser, plot: bool = False) -> None:
     if plot:
         p.add_argument("--plot", metavar="FILE",
                        help="write the plot to FILE (default: next to --json, as .png)")
+    _add_format(p)
+
+
+def _add_format(p: argparse.ArgumentParser, json: bool = True) -> None:
+    from .render import FORMATS
+    choices = FORMATS if json else tuple(f for f in FORMATS if f != "json")
+    p.add_argument("--format", choices=choices, default="table",
+                   help="how tables are printed: table (boxes, default), plain (aligned "
+                   "columns, no boxes), csv (each table after a '# title' line; other text "
+                   "on stderr)" + (", json (the result document on stdout)" if json else ""))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,12 +324,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output folder (default ./tiers-survey)")
     p.add_argument("--full", action="store_true",
                    help="full probes instead of their quick modes")
+    p.add_argument("--no-report", action="store_true",
+                   help="do not write report.html into the output folder")
+    _add_format(p, json=False)
+
+    p = sub.add_parser("show", help="print result documents again, as the command that "
+                       "made them printed them")
+    p.add_argument("files", nargs="+", metavar="FILE.json", help="tiers result documents")
+    _add_format(p, json=False)
+
+    p = sub.add_parser("report", help="one self-contained HTML file from result documents "
+                       "(tables, plots, machine, versions, commands, warnings)")
+    p.add_argument("inputs", nargs="+", metavar="DIR|FILE",
+                   help="result documents, or folders of them (a survey folder)")
+    p.add_argument("-o", "--output", metavar="FILE", default="report.html",
+                   help="the HTML file to write (default report.html)")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="write the output file through a symbolic link (refused otherwise)")
     return parser
 
 
 def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     full_argv = ["tiers", *argv]
-    from . import output
+    from . import output, render
+    render.configure_from_args(args)  # --format json means --json -
     V.check_args(args)  # limits that depend on the machine or on several options
     output.check_outputs(args)  # bad output paths fail before any measurement
     if args.command == "topo":
@@ -348,12 +377,20 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "survey":
         from . import survey
         return survey.main(args, full_argv)
+    if args.command == "show":
+        from . import show
+        return show.main(args, full_argv)
+    if args.command == "report":
+        from . import report
+        return report.main(args, full_argv)
     raise TiersError(f"unknown command {args.command}")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``tiers`` console command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    from .render import setup_streams
+    setup_streams()  # an ASCII locale gets '?' rather than a traceback
     try:
         args = build_parser().parse_args(argv)
         return _dispatch(args, argv) or 0
@@ -363,8 +400,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # also launch.Interrupted: SIGTERM/SIGHUP, 128+sig
         print(f"tiers: {exc or 'interrupted'}", file=sys.stderr)
         return getattr(exc, "code", 130)
-    except BrokenPipeError:
-        return 1
+    except BrokenPipeError:  # the reader left (tiers topo | head): not an error
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
 
 
 if __name__ == "__main__":

@@ -195,7 +195,8 @@ def main(args, argv: list[str]) -> int:
     ``--json`` is given.  Returns the exit status (0)."""
     doc = measure(args.input, argv=argv)
     matrix = False if args.no_matrix else (True if getattr(args, "matrix", False) else None)
-    console = Console()
+    from .render import console as tiers_console
+    console = tiers_console()
     render(doc, console, matrix=matrix)
     if args.json:
         path = result.write(doc, args.json)

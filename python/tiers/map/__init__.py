@@ -175,7 +175,8 @@ def main(args, argv: list[str]) -> int:
             args.permutation, placement.permutation(best)))
     doc["summary"]["files"] = paths
     doc["summary"]["commands"] = writers.commands(paths, best, mach, g.n)
-    console = Console()
+    from ..render import console as tiers_console
+    console = tiers_console()
     render(doc, console)
     for name, cmd in doc["summary"]["commands"].items():
         console.print(f"{name}: {cmd}", no_wrap=True, crop=False, soft_wrap=True)

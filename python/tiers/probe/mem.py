@@ -276,7 +276,8 @@ def main(args, argv: list[str]) -> int:
     """``tiers probe mem``: measure, print, and write the document (--json)
     and the plot (--plot, or next to --json); return the exit status
     (0, or 2 when the results do not validate)."""
-    console = Console()
+    from ..render import console as tiers_console
+    console = tiers_console()
     options = dict(threads=args.threads, pin=args.pin, placement=args.placement,
                    kernels=args.kernels, size=args.size, ntimes=args.ntimes,
                    stores=args.stores, quick=args.quick, argv=argv)

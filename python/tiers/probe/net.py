@@ -600,7 +600,8 @@ def _plot_barrier(b: dict, left, right) -> None:
 def main(args, argv: list[str]) -> int:
     """``tiers probe net``: measure, print, and write the document (--json)
     and the plot (--plot, or next to --json); return the exit status."""
-    console = Console()
+    from ..render import console as tiers_console
+    console = tiers_console()
     doc = measure(args.ranks, tests=args.tests, all_pairs=args.all_pairs, sizes=args.sizes,
                   iters=args.iters, window=args.window, pair=args.pair, center=args.center,
                   factors=args.factors, reps=args.reps, cores_per_node=args.cores_per_node,

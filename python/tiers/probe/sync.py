@@ -312,7 +312,8 @@ def main(args, argv: list[str]) -> int:
     """``tiers probe sync``: measure, print the tables, and write the
     document (--json) and the plot (--plot, or next to --json); return the
     exit status (0)."""
-    console = Console()
+    from ..render import console as tiers_console
+    console = tiers_console()
     options = dict(threads=args.threads, tests=args.tests, reps=args.reps,
                    test_time=args.test_time, delay_time=args.delay_time, chunks=args.chunks,
                    pin=args.pin, quick=args.quick, argv=argv)
