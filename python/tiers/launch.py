@@ -668,16 +668,19 @@ class Interrupted(KeyboardInterrupt):
     """tiers received SIGINT, SIGTERM or SIGHUP while a job ran.  The signal
     went to the whole job (its session), the job is gone and what it left in
     /dev/shm and its launcher's session folder is removed.  ``signum`` is the
-    signal, ``code`` the exit status to end with (128 + signum), ``str()``
-    one line; ``stdout``/``stderr`` hold what the job printed.  A
-    KeyboardInterrupt, so that nothing that handles TiersError swallows it."""
+    signal (``signame`` its name), ``code`` the exit status to end with
+    (128 + signum), ``str()`` one line (``message`` when given);
+    ``stdout``/``stderr`` hold what the job printed.  A KeyboardInterrupt, so
+    that nothing that handles TiersError swallows it."""
 
-    def __init__(self, signum: int, label: str, *, stdout: str = "", stderr: str = ""):
+    def __init__(self, signum: int, label: str, *, stdout: str = "", stderr: str = "",
+                 message: str | None = None):
         try:
             name = signal.Signals(signum).name
         except ValueError:
             name = f"signal {signum}"
-        super().__init__(f"stopped by {name}: {label} was stopped")
+        super().__init__(message or f"stopped by {name}: {label} was stopped")
+        self.signame = name
         self.signum = signum
         self.code = 128 + signum
         self.stdout = stdout

@@ -116,7 +116,7 @@ def _resolve(path, option: str | None, follow_symlinks: bool) -> Path:
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise _fail(option, text, exc.strerror or str(exc)) from None
+        raise _fail(option, text, f"cannot write to it: {exc.strerror or exc}") from None
     if st is not None and stat.S_ISLNK(st.st_mode):
         if not follow_symlinks:
             raise _fail(option, text, _kind(st.st_mode))
@@ -126,7 +126,7 @@ def _resolve(path, option: str | None, follow_symlinks: bool) -> Path:
         except FileNotFoundError:
             st = None
         except OSError as exc:
-            raise _fail(option, text, exc.strerror or str(exc)) from None
+            raise _fail(option, text, f"cannot write to it: {exc.strerror or exc}") from None
     if st is None:
         _check_new_parent(p, option, text)
         return p
@@ -163,7 +163,7 @@ def check_folder(path, option: str | None = "--out", *,
         _check_new_parent(p, option, text)
         return
     except OSError as exc:
-        raise _fail(option, text, exc.strerror or str(exc)) from None
+        raise _fail(option, text, f"cannot write to it: {exc.strerror or exc}") from None
     if stat.S_ISLNK(st.st_mode):
         if not follow_symlinks:
             raise _fail(option, text, "is a symbolic link (give --follow-symlinks "
@@ -171,7 +171,7 @@ def check_folder(path, option: str | None = "--out", *,
         try:
             st = os.stat(p)
         except OSError as exc:
-            raise _fail(option, text, exc.strerror or str(exc)) from None
+            raise _fail(option, text, f"cannot write to it: {exc.strerror or exc}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise _fail(option, text, "exists and is not a folder")
     if not os.access(p, os.W_OK | os.X_OK):

@@ -22,7 +22,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .. import launch, native, result
+from .. import launch, native, output, result
 from ..errors import TiersError
 from . import convert, raw
 
@@ -62,32 +62,110 @@ def split_command(words: list[str]) -> tuple[str | None, list[str]]:
     return None, words
 
 
-def prepare_folder(out: str | None, force: bool) -> Path:
-    """Create and return the output folder; refuse an existing trace folder
-    unless ``force`` (then its old trace files are removed)."""
+MARKER = ".tiers-trace"           # in every folder tiers trace made
+
+
+def _mark(folder: Path) -> None:
+    output.write_text(str(folder / MARKER), json.dumps(
+        {"made_by": "tiers trace", "created":
+         _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}) + "\n")
+
+
+def _new_default_folder() -> Path:
+    """Create (exclusively) and return ``./tiers-trace-DATE-TIME``, with a
+    ``-2``, ``-3`` ... suffix when that name is taken (two traces started in
+    the same second)."""
+    base = f"tiers-trace-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    for k in range(1, 1000):
+        folder = Path(base if k == 1 else f"{base}-{k}").absolute()
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise TiersError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    raise TiersError(f"cannot find a free folder name like {base}: give --out")
+
+
+def _prepare(out: str | None, force: bool) -> tuple[Path, bool]:
+    """Create the output folder; return ``(folder, created)``.  An existing,
+    non-empty folder is refused unless ``force``, and ``force`` only ever
+    clears a folder that tiers trace made (one holding the marker file)."""
     if out is None:
-        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = f"tiers-trace-{stamp}"
-    folder = Path(out).absolute()
-    if folder.exists() and not folder.is_dir():
-        raise TiersError(f"{out} exists and is not a folder")
-    if folder.is_dir() and any(folder.iterdir()):
-        if not force:
-            raise TiersError(f"{out} already exists and is not empty: choose another --out "
-                             "or add --force to replace the trace in it")
-        for name in ("raw", convert.ARCHIVE_NAME):
-            shutil.rmtree(folder / name, ignore_errors=True)
-        for name in (f"{convert.ARCHIVE_NAME}.otf2", f"{convert.ARCHIVE_NAME}.def",
-                     "summary.json", "trace.chrome.json"):
-            (folder / name).unlink(missing_ok=True)
+        folder, created = _new_default_folder(), True
+    else:
+        folder, created = Path(out).absolute(), False
+        if folder.is_symlink():
+            raise TiersError(f"--out {out} is a symbolic link; give the folder itself")
+        if folder.exists() and not folder.is_dir():
+            raise TiersError(f"--out {out} exists and is not a folder")
+        if folder.is_dir() and any(folder.iterdir()):
+            if not force:
+                raise TiersError(f"{out} already exists and is not empty: choose another "
+                                 "--out or add --force to replace the trace in it")
+            if not (folder / MARKER).is_file():
+                raise TiersError(f"--force: {out} was not made by tiers trace (no {MARKER} "
+                                 "in it); refusing to remove anything from it")
+            for name in ("raw", convert.ARCHIVE_NAME):
+                shutil.rmtree(folder / name, ignore_errors=True)
+            for name in (f"{convert.ARCHIVE_NAME}.otf2", f"{convert.ARCHIVE_NAME}.def",
+                         "summary.json", "trace.chrome.json"):
+                (folder / name).unlink(missing_ok=True)
+        elif not folder.exists():
+            try:
+                folder.mkdir(parents=True)
+                created = True
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise TiersError(f"cannot create {out}: {exc.strerror or exc}") from None
     try:
-        (folder / "raw").mkdir(parents=True, exist_ok=True)
-        probe = folder / "raw" / ".tiers-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise TiersError(f"cannot write to {out}: {exc.strerror or exc}") from None
-    return folder
+        _mark(folder)
+        (folder / "raw").mkdir(exist_ok=True)
+    except (OSError, TiersError) as exc:
+        _unprepare(folder, created)
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise TiersError(f"cannot write to {folder}: {why or exc}") from None
+    return folder, created
+
+
+def _unprepare(folder: Path, created: bool) -> None:
+    """Remove what ``_prepare`` made when the run left no trace: the empty
+    raw/ folder, the marker, and the folder itself when tiers created it."""
+    try:
+        (folder / "raw").rmdir()
+    except OSError:
+        pass
+    if created:
+        (folder / MARKER).unlink(missing_ok=True)
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def prepare_folder(out: str | None, force: bool) -> Path:
+    """Create and return the output folder (see ``_prepare``)."""
+    return _prepare(out, force)[0]
+
+
+def _check_program(command: list[str], vcluster: bool) -> None:
+    """Refuse, before any folder is made, a command whose first word or
+    whose program path (a word with a '/') does not exist."""
+    first = str(command[0])
+    if ("/" in first and not os.path.exists(first)) or \
+            ("/" not in first and shutil.which(first) is None):
+        raise TiersError(f"{first}: no such program")
+    if vcluster or launch.find_launcher_word(command) is None:
+        return
+    words = [str(w) for w in command]
+    if launch.program_index(words) < len(words):
+        return     # a program that exists was found
+    i = launch.find_launcher_word(words)
+    for w in words[i + 1:]:
+        if not w.startswith("-") and "/" in w and not os.path.exists(w):
+            raise TiersError(f"{w}: no such program")
 
 
 def trace_env(folder: Path, budget: int, policy: str, tau: float | None,
@@ -154,7 +232,8 @@ def write_archive(logs: list, folder: Path) -> str:
 
 
 def build_summary(folder: Path, params: dict, argv: list[str] | None = None,
-                  otf2: bool = True, strict: bool = True) -> dict:
+                  otf2: bool = True, strict: bool = True,
+                  warnings: list[str] | None = None) -> dict:
     """Convert ``folder``'s raw files: write the OTF2 archive (when ``otf2``)
     and ``summary.json``; return the summary document.  With ``strict``
     False a failure to write them (a full disk) does not raise: the
@@ -167,7 +246,8 @@ def build_summary(folder: Path, params: dict, argv: list[str] | None = None,
     per_rank = summary.pop("per_rank")
     summary["archive"] = None
     doc = result.new_document("trace", params=params, samples={"ranks": per_rank},
-                              summary=summary, argv=argv)
+                              summary=summary, argv=argv,
+                              **({"warnings": list(warnings)} if warnings else {}))
     try:
         if otf2:
             summary["archive"] = write_archive(logs, folder)
@@ -214,16 +294,36 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
         ranks = ranks if ranks is not None else vcl.slots_total()
         if ranks < 1:
             raise TiersError(f"-n must be positive (got {ranks})")
-    folder = prepare_folder(out, force)
-    env = trace_env(folder, nbytes, policy, tau, threshold, swap_every)
-    if vcluster:
-        cmd = vcl.command(list(command), ranks, env=env)
-    else:
-        cmd = launch.inject_env(command, env)
+    _check_program(list(command), vcluster)
+    folder, created = _prepare(out, force)
+    try:
+        env = trace_env(folder, nbytes, policy, tau, threshold, swap_every)
+        if vcluster:
+            cmd = vcl.command(list(command), ranks, env=env)
+        else:
+            cmd = launch.inject_env(command, env)
+    except BaseException:
+        _unprepare(folder, created)
+        raise
     label = launch.guess_program(command)
-    res = launch.run_command(cmd, timeout=timeout, stream=stream, check=False, label=label)
-    rc = res.returncode
+    stopped, interrupted = None, None
+    try:
+        res = launch.run_command(cmd, timeout=timeout, stream=stream, check=False,
+                                 label=label)
+        rc = res.returncode
+    except launch.LaunchError as exc:
+        if not exc.timed_out:
+            raise
+        stopped, rc = f"timed out after {timeout:g} s", exc.returncode
+    except launch.Interrupted as exc:
+        stopped, rc, interrupted = f"stopped by {exc.signame}", -exc.signum, exc
     if not raw.read_all(folder):
+        _unprepare(folder, created)
+        if interrupted is not None:
+            raise launch.Interrupted(interrupted.signum, label, message=(
+                f"{stopped} before any rank was traced"))
+        if stopped is not None:
+            raise TiersError(f"{label} {stopped} before any rank was traced", code=1)
         if rc != 0:
             raise TiersError(f"{label} exited with code {rc} before any rank was traced",
                              code=rc if 0 < rc < 256 else 1)
@@ -232,7 +332,19 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
     params = {"command": list(command), "budget": nbytes, "policy": policy, "tau_s": tau,
               "threshold": threshold, "swap_every": swap_every, "returncode": rc,
               "vcluster": vcluster}
-    doc = build_summary(folder, params, argv, strict=False)
+    if stopped is not None:
+        params["stopped"] = stopped
+        params["complete"] = False
+    doc = build_summary(folder, params, argv, strict=False,
+                        warnings=None if stopped is None else
+                        [f"{stopped}: the trace is incomplete"])
+    if stopped is not None:
+        where = "summary.json says so" if doc["summary"].get("archive_error") is None \
+            else f"raw files in {folder / 'raw'}"
+        line = f"{stopped}; the trace in {folder} is incomplete ({where})"
+        if interrupted is not None:
+            raise launch.Interrupted(interrupted.signum, label, message=line)
+        raise TiersError(f"{label} {line}", code=1)
     return rc, doc, folder
 
 
@@ -289,7 +401,7 @@ def format_stats(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def export_chrome(folder: str | Path, output: str | Path | None = None) -> Path:
+def export_chrome(folder: str | Path, output_path: str | Path | None = None) -> Path:
     """Write the trace as Chrome trace-event JSON (one complete event per
     MPI call, instant events for messages); return the file written."""
     logs = raw.read_all(folder)
@@ -316,13 +428,10 @@ def export_chrome(folder: str | Path, output: str | Path | None = None) -> Path:
                 events.append({"ph": "i", "s": "t", "name": name, "pid": log.rank, "tid": th,
                                "ts": us, "args": {"peer": p[1], "tag": p[2], "bytes": p[3],
                                                   "comm": p[0]}})
-    out = Path(output) if output else Path(folder) / "trace.chrome.json"
-    try:
-        out.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}) + "\n",
-                       encoding="utf-8")
-    except OSError as exc:
-        raise TiersError(f"cannot write {out}: {exc.strerror or exc}") from None
-    return out
+    out = str(output_path) if output_path else str(Path(folder) / "trace.chrome.json")
+    output.write_text(out, json.dumps({"traceEvents": events, "displayTimeUnit": "ns"})
+                      + "\n", option="--output")
+    return Path(out)
 
 
 def _sub_parser(name: str) -> argparse.ArgumentParser:
@@ -346,6 +455,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         p.add_argument("--output", "-o", metavar="FILE")
         p.add_argument("dir")
         a = p.parse_args(rest)
+        output.check_outputs(a)
         print(export_chrome(a.dir, a.output))
         return 0
     rc, doc, folder = run(rest, out=args.out, budget=args.budget, policy=args.policy,
