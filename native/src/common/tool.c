@@ -2,6 +2,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +44,7 @@ int tiers_parse_long(const char *text, long *value)
   errno = 0;
   char *end;
   long v = strtol(text, &end, 10);
-  if (errno || *end)
+  if (errno || *end || v < 0) /* ERANGE: more digits than a long holds */
     return -1;
   *value = v;
   return 0;
@@ -55,7 +57,8 @@ int tiers_parse_double(const char *text, double *value)
   errno = 0;
   char *end;
   double v = strtod(text, &end);
-  if (errno || *end || !(v > 0))
+  /* !(v <= DBL_MAX) refuses inf and nan, which strtod reads without error */
+  if (errno || *end || !(v > 0) || !(v <= DBL_MAX))
     return -1;
   *value = v;
   return 0;
@@ -68,8 +71,12 @@ int tiers_parse_size(const char *text, uint64_t *bytes)
   errno = 0;
   char *end;
   double v = strtod(text, &end);
-  if (errno || v < 0)
+  if (errno || !(v >= 0) || !(v <= DBL_MAX))
     return -1;
+  /* strtod also reads hexadecimal and exponents: accept decimal digits and a point only */
+  for (const char *c = text; c < end; c++)
+    if (!isdigit((unsigned char)*c) && *c != '.')
+      return -1;
   uint64_t mult = 1;
   switch (toupper((unsigned char)*end)) {
   case 'K': mult = 1ull << 10; end++; break;
@@ -85,9 +92,25 @@ int tiers_parse_size(const char *text, uint64_t *bytes)
   if (*end)
     return -1;
   double b = v * (double)mult;
-  if (b > 18e18)
+  if (!(b <= (double)TIERS_SIZE_MAX)) /* keeps products with small counts in 64 bits */
     return -1;
   *bytes = (uint64_t)b;
+  return 0;
+}
+
+/* Reads one list number at *p: decimal digits only, 1..INT_MAX. */
+static int list_number(const char **p, long *value)
+{
+  const char *s = *p;
+  if (!isdigit((unsigned char)*s))
+    return -1;
+  errno = 0;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (errno || v < 1 || v > INT_MAX)
+    return -1;
+  *value = v;
+  *p = end;
   return 0;
 }
 
@@ -101,18 +124,16 @@ int tiers_parse_int_list(const char *text, int **values)
     return -1;
   const char *p = text;
   while (*p) {
-    char *end;
-    long lo = strtol(p, &end, 10), hi;
-    if (end == p || lo <= 0)
+    long lo, hi;
+    if (list_number(&p, &lo) != 0)
       goto bad;
     hi = lo;
-    if (*end == '-') {
-      p = end + 1;
-      hi = strtol(p, &end, 10);
-      if (end == p || hi < lo)
+    if (*p == '-') {
+      p++;
+      if (list_number(&p, &hi) != 0 || hi < lo)
         goto bad;
     }
-    if (hi - lo > 1 << 20)
+    if (hi - lo >= TIERS_LIST_MAX || n + (hi - lo) >= TIERS_LIST_MAX)
       goto bad;
     for (long v = lo; v <= hi; v++) {
       if (n == cap) {
@@ -124,11 +145,13 @@ int tiers_parse_int_list(const char *text, int **values)
       }
       out[n++] = (int)v;
     }
-    if (*end == ',')
-      end++;
-    else if (*end)
+    if (*p == ',') {
+      p++;
+      if (!*p) /* a trailing comma is an empty item */
+        goto bad;
+    } else if (*p) {
       goto bad;
-    p = end;
+    }
   }
   if (n == 0)
     goto bad;

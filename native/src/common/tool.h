@@ -23,23 +23,35 @@ void tiers_tool_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), 
 /* Fails with the message of the last libtiers error. */
 void tiers_tool_fail_last(const char *what) __attribute__((noreturn));
 
+/* Largest size tiers_parse_size accepts: 2^53 bytes (8 PiB), so that a
+ * size times a small count (arrays, ranks) cannot overflow 64 bits. */
+#define TIERS_SIZE_MAX (1ull << 53)
+
+/* Most numbers a list given to tiers_parse_int_list may expand to. */
+#define TIERS_LIST_MAX (1 << 20)
+
 /*
  * Parses a byte size such as "4096", "64K", "512M", "2G" (powers of 1024;
- * "MB"/"GB" mean the same; a trailing "B" or "iB" is accepted).
- * Returns 0 on success, -1 when the text is not a size.
+ * "MB"/"GB" mean the same; a trailing "B" or "iB" is accepted).  Decimal
+ * digits and one point only (no sign, exponent, hex, inf or nan); at most
+ * TIERS_SIZE_MAX.  Returns 0 on success, -1 when the text is not such a size.
  */
 int tiers_parse_size(const char *text, uint64_t *bytes);
 
-/* Parses a non-negative integer; -1 when the text is not one. */
+/* Parses a non-negative decimal integer that fits a long; -1 when the text
+ * is not one (sign, spaces, trailing text, too many digits). */
 int tiers_parse_long(const char *text, long *value);
 
-/* Parses a positive real; -1 when the text is not one. */
+/* Parses a positive finite real; -1 when the text is not one (0, negative,
+ * inf, nan, out of range, trailing text). */
 int tiers_parse_double(const char *text, double *value);
 
 /*
  * Parses a list of positive integers "1,2,4" or ranges "1-4" or both
- * ("1,2,8-12"), into a freshly allocated array.  Returns the count, or -1
- * on bad text.
+ * ("1,2,8-12"), into a freshly allocated array.  Every number is from 1 to
+ * INT_MAX (never truncated); empty items ("1,,2", "1,") and lists that
+ * expand to more than TIERS_LIST_MAX numbers are refused.  Returns the
+ * count, or -1 on bad text.
  */
 int tiers_parse_int_list(const char *text, int **values);
 
