@@ -326,7 +326,7 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
             raise TiersError(f"{label} {stopped} before any rank was traced", code=1)
         if rc != 0:
             raise TiersError(f"{label} exited with code {rc} before any rank was traced",
-                             code=rc if 0 < rc < 256 else 1)
+                             code=rc if 0 < rc < 256 else 128 - rc if rc < 0 else 1)
         raise TiersError(f"no rank was traced: {label} made no MPI calls through the MPI "
                          "library tiers was built with (is it an MPI program?)")
     params = {"command": list(command), "budget": nbytes, "policy": policy, "tau_s": tau,
@@ -465,6 +465,11 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
                           vcluster=getattr(args, "vcluster", False),
                           ranks=getattr(args, "ranks", None))
     s = doc["summary"]
+    nomem = [r["rank"] for r in doc["samples"]["ranks"] if r["stopped"] == "out of memory"]
+    if nomem:  # a trace buffer that could not be allocated is a failed trace
+        raise TiersError(f"rank {nomem[0]} could not allocate its trace buffer of "
+                         f"{_human(doc['params']['budget'])} (--budget); the trace in {folder} "
+                         "is incomplete: give a smaller --budget", code=1)
     print(f"tiers trace: {folder}: {s['ranks']} ranks, {s['events']} events, "
           f"{_human(s['p2p_bytes'])} point-to-point, {s['swapouts']['count']} swap-outs",
           file=sys.stderr)
