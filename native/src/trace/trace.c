@@ -1298,6 +1298,10 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
     if (!S.buf) {
       say("cannot allocate the trace buffer of %llu bytes; tracing is off",
           (unsigned long long)S.budget);
+      /* the file then ends in a STOP record (out of memory): the reader and
+       * tiers trace see a rank that could not be traced, not an empty trace */
+      rec_stop_t r = { { REC_STOP, 0, 0, 0, sizeof(rec_stop_t) / 8, now_ns() }, STOP_NOMEM, 0 };
+      (void)write_all(S.fd, &r, sizeof r);
       bad = 1;
     }
   }
