@@ -536,7 +536,8 @@ def main(args, argv: list[str]) -> int:
         console.print(f"Wrote {args.json}")
     plot_path = tplot.default_plot_path(args.json, getattr(args, "plot", None))
     if plot_path is not None:
-        written = plot(doc, plot_path)
+        with tplot.stamping(doc):
+            written = plot(doc, plot_path)
         if written is not None:
             console.print(f"Wrote {written}")
     return 0

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import matplotlib
@@ -14,8 +17,46 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.2):
-    """Return (fig, axes) sized for ``ncols`` x ``nrows`` panels."""
-    return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    """Return (fig, axes) sized for ``ncols`` x ``nrows`` panels; inside
+    ``stamping(doc)`` the figure carries ``doc``'s stamp."""
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
+                             squeeze=False)
+    doc = _stamp_doc.get()
+    if doc is not None:
+        stamp(fig, doc)
+    return fig, axes
+
+
+# The document whose plots are being drawn (see ``stamping``).
+_stamp_doc: ContextVar[dict | None] = ContextVar("tiers_plot_stamp", default=None)
+
+
+def stamp_text(doc: dict, limit: int = 160) -> str:
+    """Return the stamp of a plot of ``doc``: host, date (UTC) and the
+    command that measured it, cut to ``limit`` characters."""
+    host = (doc.get("machine") or {}).get("hostname") or "unknown host"
+    created = str(doc.get("created") or "").replace("T", " ")[:16]
+    command = shlex.join(str(w) for w in doc.get("command") or [])
+    text = f"{host}  {created} UTC  {command}" if created else f"{host}  {command}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def stamp(fig, doc: dict) -> None:
+    """Write ``doc``'s host, date and command in small grey letters along
+    the bottom edge of ``fig``.  Returns nothing."""
+    limit = max(40, int(fig.get_figwidth() * 72 / 3.4))  # characters of 6 pt that fit
+    fig.text(0.995, 0.004, stamp_text(doc, limit), ha="right", va="bottom", fontsize=6,
+             color="0.45", family="monospace")
+
+
+@contextmanager
+def stamping(doc: dict):
+    """Within this context every ``figure()`` is stamped with ``doc``."""
+    token = _stamp_doc.set(doc)
+    try:
+        yield
+    finally:
+        _stamp_doc.reset(token)
 
 
 def save(fig, path: str | os.PathLike, *, follow_symlinks: bool = False) -> Path:
@@ -57,9 +98,11 @@ def write_outputs(doc: dict, json_path: str | None, plot_path: str | None,
         written.append(result.write(doc, json_path))
     target = default_plot_path(json_path, plot_path)
     if target is not None:
-        drawn = plot_fn(doc, target)
+        with stamping(doc):
+            drawn = plot_fn(doc, target)
         if drawn is not None:
             written.append(Path(drawn))
     for path in written:
-        console.print(f"Wrote {path}")
+        if str(path) != "-":  # the document itself is on standard output
+            console.print(f"Wrote {path}", markup=False)
     return written

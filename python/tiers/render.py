@@ -306,6 +306,19 @@ class TiersConsole(Console):
         if fmt == "csv":
             self._side().print(obj, **kw)
             return
+        if isinstance(obj, Table) and self.natural and obj.title:
+            # rich wraps a title to the table's width; off a terminal it
+            # gets a line of its own, as wide as it is
+            title, obj.title = obj.title, None
+            try:
+                super().print(title if isinstance(title, Text) else
+                              Text.from_markup(str(title), style=obj.title_style or
+                                               "table.title"),
+                              no_wrap=True, crop=False, soft_wrap=True)
+                super().print(obj, **kw)
+            finally:
+                obj.title = title
+            return
         if isinstance(obj, Rule):
             if fmt == "plain":
                 title = cell_text(obj.title)

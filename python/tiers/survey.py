@@ -10,6 +10,7 @@ sections to ``SECTIONS``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Callable
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.rule import Rule
+from rich.table import Table
 
 from . import result
 from .errors import TiersError
@@ -167,7 +169,9 @@ def run(out_dir: str | Path, *, quick: bool = True, console: Console | None = No
     """Run every section, write its files into ``out_dir`` and return the
     survey index document (schema ``tiers.survey/1``); its ``summary`` says
     how many sections ran and failed."""
-    console = console or Console()
+    from .render import console as tiers_console, current_format
+
+    console = console or tiers_console()
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -179,11 +183,13 @@ def run(out_dir: str | Path, *, quick: bool = True, console: Console | None = No
     progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                         TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                         console=console, transient=True)
-    with progress:
+    # the bar only where it is drawn over a terminal's table output
+    live = console.is_terminal and current_format() == "table"
+    with progress if live else contextlib.nullcontext():
         task = progress.add_task("survey", total=len(sections))
         for section in sections:
             progress.update(task, description=section.title)
-            records.append(_run_section(section, out, quick, progress.console))
+            records.append(_run_section(section, out, quick, console))
             progress.advance(task)
 
     failed = [r["name"] for r in records if r["status"] != "ok"]
@@ -209,7 +215,10 @@ def _run_section(section: Section, out: Path, quick: bool, console: Console) -> 
         json_path = result.write(doc, out / f"{section.name}.json")
         record["json"] = json_path.name
         if section.plot is not None:
-            plot_path = section.plot(doc, out / f"{section.name}.png")
+            from . import plot as tplot
+
+            with tplot.stamping(doc):
+                plot_path = section.plot(doc, out / f"{section.name}.png")
             record["plot"] = Path(plot_path).name if plot_path else None
         console.print(Rule(section.title))
         section.render(doc, console)
@@ -222,19 +231,51 @@ def _run_section(section: Section, out: Path, quick: bool, console: Console) -> 
     return record
 
 
+def files_table(doc: dict) -> Table:
+    """Return the table of a survey's sections: title, status, seconds and
+    the files each one wrote."""
+    t = Table(title="Files", title_justify="left")
+    for col, justify in (("section", "left"), ("status", "left"), ("seconds", "right"),
+                         ("files", "left")):
+        t.add_column(col, justify=justify)
+    for rec in doc["samples"]:
+        files = ", ".join(f for f in (rec.get("json"), rec.get("plot")) if f) or "-"
+        t.add_row(rec["title"], rec["status"], f"{rec['seconds']:.1f}", files)
+    return t
+
+
+def render(doc: dict, console: Console) -> None:
+    """Print a ``tiers.survey/1`` index: its sections, their status and files,
+    and the error of each section that failed.  Returns nothing."""
+    console.print(files_table(doc))
+    for rec in doc["samples"]:
+        if rec.get("error"):
+            console.print(f"{rec['name']}: {rec['error']}", markup=False)
+
+
 def main(args, argv: list[str]) -> int:
-    """``tiers survey``: run the survey and print where its files are;
-    return 0 when every section succeeded, 1 otherwise."""
-    console = Console()
+    """``tiers survey``: run the survey, write report.html beside its JSON
+    (unless --no-report), print where its files are and end with the
+    report's path; return 0 when every section succeeded, 1 otherwise."""
+    from .render import console as tiers_console, plural
+
+    console = tiers_console()
     doc = run(args.out, quick=not args.full, console=console, argv=argv)
     summary = doc["summary"]
     console.print(Rule("Files"))
-    for rec in doc["samples"]:
-        files = ", ".join(f for f in (rec["json"], rec["plot"]) if f) or "-"
-        console.print(f"{rec['title']:<45} {rec['status']:<7} {rec['seconds']:7.1f} s  {files}")
-    console.print(f"Results are in {Path(args.out).resolve()} (index: survey.json)")
+    console.print(files_table(doc))
+    console.print(f"Results are in {Path(args.out).resolve()} (index: survey.json)",
+                  markup=False)
+    report_path = None
+    if not getattr(args, "no_report", False):
+        from . import report
+
+        report_path = report.write_report([args.out], Path(args.out) / "report.html")
+    status = 0
     if summary["failed"]:
-        console.print(f"[red]{len(summary['failed'])} section(s) failed: "
+        console.print(f"[red]{plural(len(summary['failed']), 'section')} failed: "
                       f"{', '.join(summary['failed'])}[/red]")
-        return 1
-    return 0
+        status = 1
+    if report_path is not None:
+        console.print(f"Report: {Path(report_path).resolve()}", markup=False)
+    return status
