@@ -132,13 +132,19 @@ def _prepare(out: str | None, force: bool) -> tuple[Path, bool]:
 
 def _unprepare(folder: Path, created: bool) -> None:
     """Remove what ``_prepare`` made when the run left no trace: the empty
-    raw/ folder, the marker, and the folder itself when tiers created it."""
+    raw/ folder, the marker (unless an older trace is still there), and the
+    folder itself when tiers created it."""
     try:
         (folder / "raw").rmdir()
     except OSError:
         pass
-    if created:
+    try:
+        only_marker = [p.name for p in folder.iterdir()] == [MARKER]
+    except OSError:
+        only_marker = False
+    if created or only_marker:
         (folder / MARKER).unlink(missing_ok=True)
+    if created:
         try:
             folder.rmdir()
         except OSError:
