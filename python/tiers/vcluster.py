@@ -935,12 +935,9 @@ def main(args, argv: list[str]) -> int:
 
 
 def _write_json(doc: dict, path: str) -> None:
-    try:
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
-    except OSError as exc:
-        raise TiersError(f"cannot write {path}: {exc.strerror}") from None
+    from . import output  # atomic, no devices or symbolic links
+
+    output.write_text(path, json.dumps(doc, indent=1) + "\n", option="--json")
 
 
 __all__ = [
