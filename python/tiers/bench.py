@@ -510,7 +510,7 @@ def plot(doc: dict, path) -> Path | None:
 def main(args, argv: list[str]) -> int:
     """``tiers bench``: run the grid, print the tables, write the document
     (--json) and the plot (--plot, or next to --json); return the exit status."""
-    from .render import console as tiers_console
+    from .render import console as tiers_console, plural
     console = tiers_console()
     try:
         extra = shlex.split(args.app_args or "")
@@ -519,8 +519,8 @@ def main(args, argv: list[str]) -> int:
 
     def progress(r, t, mode=None):
         over = f" over {mode.upper()}" if mode else ""
-        console.print(f"[dim]running {args.app} on {r} rank{'s' if r > 1 else ''} x "
-                      f"{t} thread{'s' if t > 1 else ''}{over}...[/dim]")
+        console.print(f"[dim]running {args.app} on {plural(r, 'rank')} x "
+                      f"{plural(t, 'thread')}{over}...[/dim]")
 
     doc = measure(args.app, args.ranks or DEFAULT_RANKS, args.threads or DEFAULT_THREADS,
                   quick=args.quick, klass=args.klass, size=args.size, iters=args.iters,

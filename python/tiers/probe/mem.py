@@ -24,6 +24,8 @@ from typing import Callable
 from rich.console import Console
 from rich.table import Table
 
+from ..render import plural
+
 from .. import native, plot as tplot, result
 from ..errors import TiersError
 from ..progress import tool_progress
@@ -185,7 +187,7 @@ def render(doc: dict, console: Console) -> None:
                       "include cache bandwidth.[/yellow]")
     for cfg in doc["samples"]:
         valid = cfg["validation"]["passed"]
-        title = (f"{cfg['threads']} thread{'s' if cfg['threads'] != 1 else ''}, pin "
+        title = (f"{plural(cfg['threads'], 'thread')}, pin "
                  f"{cfg['pin']}, placement {cfg['placement']}, stores {cfg['stores']}")
         table = Table(title=title, title_justify="left")
         table.add_column("Function")

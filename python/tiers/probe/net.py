@@ -35,6 +35,8 @@ from typing import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from ..render import MICRO
+
 from .. import launch, native, plot as tplot, result
 from ..errors import TiersError
 from . import netfit
@@ -404,8 +406,8 @@ def render(doc: dict, console: Console) -> None:
                 f"({hosts[b]['host']}, PUs {hosts[b]['pus']})"
         t = Table(title=f"Round-trip time between {where}", title_justify="left")
         t.add_column("message size (byte)", justify="right")
-        t.add_column("round-trip time (us)", justify="right")
-        t.add_column("latency (us)", justify="right")
+        t.add_column(f"round-trip time ({MICRO}s)", justify="right")
+        t.add_column(f"latency ({MICRO}s)", justify="right")
         t.add_column("ping-pong MB/s", justify="right")
         t.add_column("streaming MB/s", justify="right")
         for r in pp["rows"]:
@@ -447,7 +449,7 @@ def render(doc: dict, console: Console) -> None:
             t.add_column("layer")
             t.add_column("pairs", justify="right")
             t.add_column("bandwidth MB/s", justify="right")
-            t.add_column("latency us", justify="right")
+            t.add_column(f"latency {MICRO}s", justify="right")
             for row in ap["layers"]:
                 bw = "-" if row["bandwidth_mean_mbps"] is None else \
                     f"{row['bandwidth_mean_mbps']:,.1f} +- {row['bandwidth_sd_mbps']:,.1f}"
@@ -457,7 +459,7 @@ def render(doc: dict, console: Console) -> None:
             console.print(t)
         m = ap["matrices"]
         if m["ranks"] <= 16:
-            t = Table(title="Fitted bandwidth MB/s (upper right) and latency us (lower left)",
+            t = Table(title=f"Fitted bandwidth MB/s (upper right) and latency {MICRO}s (lower left)",
                       title_justify="left")
             t.add_column("rank")
             for j in range(m["ranks"]):
@@ -482,10 +484,11 @@ def render(doc: dict, console: Console) -> None:
             " against processes"
         t = Table(title=title, title_justify="left")
         t.add_column("processes", justify="right")
-        for head in ("MPI min us", "MPI avg us", "MPI max us"):
+        for head in (f"MPI min {MICRO}s", f"MPI avg {MICRO}s", f"MPI max {MICRO}s"):
             t.add_column(head, justify="right")
         if hybrid:
-            for head in ("hybrid min us", "hybrid avg us", "hybrid max us", "hybrid / MPI"):
+            for head in (f"hybrid min {MICRO}s", f"hybrid avg {MICRO}s", f"hybrid max {MICRO}s",
+                         "hybrid / MPI"):
                 t.add_column(head, justify="right")
         for r in b["mpi"]:
             cells = [str(r["ranks"]), _num(r["min_us"]), _num(r["avg_us"]), _num(r["max_us"])]
@@ -551,7 +554,7 @@ def plot(doc: dict, path) -> Path | None:
             sizes = [x["bytes"] for x in pr]
             left.loglog(sizes, [x["latency_us"] for x in pr], marker="o", markersize=3)
             left.set_xlabel("message size (bytes)")
-            left.set_ylabel("one-way latency (us)")
+            left.set_ylabel("one-way latency (µs)")
             left.set_title("ping-pong latency")
             right.semilogx(sizes, [x["bw_mbps"] for x in pr], marker="o", markersize=3,
                            label="streaming (window)")
@@ -582,7 +585,7 @@ def _plot_barrier(b: dict, left, right) -> None:
     xs = [r["ranks"] for r in mpi]
     left.set_yscale("log")
     left.set_xlabel("processes")
-    left.set_ylabel("time per barrier (us)")
+    left.set_ylabel("time per barrier (µs)")
     left.set_title("barrier")
     left.legend(fontsize=8)
     ratio = [(r["ranks"], r["hybrid_over_mpi"]) for r in b.get("rows", [])
