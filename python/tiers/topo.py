@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from . import native, result
+from . import native, result, validate
 
 #: Layers from closest to farthest, as tiers-topo names them.
 LAYERS = ("pu", "core", "cache", "numa", "package", "machine")
@@ -40,12 +40,16 @@ def layer_label(layer: str, cache_level: int = 0) -> str:
     return f"L{cache_level} cache" if layer == "cache" and cache_level else layer
 
 
-def measure(source: str = "this", argv: list[str] | None = None) -> dict:
+def measure(source: str = "this", argv: list[str] | None = None,
+            option: str = "--input") -> dict:
     """Load the topology named by ``source`` ("this", an hwloc XML file or
     "synthetic:DESC") and return the ``tiers.topo/1`` result document:
     ``samples`` holds the tree, the PU list and the depth, weight, layer and
     cache-level matrices; ``summary`` the counts, caches, memory and the
-    per-layer pair counts.  Raise TiersError (one line) on bad input."""
+    per-layer pair counts.  Raise TiersError (one line, naming ``option``)
+    on bad input, and before hwloc runs for a synthetic machine too large
+    to build here."""
+    validate.check_topology_source(source, option)
     raw = native.run_json("tiers-topo", ["--input", source], timeout=300)
     depth = raw["depth_matrix"]
     samples = {

@@ -487,3 +487,46 @@ def choice_of(option: str, choices: Iterable[str]) -> Callable[[str], str]:
     """argparse type: one word among ``choices``."""
     ch = tuple(choices)
     return _typed(lambda t: parse_word(t, option, ch), "word")
+
+
+# --------------------------------------------------------------------------
+# Synthetic topologies
+# --------------------------------------------------------------------------
+
+def synthetic_pus(desc: str) -> int:
+    """Return the PU count of an hwloc synthetic description such as
+    ``"pack:2 numa:2 core:4 pu:2"``: the product of the arities (object
+    attributes in parentheses and memory children in brackets are
+    skipped).  Words without an arity count 1; hwloc itself judges the
+    rest of the grammar."""
+    text = re.sub(r"\[[^\]]*\]|\([^)]*\)|\{[^}]*\}", " ", desc)
+    pus = 1
+    for word in text.split():
+        m = re.match(r"^[A-Za-z0-9_]+:(\d+)", word)
+        if m:
+            pus *= int(m.group(1)[:30])
+    return pus
+
+
+def max_synthetic_pus() -> int:
+    """Return the most PUs of a synthetic machine tiers builds: its PU-pair
+    matrices (about 512 bytes per pair, from hwloc to the result document)
+    must fit in this machine's memory; never more than 2^20."""
+    return max(64, min(1 << 20, math.isqrt(machine_memory() // 512)))
+
+
+def check_topology_source(source: str, option: str = "--input") -> str:
+    """Return ``source`` ("this", an XML file or "synthetic:DESC") after
+    refusing an empty one and a synthetic machine with more PUs than
+    :func:`max_synthetic_pus`, before hwloc builds it."""
+    parse_path(source, option)
+    if str(source).startswith("synthetic:"):
+        desc = str(source)[len("synthetic:"):]
+        pus = synthetic_pus(desc)
+        limit = max_synthetic_pus()
+        if pus > limit:
+            shown = f"{pus}" if pus < 10**15 else f"about 10^{len(str(pus)) - 1}"
+            raise _fail(option, f"the synthetic machine {_show(desc)} has {shown} PUs, more "
+                        f"than the limit of {limit} on this machine (its PU-pair matrices "
+                        f"must fit in the {human_bytes(machine_memory())} of memory)")
+    return source

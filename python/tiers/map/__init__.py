@@ -13,6 +13,7 @@ result document is ``tiers.map/1`` (docs/schemas/map.md).
 
 from __future__ import annotations
 
+import math
 import time
 
 from .. import result, topo
@@ -127,7 +128,6 @@ def main(args, argv: list[str]) -> int:
     from rich.console import Console
 
     numbering = getattr(args, "numbering", None) or "x-fastest"
-    g = load_graph(args.comm, args.stencil, numbering)
     if args.nodes is not None and args.hostfile:
         raise TiersError("give either --nodes or --hostfile, not both")
     command = list(getattr(args, "cmd", None) or [])
@@ -150,7 +150,14 @@ def main(args, argv: list[str]) -> int:
         hostfile = vcl.require_up()["hostfile"]
     if getattr(args, "launcher", None) and not args.launch:
         raise TiersError("--launcher goes with --launch -- PROGRAM")
-    topo_doc = topo.measure(args.machine)
+    topo_doc = topo.measure(args.machine, option="--machine")
+    if args.stencil and not (args.links and args.nodes is None and not hostfile):
+        # the capacity first: a stencil far bigger than the machine is refused
+        # before its graph is built
+        parts, _ = graph_mod.parse_stencil(args.stencil)
+        machine_mod.check_fits(math.prod(parts), topo_doc, nodes=args.nodes, hostfile=hostfile,
+                               oversubscribe=args.oversubscribe)
+    g = load_graph(args.comm, args.stencil, numbering)
     out = plan(g, topo_doc, nodes=args.nodes, hostfile=hostfile, seed=args.seed,
                oversubscribe=args.oversubscribe, allow_disconnected=args.allow_disconnected,
                layer_costs=args.layer_cost, links=args.links)

@@ -169,6 +169,34 @@ def parse_layer_costs(text: str | None) -> dict:
     return costs
 
 
+def check_fits(ranks: int, topo_doc: dict, *, nodes: int | None = None,
+               hostfile: str | None = None, oversubscribe: bool = False,
+               option: str = "--stencil") -> None:
+    """Raise TiersError (naming ``option`` and the capacity) when ``ranks``
+    ranks cannot be placed on ``nodes`` copies of the node of ``topo_doc``
+    (or on the hosts of ``hostfile``): more than the cores without
+    ``oversubscribe``, more than 64 per core with it.  Called before the
+    communication graph is built, so that a graph far bigger than the
+    machine is refused before any large allocation."""
+    from ..validate import RANKS_PER_CORE
+
+    cores = len(node_tree(topo_doc)[3])
+    if hostfile:
+        entries = read_hostfile(hostfile)
+        count = len(entries)
+        total = sum(min(cores, s) if s is not None else cores for _, s in entries)
+    else:
+        count = nodes or 1
+        total = cores * count
+    where = f"{count} node(s) x {cores} cores"
+    if ranks > total and not oversubscribe:
+        raise TiersError(f"{option}: {ranks} ranks are more than the {total} cores of {where}; "
+                         "add nodes, or pass --oversubscribe to share cores")
+    if ranks > total * RANKS_PER_CORE:
+        raise TiersError(f"{option}: {ranks} ranks are more than the limit of "
+                         f"{total * RANKS_PER_CORE} ({RANKS_PER_CORE} per core of {where})")
+
+
 def build(topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = None,
           ranks: int | None = None, oversubscribe: bool = False,
           layer_costs: dict | None = None, links=None) -> Machine:
@@ -211,6 +239,9 @@ def build(topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = No
                              f"node(s) x {cores} cores; add nodes, or pass --oversubscribe to "
                              "share cores")
         over = -(-ranks // total)
+        if over > 64:
+            raise TiersError(f"{ranks} ranks are more than the limit of {64 * total} (64 per "
+                             f"core of {len(hosts)} node(s) x {cores} cores)")
         arity = arity + [over]
         names = names + ["core"]
         cost = cost + [(cost[-1] if cost else 1.0) / 10]
