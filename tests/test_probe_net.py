@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import re
 
 import pytest
 
@@ -91,7 +92,10 @@ def test_all_pairs_schedule(tmp_path, ranks):
     for p in ap["pairs"]:
         assert len(p["times_us"]) == 5 and all(len(t) == 2 for t in p["times_us"])
         assert all(t > 0 for ts in p["times_us"] for t in ts)
-        assert len(p["residuals_us"]) == 5 and p["points"] == 10
+        # the fit goes through the best time of each of the 5 sizes
+        assert len(p["residuals_us"]) == 5 and p["points"] == 5
+        assert p["best_us"] == [min(ts) for ts in p["times_us"]]
+        assert len(p["latency_samples_us"]) == doc["params"]["allpairs"]["latency_blocks"]
     assert ap["sizes"] == [round(65536 * f) for f in (0.667, 0.8, 1.0, 1.25, 1.5)]
     # symmetric matrices with the right shape, nothing on the diagonal
     mat = doc["summary"]["allpairs"]["matrices"]
@@ -111,6 +115,45 @@ def test_all_pairs_schedule(tmp_path, ranks):
     assert len(doc["samples"]["placement"]) == ranks
     assert (tmp_path / "net.png").is_file()
     assert "XOR schedule" in run.stdout
+
+
+_NEGATIVE = re.compile(r"(?<![\w.,+])-\d")  # a minus sign before a digit, not "+-5 %"
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_only_physically_possible_values(tmp_path, ranks):
+    # A real run on a busy machine: whatever the noise, no latency below 0,
+    # no bandwidth at or below 0, in the JSON or in the printed tables; a
+    # figure that cannot be given is None with the reason beside it.
+    doc, run = _doc(tmp_path, "-n", str(ranks), "--tests", "pingpong,allpairs",
+                    "--sizes", "0,8,1K,64K,1M", "--center", "64K", "--reps", "3", "--quick")
+    for r in doc["summary"]["pingpong"]["rows"]:
+        assert r["rtt_us"] > 0 and r["latency_us"] > 0
+        assert r["rtt_median_us"] >= r["rtt_us"]  # the best block is never above the median
+        assert isinstance(r["rtt_noisy"], bool)
+        if r["bytes"] > 0:
+            assert r["bw_mbps"] > 0 and r["bw_median_mbps"] > 0
+            assert r["bw_mbps"] >= r["bw_median_mbps"]
+    for raw in doc["samples"]["pingpong"]["rows"]:
+        # every block was kept as a sample, and the best is the lowest one
+        assert raw["rtt_n"] == len(raw["rtt_samples_us"]) >= 1
+        assert raw["rtt_us"] == pytest.approx(min(raw["rtt_samples_us"]))
+        assert raw["rtt_stopped"] in ("converged", "time limit", "max samples")
+    for p in doc["samples"]["allpairs"]["pairs"]:
+        assert p["latency_us"] is None or p["latency_us"] >= 0
+        assert p["bandwidth_mbps"] is None or p["bandwidth_mbps"] > 0
+        if not p["reliable"]:
+            assert p["why"]
+    mat = doc["summary"]["allpairs"]["matrices"]
+    for i in range(ranks):
+        for j in range(ranks):
+            if i != j:
+                assert mat["latency_us"][i][j] is None or mat["latency_us"][i][j] >= 0
+                assert mat["bandwidth_mbps"][i][j] is None or mat["bandwidth_mbps"][i][j] > 0
+    for row in doc["summary"]["allpairs"]["layers"]:
+        assert row["latency_mean_us"] is None or row["latency_mean_us"] >= 0
+        assert row["bandwidth_mean_mbps"] is None or row["bandwidth_mean_mbps"] > 0
+    assert not _NEGATIVE.search(run.stdout), run.stdout
 
 
 @pytest.mark.parametrize("cores", [1, 2])

@@ -81,6 +81,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/stats.h"
 #include "common/tool.h"
 #include "tiers/error.h"
 #include "tiers/hybrid.h" /* after <mpi.h>: the team API */
@@ -95,6 +96,8 @@
 #define TAG_BW 11
 #define TAG_ACK 12
 #define TAG_PAIR 100
+#define TAG_DECIDE 13
+#define MAX_BLOCKS 200 /* timed blocks per ping-pong figure, at most */
 
 enum { TEST_PINGPONG, TEST_ALLPAIRS, TEST_BARRIER, NTESTS };
 static const char *test_names[NTESTS] = {"pingpong", "allpairs", "barrier"};
@@ -108,6 +111,8 @@ static struct {
   long iters, skip, iters_large, skip_large; /* ping-pong loop counts */
   long bw_iters, bw_skip, bw_iters_large, bw_skip_large;
   long window;
+  double figure_time; /* seconds per ping-pong figure before sampling stops */
+  long max_blocks;    /* timed blocks per figure, at most */
   long pair_a, pair_b;
   double center;
   double factors[MAX_FACTORS];
@@ -357,7 +362,7 @@ static int parse_pair(const char *text, long *a, long *b)
 
 static const char *usage =
     "use --tests LIST (pingpong,allpairs,barrier), --sizes LIST, --iters N, --skip N, "
-    "--window N, --bw-iters N, --pair A,B, --center BYTES, --factors LIST, --reps N, "
+    "--window N, --bw-iters N, --figure-time S, --max-blocks N, --pair A,B, --center BYTES, --factors LIST, --reps N, "
     "--warmup N, --cores-per-node C, --node-size P, --flat, --barrier-iters N, "
     "--barrier-threads T, --timeout S, --yield, --quick";
 
@@ -370,14 +375,19 @@ static void parse_args(int argc, char **argv)
   opt.quick = quick;
   /* defaults: osu_latency / osu_bw loop counts; quick mode for surveys */
   opt.selected[TEST_PINGPONG] = opt.selected[TEST_BARRIER] = 1;
-  opt.iters = quick ? 200 : 10000;
+  /* per timed block; blocks repeat until the 95 % interval of the median
+   * is within +-5 % (docs/statistics.md), --figure-time s pass or
+   * --max-blocks are timed; --quick shortens the blocks and the time */
+  opt.iters = quick ? 50 : 200;
   opt.skip = quick ? 20 : 100;
-  opt.iters_large = quick ? 20 : 1000;
+  opt.iters_large = quick ? 4 : 20;
   opt.skip_large = quick ? 2 : 10;
-  opt.bw_iters = quick ? 10 : 100;
+  opt.bw_iters = quick ? 2 : 5;
   opt.bw_skip = quick ? 2 : 10;
-  opt.bw_iters_large = quick ? 4 : 20;
+  opt.bw_iters_large = 1;
   opt.bw_skip_large = quick ? 1 : 2;
+  opt.figure_time = quick ? 0.5 : 1.0;
+  opt.max_blocks = quick ? 50 : MAX_BLOCKS;
   opt.window = 64;
   opt.pair_a = 0;
   opt.pair_b = 1;
@@ -436,6 +446,13 @@ static void parse_args(int argc, char **argv)
       if (tiers_parse_long(v, &opt.bw_iters) != 0 || opt.bw_iters < 1)
         fail_all("bad --bw-iters '%s': a positive integer", v);
       bw_iters_set = 1;
+    } else if (strcmp(a, "--figure-time") == 0) {
+      if (tiers_parse_double(v, &opt.figure_time) != 0 || !(opt.figure_time > 0))
+        fail_all("bad --figure-time '%s': a positive number of seconds", v);
+    } else if (strcmp(a, "--max-blocks") == 0) {
+      if (tiers_parse_long(v, &opt.max_blocks) != 0 || opt.max_blocks < 1 ||
+          opt.max_blocks > MAX_BLOCKS)
+        fail_all("bad --max-blocks '%s': an integer from 1 to %d", v, MAX_BLOCKS);
     } else if (strcmp(a, "--window") == 0) {
       if (tiers_parse_long(v, &opt.window) != 0 || opt.window < 1 || opt.window > 4096)
         fail_all("bad --window '%s': an integer from 1 to 4096", v);
@@ -596,9 +613,15 @@ static void find_placement(void)
 
 typedef struct {
   uint64_t bytes;
-  long iters, skip, bw_iters, bw_skip;
-  double rtt_us, bw_mbps;
+  long iters, skip, bw_iters, bw_skip; /* per block; warm-up before the first */
+  int nrtt, nbw;                       /* blocks timed */
+  int rtt_stop, bw_stop;               /* why sampling stopped (tiers_stats_stop_t) */
+  double rtt[MAX_BLOCKS];              /* us per round trip, one value per block */
+  double bwt[MAX_BLOCKS];              /* us per window, one value per block */
 } pp_row_t;
+
+/* The doubles a row travels as from rank a to rank 0. */
+#define PP_WIRE (4 + 2 * MAX_BLOCKS)
 
 static char *sbuf, *rbuf;
 
@@ -620,6 +643,27 @@ static void send_bounded(int count, int peer, MPI_Request *req)
   wait_all(1, req, 0, "ping-pong", peer);
 }
 
+/*
+ * Rank a's repeat-until decision after a block, told to rank b (untimed):
+ * returns the stop reason (0: go on) on both ranks.
+ */
+static int block_decision(const double *samples, int n, double elapsed, int peer,
+                          const char *what)
+{
+  int why = 0;
+  MPI_Request r;
+  if (rank == opt.pair_a) {
+    double scratch[MAX_BLOCKS];
+    why = (int)tiers_stats_should_stop(samples, (size_t)n, scratch, (size_t)opt.max_blocks,
+                                       elapsed, opt.figure_time);
+    MPI_Isend(&why, 1, MPI_INT, peer, TAG_DECIDE, MPI_COMM_WORLD, &r);
+  } else {
+    MPI_Irecv(&why, 1, MPI_INT, peer, TAG_DECIDE, MPI_COMM_WORLD, &r);
+  }
+  wait_all(1, &r, 0, what, peer);
+  return why;
+}
+
 static void pingpong_size(uint64_t bytes, pp_row_t *row)
 {
   int a = (int)opt.pair_a, b = (int)opt.pair_b;
@@ -629,73 +673,108 @@ static void pingpong_size(uint64_t bytes, pp_row_t *row)
   row->skip = large ? opt.skip_large : opt.skip;
   row->bw_iters = large ? opt.bw_iters_large : opt.bw_iters;
   row->bw_skip = large ? opt.bw_skip_large : opt.bw_skip;
-  row->rtt_us = row->bw_mbps = NAN;
+  row->nrtt = row->nbw = 0;
+  row->rtt_stop = row->bw_stop = 0;
   int count = (int)bytes;
   MPI_Request req[4096 + 1];
 
-  /* round trips: each side pre-posts its receive, as seed 001 measures;
-   * eager-sized ones complete with a blocking MPI_Wait under the series
-   * deadline (not with --yield, where ranks must give up the CPU) */
+  /* round trips, in blocks of row->iters after row->skip warm-up ones,
+   * until the statistics layer's rule stops: each side pre-posts its
+   * receive, as seed 001 measures; eager-sized ones complete with a
+   * blocking MPI_Wait under the series deadline (not with --yield, where
+   * ranks must give up the CPU) */
   if (rank == a || rank == b) {
     int peer = rank == a ? b : a;
     int blocking = count <= EAGER_BYTES && !opt.yield;
-    double t0 = 0;
-    if (blocking)
-      deadline_arm(peer, "ping-pong");
-    for (long i = 0; i < row->iters + row->skip; i++) {
-      if (i == row->skip)
-        t0 = tiers_now();
+    double start = tiers_now();
+    for (long i = 0; i < row->skip; i++) {
       MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
       if (rank == a)
-        send_bounded(count, peer, &req[1]); /* completes at once when eager */
-      if (blocking)
-        MPI_Wait(&req[0], MPI_STATUS_IGNORE);
-      else
-        wait_all(1, req, 0, "ping-pong", peer);
+        send_bounded(count, peer, &req[1]);
+      wait_all(1, req, 0, "ping-pong", peer);
       if (rank == b)
         send_bounded(count, peer, &req[1]);
     }
-    row->rtt_us = (tiers_now() - t0) * 1e6 / (double)row->iters;
-    if (blocking)
-      deadline_disarm();
+    for (;;) {
+      if (blocking)
+        deadline_arm(peer, "ping-pong");
+      double t0 = tiers_now();
+      for (long i = 0; i < row->iters; i++) {
+        MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
+        if (rank == a)
+          send_bounded(count, peer, &req[1]); /* completes at once when eager */
+        if (blocking)
+          MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+        else
+          wait_all(1, req, 0, "ping-pong", peer);
+        if (rank == b)
+          send_bounded(count, peer, &req[1]);
+      }
+      row->rtt[row->nrtt++] = (tiers_now() - t0) * 1e6 / (double)row->iters;
+      if (blocking)
+        deadline_disarm();
+      row->rtt_stop = block_decision(row->rtt, row->nrtt, tiers_now() - start, peer,
+                                     "ping-pong");
+      if (row->rtt_stop)
+        break;
+    }
 
-    /* streaming bandwidth, osu_bw's window (no data in a 0-byte window) */
+    /* streaming bandwidth, osu_bw's window (no data in a 0-byte window):
+     * blocks of row->bw_iters windows after row->bw_skip warm-up ones */
     if (bytes > 0) {
       int w = (int)opt.window;
       char ack[4] = {0};
-      for (long i = 0; i < row->bw_iters + row->bw_skip; i++) {
-        if (i == row->bw_skip)
-          t0 = tiers_now();
-        if (rank == a) {
-          for (int k = 0; k < w; k++)
-            MPI_Isend(sbuf, count, MPI_BYTE, peer, TAG_BW, MPI_COMM_WORLD, &req[k]);
-          wait_all(w, req, 0, "streaming bandwidth", peer);
-          MPI_Irecv(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, &req[0]);
-          wait_all(1, req, 0, "streaming bandwidth", peer);
-        } else {
-          for (int k = 0; k < w; k++)
-            MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_BW, MPI_COMM_WORLD, &req[k]);
-          wait_all(w, req, 0, "streaming bandwidth", peer);
-          MPI_Isend(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, &req[0]);
-          wait_all(1, req, 0, "streaming bandwidth", peer);
+      start = tiers_now();
+      for (long i = 0;; i++) {
+        int timed = i >= row->bw_skip;
+        double t0 = tiers_now();
+        for (long k = 0; k < (timed ? row->bw_iters : 1); k++) {
+          if (rank == a) {
+            for (int q = 0; q < w; q++)
+              MPI_Isend(sbuf, count, MPI_BYTE, peer, TAG_BW, MPI_COMM_WORLD, &req[q]);
+            wait_all(w, req, 0, "streaming bandwidth", peer);
+            MPI_Irecv(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, &req[0]);
+            wait_all(1, req, 0, "streaming bandwidth", peer);
+          } else {
+            for (int q = 0; q < w; q++)
+              MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_BW, MPI_COMM_WORLD, &req[q]);
+            wait_all(w, req, 0, "streaming bandwidth", peer);
+            MPI_Isend(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, &req[0]);
+            wait_all(1, req, 0, "streaming bandwidth", peer);
+          }
         }
+        if (!timed)
+          continue;
+        row->bwt[row->nbw++] = (tiers_now() - t0) * 1e6 / (double)row->bw_iters;
+        row->bw_stop = block_decision(row->bwt, row->nbw, tiers_now() - start, peer,
+                                      "streaming bandwidth");
+        if (row->bw_stop)
+          break;
       }
-      double dt = tiers_now() - t0;
-      row->bw_mbps = (double)bytes * (double)w * (double)row->bw_iters / dt / 1e6;
     }
   }
-  /* the rates are known on rank a; rank 0 needs them */
-  if (a != 0) {
-    double v[2] = {row->rtt_us, row->bw_mbps};
+  /* the samples are known on rank a; rank 0 needs them */
+  if (a != 0 && (rank == a || rank == 0)) {
+    double v[PP_WIRE];
     MPI_Request r;
     if (rank == a) {
-      MPI_Isend(v, 2, MPI_DOUBLE, 0, TAG_PINGPONG, MPI_COMM_WORLD, &r);
+      v[0] = row->nrtt;
+      v[1] = row->nbw;
+      v[2] = row->rtt_stop;
+      v[3] = row->bw_stop;
+      memcpy(v + 4, row->rtt, sizeof row->rtt);
+      memcpy(v + 4 + MAX_BLOCKS, row->bwt, sizeof row->bwt);
+      MPI_Isend(v, PP_WIRE, MPI_DOUBLE, 0, TAG_PINGPONG, MPI_COMM_WORLD, &r);
       wait_all(1, &r, 1, "ping-pong report", 0);
-    } else if (rank == 0) {
-      MPI_Irecv(v, 2, MPI_DOUBLE, a, TAG_PINGPONG, MPI_COMM_WORLD, &r);
+    } else {
+      MPI_Irecv(v, PP_WIRE, MPI_DOUBLE, a, TAG_PINGPONG, MPI_COMM_WORLD, &r);
       wait_all(1, &r, 1, "ping-pong report", a);
-      row->rtt_us = v[0];
-      row->bw_mbps = v[1];
+      row->nrtt = (int)v[0];
+      row->nbw = (int)v[1];
+      row->rtt_stop = (int)v[2];
+      row->bw_stop = (int)v[3];
+      memcpy(row->rtt, v + 4, sizeof row->rtt);
+      memcpy(row->bwt, v + 4 + MAX_BLOCKS, sizeof row->bwt);
     }
   }
   barrier_bounded(MPI_COMM_WORLD, "a ping-pong size");
@@ -712,6 +791,8 @@ typedef struct {
 /* One measured pair, kept by the initiating (lower) rank:
  * [phase, step, round, a, b, one-way times in us (size-major, reps each)]. */
 #define PAIR_HEAD 5
+#define AP_LAT_BLOCKS 10 /* small-message latency blocks per pair ... */
+#define AP_LAT_ITERS 10  /* ... of this many round trips */
 static double *pair_recs;
 static int pair_nrec, pair_cap, pair_len;
 static uint64_t ap_sizes[MAX_FACTORS];
@@ -745,6 +826,26 @@ static void exchange_pair(int phase, int step, int round, int peer)
   }
   int tag = TAG_PAIR + (phase * 4096 + step) % 30000;
   MPI_Request req[2];
+  /* the small-message latency of the pair: AP_LAT_BLOCKS blocks of
+   * AP_LAT_ITERS 0-byte round trips after AP_LAT_ITERS warm-up ones; the
+   * fit's intercept is often not a usable latency (docs/statistics.md) */
+  for (int blk = -1; blk < AP_LAT_BLOCKS; blk++) {
+    double t0 = tiers_now();
+    for (int i = 0; i < AP_LAT_ITERS; i++) {
+      MPI_Irecv(rbuf, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[0]);
+      if (initiator) {
+        MPI_Isend(sbuf, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
+        wait_all(2, req, 0, "all-pairs latency", peer);
+      } else {
+        wait_all(1, req, 0, "all-pairs latency", peer);
+        MPI_Isend(sbuf, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
+        wait_all(1, req + 1, 0, "all-pairs latency", peer);
+      }
+    }
+    if (initiator && blk >= 0)
+      rec[PAIR_HEAD + opt.nfactors * opt.reps + blk] =
+          (tiers_now() - t0) * 1e6 / (2.0 * AP_LAT_ITERS);
+  }
   for (int f = 0; f < opt.nfactors; f++) {
     int count = (int)ap_sizes[f];
     for (long i = 0; i < opt.warmup + opt.reps; i++) {
@@ -768,7 +869,7 @@ static void exchange_pair(int phase, int step, int round, int peer)
 /* Runs both phases; fills phases[0..1]. */
 static void all_pairs(phase_t *phases)
 {
-  pair_len = PAIR_HEAD + opt.nfactors * (int)opt.reps;
+  pair_len = PAIR_HEAD + opt.nfactors * (int)opt.reps + AP_LAT_BLOCKS;
   int me_node = node_of[rank], me_local = local_of[rank];
 
   /* intra: the ranks of every node, all nodes at once */
@@ -1122,6 +1223,13 @@ static void write_params(tiers_json_t *j, int hthreads, tiers_pin_policy_t hpin)
   tiers_json_kv_int(j, "bw_iters_large", opt.bw_iters_large);
   tiers_json_kv_int(j, "bw_skip_large", opt.bw_skip_large);
   tiers_json_kv_int(j, "window", opt.window);
+  tiers_json_kv_double(j, "figure_time_s", opt.figure_time);
+  tiers_json_kv_int(j, "max_blocks", opt.max_blocks);
+  tiers_json_kv_string(j, "statistics",
+                       "per size, blocks of iters round trips (bw_iters windows) repeated "
+                       "until the 95 % CI of the median block is within +-5 %, figure_time_s "
+                       "pass or max_blocks are timed (docs/statistics.md); best = fastest "
+                       "block, median beside it");
   tiers_json_object_end(j);
   tiers_json_key(j, "allpairs");
   tiers_json_object_begin(j);
@@ -1134,6 +1242,9 @@ static void write_params(tiers_json_t *j, int hthreads, tiers_pin_policy_t hpin)
   tiers_json_kv_int(j, "node_size", opt.node_size);
   tiers_json_kv_bool(j, "flat", opt.flat);
   tiers_json_kv_string(j, "time", "one-way time = round trip / 2, per repetition");
+  tiers_json_kv_int(j, "latency_blocks", AP_LAT_BLOCKS);
+  tiers_json_kv_int(j, "latency_iters", AP_LAT_ITERS);
+  tiers_json_kv_int(j, "latency_bytes", 0);
   tiers_json_object_end(j);
   tiers_json_key(j, "barrier");
   tiers_json_object_begin(j);
@@ -1145,6 +1256,49 @@ static void write_params(tiers_json_t *j, int hthreads, tiers_pin_policy_t hpin)
     tiers_json_kv_string(j, "pin", hpin == TIERS_PIN_COMPACT ? "compact" : "none");
   }
   tiers_json_object_end(j);
+  tiers_json_object_end(j);
+}
+
+/*
+ * One ping-pong size: the per-block samples, their summary by the
+ * statistics layer, and the figures derived from it -- the best block (the
+ * lowest time, so the highest rate) and the median block beside it.
+ */
+static void write_pp_row(tiers_json_t *j, const pp_row_t *r)
+{
+  double scratch[MAX_BLOCKS];
+  tiers_stats_t rs, bs;
+  tiers_stats_summarize(r->rtt, (size_t)r->nrtt, scratch, &rs);
+  tiers_stats_summarize(r->bwt, (size_t)r->nbw, scratch, &bs);
+  double bytes = (double)r->bytes;
+  /* bytes per microsecond is MB/s */
+  double bytes_window = bytes * (double)opt.window;
+  tiers_json_object_begin(j);
+  tiers_json_kv_int(j, "bytes", (int64_t)r->bytes);
+  tiers_json_kv_int(j, "iters", r->iters);
+  tiers_json_kv_int(j, "skip", r->skip);
+  tiers_json_kv_double(j, "rtt_us", rs.min);
+  tiers_json_kv_double(j, "rtt_median_us", rs.median);
+  tiers_json_kv_double(j, "latency_us", rs.min / 2);
+  tiers_json_kv_double(j, "latency_median_us", rs.median / 2);
+  /* ping-pong bandwidth: bytes per one-way time */
+  tiers_json_kv_double(j, "pingpong_mbps", r->bytes ? bytes / (rs.min / 2) : NAN);
+  tiers_json_kv_double(j, "pingpong_median_mbps", r->bytes ? bytes / (rs.median / 2) : NAN);
+  tiers_stats_json(j, "rtt_", &rs);
+  tiers_json_kv_string(j, "rtt_stopped", tiers_stats_stop_name((tiers_stats_stop_t)r->rtt_stop));
+  tiers_json_kv_double_array(j, "rtt_samples_us", r->rtt, (size_t)r->nrtt);
+  tiers_json_kv_int(j, "bw_iters", r->bytes ? r->bw_iters : 0);
+  tiers_json_kv_int(j, "bw_skip", r->bytes ? r->bw_skip : 0);
+  tiers_json_kv_int(j, "bw_window", opt.window);
+  tiers_json_kv_double(j, "bw_mbps", r->nbw ? bytes_window / bs.min : NAN);
+  tiers_json_kv_double(j, "bw_median_mbps", r->nbw ? bytes_window / bs.median : NAN);
+  if (r->nbw) {
+    tiers_stats_json(j, "bw_window_", &bs);
+    tiers_json_kv_bool(j, "bw_noisy", bs.noisy);
+    tiers_json_kv_string(j, "bw_stopped",
+                         tiers_stats_stop_name((tiers_stats_stop_t)r->bw_stop));
+  }
+  tiers_json_kv_double_array(j, "bw_window_samples_us", r->bwt, (size_t)r->nbw);
   tiers_json_object_end(j);
 }
 
@@ -1256,6 +1410,8 @@ static void write_allpairs(tiers_json_t *j, const phase_t *phases, double *recs,
       tiers_json_array_end(j);
     }
     tiers_json_array_end(j);
+    tiers_json_kv_double_array(j, "latency_samples_us", r + PAIR_HEAD + opt.nfactors * opt.reps,
+                               AP_LAT_BLOCKS);
     tiers_json_object_end(j);
   }
   tiers_json_array_end(j);
@@ -1417,21 +1573,7 @@ int main(int argc, char **argv)
       tiers_json_key(&j, "rows");
       tiers_json_array_begin(&j);
       for (int i = 0; i < opt.nsizes; i++) {
-        const pp_row_t *r = &pp[i];
-        tiers_json_object_begin(&j);
-        tiers_json_kv_int(&j, "bytes", (int64_t)r->bytes);
-        tiers_json_kv_int(&j, "iters", r->iters);
-        tiers_json_kv_int(&j, "skip", r->skip);
-        tiers_json_kv_double(&j, "rtt_us", r->rtt_us);
-        tiers_json_kv_double(&j, "latency_us", r->rtt_us / 2);
-        /* ping-pong bandwidth: bytes per one-way time (bytes/us = MB/s) */
-        tiers_json_kv_double(&j, "pingpong_mbps",
-                             r->bytes ? (double)r->bytes / (r->rtt_us / 2) : NAN);
-        tiers_json_kv_int(&j, "bw_iters", r->bytes ? r->bw_iters : 0);
-        tiers_json_kv_int(&j, "bw_skip", r->bytes ? r->bw_skip : 0);
-        tiers_json_kv_int(&j, "bw_window", opt.window);
-        tiers_json_kv_double(&j, "bw_mbps", r->bw_mbps);
-        tiers_json_object_end(&j);
+        write_pp_row(&j, &pp[i]);
       }
       tiers_json_array_end(&j);
       tiers_json_kv_double(&j, "seconds", seconds[TEST_PINGPONG]);

@@ -40,6 +40,7 @@ from ..render import MICRO
 from .. import launch, native, plot as tplot, result
 from ..errors import TiersError
 from . import netfit
+from .. import stats
 
 TOOL = "tiers-probe-net"
 TESTS = ("pingpong", "allpairs", "barrier")
@@ -258,13 +259,15 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         layer_matrix = tdoc["samples"]["layer_matrix"]
         cache_matrix = tdoc["samples"]["cache_level_matrix"]
     samples, summary = analyse(raw, layer_matrix, cache_matrix)
+    warnings = noisy_warnings(summary)
     params = dict(raw["params"])
     params.update({"launcher": lau.to_dict(), "launch_command": command,
                    "oversubscribed": oversubscribed, "topology": topology,
                    "vcluster": _vcluster_params() if vcluster else None,
                    "tests": selected, "wall_seconds": round(wall, 3)})
+    extra = {"warnings": warnings} if warnings else {}
     return result.new_document("probe.net", params=params, samples=samples, summary=summary,
-                               argv=argv, native=raw.get("native", {}))
+                               argv=argv, native=raw.get("native", {}), **extra)
 
 
 def _hybrid_placement(ranks: int, threads: int | None, *, local: bool) -> dict:
@@ -301,8 +304,7 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
     if "pingpong" in raw:
         pp = raw["pingpong"]
         samples["pingpong"] = pp
-        rows = [{k: r[k] for k in ("bytes", "rtt_us", "latency_us", "pingpong_mbps", "bw_mbps")}
-                for r in pp["rows"]]
+        rows = [_pingpong_row(r) for r in pp["rows"]]
         small = rows[0] if rows else None
         mib = next((r for r in rows if r["bytes"] == 2**20), None)
         summary["pingpong"] = {
@@ -317,7 +319,7 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
         sizes = ap["sizes"]
         pairs = []
         for p in ap["pairs"]:
-            fit = netfit.fit_line(sizes, p["times_us"])
+            fit = netfit.robust_fit(sizes, p["times_us"], p.get("latency_samples_us"))
             rec = dict(p)
             rec.update(fit)
             if layer_matrix is not None and placement:
@@ -347,6 +349,10 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
             "seconds": sum(v["seconds"] for v in phases.values()),
             "r2_min": min(r2) if r2 else None,
             "unreliable_pairs": sum(1 for p in pairs if not p["reliable"]),
+            "latency_sources": {src: sum(1 for p in pairs if p["latency_source"] == src)
+                                for src in ("fit", "pingpong")},
+            "bandwidth_sources": {src: sum(1 for p in pairs if p["bandwidth_source"] == src)
+                                  for src in ("fit", "largest size")},
             "r2_mean": sum(r2) / len(r2) if r2 else None,
             "matrices": netfit.pair_matrices(n, pairs, placement),
             "node_matrices": node_matrices,
@@ -371,6 +377,50 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
     return samples, summary
 
 
+def _positive(v):
+    """``v`` when it is a positive finite number, else None: an impossible
+    time or rate is never reported."""
+    return v if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else None
+
+
+def _pingpong_row(r: dict) -> dict:
+    """The summary row of one ping-pong size: best (fastest block) and
+    median figures, and whether each is noisy (docs/statistics.md).  Rows
+    of documents written before the statistics layer carry one mean per
+    size: it stands as the best, with no median."""
+    out = {"bytes": r["bytes"],
+           "rtt_us": _positive(r.get("rtt_us")),
+           "rtt_median_us": _positive(r.get("rtt_median_us")),
+           "latency_us": _positive(r.get("latency_us")),
+           "latency_median_us": _positive(r.get("latency_median_us")),
+           "pingpong_mbps": _positive(r.get("pingpong_mbps")),
+           "pingpong_median_mbps": _positive(r.get("pingpong_median_mbps")),
+           "bw_mbps": _positive(r.get("bw_mbps")),
+           "bw_median_mbps": _positive(r.get("bw_median_mbps")),
+           "rtt_noisy": r.get("rtt_noisy"), "bw_noisy": r.get("bw_noisy"),
+           "rtt_ci_us": ([r["rtt_ci_low"], r["rtt_ci_high"]]
+                         if r.get("rtt_ci_low") is not None else None),
+           "rtt_blocks": r.get("rtt_n"), "bw_blocks": r.get("bw_window_n")}
+    return out
+
+
+def noisy_warnings(summary: dict) -> list[str]:
+    """Return the one-line warnings of a summary: noisy ping-pong figures
+    and all-pairs figures that could not be given as measured."""
+    out = []
+    rows = (summary.get("pingpong") or {}).get("rows", [])
+    noisy = [r["bytes"] for r in rows if r.get("rtt_noisy")] + \
+        [r["bytes"] for r in rows if r.get("bw_noisy")]
+    if noisy:
+        out.append(f"probe net: {len(noisy)} ping-pong figure(s) are noisy (95 % CI of the "
+                   f"median wider than +-5 %); the best block is printed, the median beside it")
+    ap = summary.get("allpairs")
+    if ap and ap.get("unreliable_pairs"):
+        out.append(f"probe net: {ap['unreliable_pairs']} of {ap['pairs']} all-pairs fits are "
+                   "unreliable; their values were replaced or left out (see 'why')")
+    return out
+
+
 # --------------------------------------------------------------------------
 # Output
 
@@ -384,6 +434,11 @@ def _size(b: int) -> str:
 
 def _num(v, fmt="{:,.2f}") -> str:
     return "-" if v is None else fmt.format(v)
+
+
+def _cell(v, fmt) -> str:
+    """A matrix cell: the value, or "unreliable" where none could be given."""
+    return "unreliable" if v is None else fmt.format(v)
 
 
 def render(doc: dict, console: Console) -> None:
@@ -407,18 +462,38 @@ def render(doc: dict, console: Console) -> None:
         t = Table(title=f"Round-trip time between {where}", title_justify="left")
         t.add_column("message size (byte)", justify="right")
         t.add_column(f"round-trip time ({MICRO}s)", justify="right")
+        t.add_column(f"median ({MICRO}s)", justify="right")
         t.add_column(f"latency ({MICRO}s)", justify="right")
         t.add_column("ping-pong MB/s", justify="right")
         t.add_column("streaming MB/s", justify="right")
+        t.add_column("median MB/s", justify="right")
+        any_noisy = False
         for r in pp["rows"]:
-            t.add_row(f"{r['bytes']:,}", _num(r["rtt_us"]), _num(r["latency_us"]),
-                      _num(r["pingpong_mbps"], "{:,.1f}"), _num(r["bw_mbps"], "{:,.1f}"))
+            rn, bn = bool(r.get("rtt_noisy")), bool(r.get("bw_noisy"))
+            any_noisy = any_noisy or rn or bn
+            t.add_row(f"{r['bytes']:,}", stats.mark(_num(r["rtt_us"]), rn),
+                      _num(r.get("rtt_median_us")), stats.mark(_num(r["latency_us"]), rn),
+                      stats.mark(_num(r["pingpong_mbps"], "{:,.1f}"), rn and r["bytes"] > 0),
+                      stats.mark(_num(r["bw_mbps"], "{:,.1f}"), bn),
+                      _num(r.get("bw_median_mbps"), "{:,.1f}"))
         console.print(t)
         pr = doc["params"]["pingpong"]
-        console.print(f"latency = round trip / 2, mean over {pr['iters']} iterations "
-                      f"({pr['iters_large']} above {pr['large_above_bytes']} B) after "
-                      f"{pr['skip']} ({pr['skip_large']}) warm-up ones; streaming bandwidth: "
-                      f"windows of {pr['window']} non-blocking sends; MB = 10^6 bytes.")
+        if "figure_time_s" in pr:
+            console.print(f"per size: the best block of {pr['iters']} round trips "
+                          f"({pr['iters_large']} above {pr['large_above_bytes']} B) after "
+                          f"{pr['skip']} ({pr['skip_large']}) warm-up ones, the median block "
+                          f"beside it; blocks repeat until the 95 % CI of the median is within "
+                          f"+-5 % or {pr['figure_time_s']:g} s pass; latency = round trip / 2; "
+                          f"streaming bandwidth: windows of {pr['window']} non-blocking sends; "
+                          f"MB = 10^6 bytes.")
+        else:
+            console.print(f"latency = round trip / 2, mean over {pr['iters']} iterations "
+                          f"({pr['iters_large']} above {pr['large_above_bytes']} B) after "
+                          f"{pr['skip']} ({pr['skip_large']}) warm-up ones; streaming "
+                          f"bandwidth: windows of {pr['window']} non-blocking sends; "
+                          f"MB = 10^6 bytes.")
+        if any_noisy:
+            console.print(stats.LEGEND)
     if "allpairs" in s:
         ap = s["allpairs"]
         pa = doc["params"]["allpairs"]
@@ -435,14 +510,25 @@ def render(doc: dict, console: Console) -> None:
         console.print(f"All pairs (XOR schedule): {ap['pairs']} pairs; " + "; ".join(words))
         console.print(f"sizes {', '.join(f'{x:,}' for x in doc['samples']['allpairs']['sizes'])} "
                       f"B (centre {pa['center_bytes']:,.0f} B), {pa['reps']} repetitions each; "
-                      f"fit time = latency + size / bandwidth, R^2 min "
-                      f"{_num(ap['r2_min'], '{:.4f}')}, mean {_num(ap['r2_mean'], '{:.4f}')}")
+                      f"fit time = latency + size / bandwidth through the best time per size, "
+                      f"R^2 min {_num(ap['r2_min'], '{:.4f}')}")
+        src = ap.get("latency_sources") or {}
+        if src.get("pingpong"):
+            console.print(f"latency: {src.get('fit', 0)} pair(s) from the fit, {src['pingpong']} "
+                          "from a 0-byte ping-pong of the pair (the fit's intercept was not "
+                          "a meaningful latency)")
+        bsrc = ap.get("bandwidth_sources") or {}
+        if bsrc.get("largest size"):
+            console.print(f"bandwidth: {bsrc.get('fit', 0)} pair(s) from the fit, "
+                          f"{bsrc['largest size']} at the largest size (their best times per "
+                          f"size are not on a line within {netfit.MAX_RESIDUAL * 100:.0f} %)")
         if ap["unreliable_pairs"]:
             console.print(f"[yellow]{ap['unreliable_pairs']} of {ap['pairs']} pair fits are "
-                          "unreliable (negative latency, no bandwidth or R^2 < "
-                          f"{netfit.MIN_RELIABLE_R2}): the run was disturbed or the "
-                          "repetitions too few; rerun with more --reps on a quiet "
-                          "machine[/yellow]")
+                          "unreliable: the run was disturbed or the repetitions too few; "
+                          "rerun with more --reps on a quiet machine[/yellow]")
+            for p in doc["samples"]["allpairs"]["pairs"]:
+                if not p["reliable"]:
+                    console.print(f"  ranks {p['a']}-{p['b']}: unreliable: {p['why']}")
         if ap["layers"]:
             t = Table(title="Per layer (mean +- standard deviation over pairs)",
                       title_justify="left")
@@ -451,11 +537,12 @@ def render(doc: dict, console: Console) -> None:
             t.add_column("bandwidth MB/s", justify="right")
             t.add_column(f"latency {MICRO}s", justify="right")
             for row in ap["layers"]:
-                bw = "-" if row["bandwidth_mean_mbps"] is None else \
+                bw = "unreliable" if row["bandwidth_mean_mbps"] is None else \
                     f"{row['bandwidth_mean_mbps']:,.1f} +- {row['bandwidth_sd_mbps']:,.1f}"
+                lat = "unreliable" if row["latency_mean_us"] is None else \
+                    f"{row['latency_mean_us']:,.2f} +- {row['latency_sd_us']:,.2f}"
                 name = row["title"] + ("" if row["bound"] else " (unbound: farthest possible)")
-                t.add_row(name, str(row["pairs"]), bw,
-                          f"{row['latency_mean_us']:,.2f} +- {row['latency_sd_us']:,.2f}")
+                t.add_row(name, str(row["pairs"]), bw, lat)
             console.print(t)
         m = ap["matrices"]
         if m["ranks"] <= 16:
@@ -470,9 +557,9 @@ def render(doc: dict, console: Console) -> None:
                     if i == j:
                         cells.append("")
                     elif j > i:
-                        cells.append(_num(m["bandwidth_mbps"][i][j], "{:,.0f}"))
+                        cells.append(_cell(m["bandwidth_mbps"][i][j], "{:,.0f}"))
                     else:
-                        cells.append(_num(m["latency_us"][i][j], "{:,.2f}"))
+                        cells.append(_cell(m["latency_us"][i][j], "{:,.2f}"))
                 t.add_row(str(i), *cells)
             console.print(t)
     if "barrier" in s:
@@ -552,14 +639,24 @@ def plot(doc: dict, path) -> Path | None:
         else:
             pr = [x for x in s["pingpong"]["rows"] if x["bytes"] > 0]
             sizes = [x["bytes"] for x in pr]
-            left.loglog(sizes, [x["latency_us"] for x in pr], marker="o", markersize=3)
+            nan = float("nan")
+            left.loglog(sizes, [nan if x["latency_us"] is None else x["latency_us"] for x in pr],
+                        marker="o", markersize=3, label="best")
+            if any(x.get("latency_median_us") for x in pr):
+                left.loglog(sizes, [x.get("latency_median_us") or nan for x in pr],
+                            linestyle=":", marker=".", markersize=3, label="median")
+                left.legend(fontsize=8)
             left.set_xlabel("message size (bytes)")
             left.set_ylabel("one-way latency (µs)")
             left.set_title("ping-pong latency")
-            right.semilogx(sizes, [x["bw_mbps"] for x in pr], marker="o", markersize=3,
-                           label="streaming (window)")
-            right.semilogx(sizes, [x["pingpong_mbps"] for x in pr], marker="s", markersize=3,
-                           label="ping-pong")
+            right.semilogx(sizes, [x["bw_mbps"] or nan for x in pr], marker="o", markersize=3,
+                           label="streaming (window), best")
+            if any(x.get("bw_median_mbps") for x in pr):
+                right.semilogx(sizes, [x.get("bw_median_mbps") or nan for x in pr],
+                               linestyle=":", marker=".", markersize=3,
+                               label="streaming, median")
+            right.semilogx(sizes, [x["pingpong_mbps"] or nan for x in pr], marker="s",
+                           markersize=3, label="ping-pong, best")
             right.set_xlabel("message size (bytes)")
             right.set_ylabel("bandwidth (MB/s)")
             right.set_title("bandwidth")

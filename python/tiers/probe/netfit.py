@@ -6,7 +6,8 @@ synthetic timings and synthetic topologies without running MPI:
 
 - :func:`fit_line` fits time = latency + size / bandwidth to one pair's
   times (seed 002, §3.1: the inverse slope is the bandwidth, the intercept
-  the latency);
+  the latency); :func:`robust_fit` does it on the best time per size, with
+  sanity checks, and gives only physically possible figures;
 - :func:`classify` gives the layer that joins two ranks, from their hosts
   and the PUs they are bound to;
 - :func:`layer_summary` gives mean and standard deviation of bandwidth and
@@ -140,6 +141,111 @@ def fit_line(sizes: Sequence[float], times: Sequence[Sequence[float]]) -> dict:
             "points": int(x.size), "reliable": reliable}
 
 
+#: Largest relative distance of a size's best time from the fitted line.
+MAX_RESIDUAL = 0.10
+#: The intercept is a latency only when it is this many standard errors above zero.
+INTERCEPT_SE = 2.0
+
+
+def robust_fit(sizes: Sequence[float], times: Sequence[Sequence[float]],
+               latency_samples: Sequence[float] | None = None) -> dict:
+    """Fit time = latency + size / bandwidth robustly and return only
+    physically possible figures.
+
+    ``times[i]`` are the repeated one-way times (us) at ``sizes[i]`` bytes;
+    ``latency_samples`` the one-way times (us) of a small-message ping-pong
+    of the same pair.  Method (docs/statistics.md): the best (minimum) time
+    per size -- a disturbed repetition is slower, never faster, so outliers
+    cannot move it -- then a least-squares line through these minima, then
+    checks: slope > 0 and every minimum within ``MAX_RESIDUAL`` of the line
+    ("the line holds").
+
+    - ``bandwidth_mbps``: 1 / slope when the line holds (``bandwidth_source``
+      "fit"), else the largest size over its best time ("largest size");
+      always > 0, or None when no time is positive.
+    - ``latency_us``: the intercept when the line holds and the intercept is
+      at least ``INTERCEPT_SE`` standard errors above zero
+      (``latency_source`` "fit"); else the best block of the small-message
+      ping-pong ("pingpong"); else None.
+    - ``line_holds``: whether the checks passed; ``reliable``: False when
+      a figure could not be given (it is then None); ``why``: one line
+      saying what was replaced or is missing (None when nothing was).
+
+    Also ``fit_intercept_us``, ``intercept_se_us``, ``slope_us_per_byte``,
+    ``max_residual`` (relative), ``r2`` (of the minima), ``residuals_us``
+    (every repetition against the line, shaped like ``times``),
+    ``best_us`` (per size), ``points``, ``latency_pingpong`` (the
+    statistics layer's summary of ``latency_samples``, or None).  Raise
+    TiersError when fewer than two distinct sizes carry times or a size is
+    not positive."""
+    from .. import stats
+
+    xs, ys = [], []
+    for s, ts in zip(sizes, times):
+        if not s > 0:
+            raise TiersError(f"message size {s} B cannot enter the fit: sizes must be positive")
+        good = [float(t) for t in ts if t is not None and math.isfinite(t)]
+        if good:
+            xs.append(float(s))
+            ys.append(min(good))
+    if len(set(xs)) < 2:
+        raise TiersError("the latency/bandwidth fit needs times at two different sizes at least")
+    x, y = np.asarray(xs), np.asarray(ys)
+    k = x.size
+    xm, ym = x.mean(), y.mean()
+    sxx = float(((x - xm) ** 2).sum())
+    slope = float(((x - xm) * (y - ym)).sum()) / sxx
+    intercept = float(ym - slope * xm)
+    fitted = intercept + slope * x
+    res = y - fitted
+    ss_res = float((res ** 2).sum())
+    ss_tot = float(((y - ym) ** 2).sum())
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+    se = math.sqrt(ss_res / (k - 2) * (1.0 / k + xm * xm / sxx)) if k > 2 else 0.0
+    rel = [abs(float(r)) / float(v) if v > 0 else math.inf for r, v in zip(res, y)]
+    max_rel = float(max(rel))
+    why = []
+    line_holds = bool(slope > 0 and max_rel <= MAX_RESIDUAL)
+    if slope <= 0:
+        why.append("the best times do not grow with the size")
+    elif max_rel > MAX_RESIDUAL:
+        why.append(f"the best times are up to {max_rel * 100:.0f} % off a line")
+    if line_holds:
+        bandwidth, bw_source = 1.0 / slope, "fit"
+    else:
+        big = max(range(k), key=lambda i: x[i])
+        bandwidth = float(x[big] / y[big]) if y[big] > 0 else None
+        bw_source = "largest size" if bandwidth is not None else None
+        why.append("bandwidth taken at the largest size" if bandwidth is not None
+                   else "no positive time: no bandwidth")
+    lat_stats = stats.summarize(latency_samples) if latency_samples else None
+    if line_holds and intercept >= 0 and intercept > INTERCEPT_SE * se:
+        latency, lat_source = intercept, "fit"
+    else:
+        if line_holds:
+            why.append("the intercept is negative" if intercept < 0 else
+                       f"the intercept ({intercept:.2f} us) is within {INTERCEPT_SE:g} "
+                       f"standard errors of 0")
+        if lat_stats is not None and lat_stats["min"] is not None and lat_stats["min"] >= 0:
+            latency, lat_source = lat_stats["min"], "pingpong"
+            why.append("latency from the 0-byte ping-pong")
+        else:
+            latency, lat_source = None, None
+            why.append("no small-message ping-pong to take the latency from")
+    residuals = []
+    for s, ts in zip(sizes, times):
+        residuals.append([None if t is None or not math.isfinite(t)
+                          else float(t) - (intercept + slope * float(s)) for t in ts])
+    reliable = bool(latency is not None and bandwidth is not None)
+    return {"latency_us": latency, "latency_source": lat_source,
+            "bandwidth_mbps": bandwidth, "bandwidth_source": bw_source,
+            "fit_intercept_us": intercept, "intercept_se_us": se,
+            "slope_us_per_byte": slope, "max_residual": max_rel, "r2": r2,
+            "residuals_us": residuals, "best_us": ys, "points": k,
+            "latency_pingpong": lat_stats, "line_holds": line_holds, "reliable": reliable,
+            "why": "; ".join(why) if why else None}
+
+
 # --------------------------------------------------------------------------
 # Classification
 
@@ -198,8 +304,8 @@ def layer_summary(pairs: Sequence[dict]) -> list[dict]:
     """Return, per layer (nearest first), the number of pairs and the mean
     and standard deviation (population) of their fitted bandwidth (MB/s) and
     latency (us), as Table 5 of seed 002.  Each pair needs ``layer``,
-    ``bandwidth_mbps`` (None values are left out of the bandwidth figures)
-    and ``latency_us``."""
+    ``bandwidth_mbps`` and ``latency_us`` (None values are left out of
+    the figures)."""
     groups: dict[str, list[dict]] = {}
     for p in pairs:
         groups.setdefault(p["layer"], []).append(p)
@@ -207,14 +313,14 @@ def layer_summary(pairs: Sequence[dict]) -> list[dict]:
     for layer in sorted(groups, key=layer_rank):
         ps = groups[layer]
         bw = np.array([p["bandwidth_mbps"] for p in ps if p.get("bandwidth_mbps") is not None])
-        lat = np.array([p["latency_us"] for p in ps])
+        lat = np.array([p["latency_us"] for p in ps if p.get("latency_us") is not None])
         rows.append({
             "layer": layer, "title": layer_title(layer), "pairs": len(ps),
             "bound": all(p.get("bound", True) for p in ps),
             "bandwidth_mean_mbps": float(bw.mean()) if bw.size else None,
             "bandwidth_sd_mbps": float(bw.std()) if bw.size else None,
-            "latency_mean_us": float(lat.mean()),
-            "latency_sd_us": float(lat.std()),
+            "latency_mean_us": float(lat.mean()) if lat.size else None,
+            "latency_sd_us": float(lat.std()) if lat.size else None,
         })
     return rows
 
