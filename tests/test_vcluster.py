@@ -177,6 +177,9 @@ class TestCluster:
         run = run_tiers("vcluster", "status", "--json", str(out))
         assert run.returncode == 0, run.stderr
         st = json.loads(out.read_text())
+        assert st["schema"] == "tiers.vcluster/1" and st["command"][:3] == \
+            ["tiers", "vcluster", "status"]
+        st = st["summary"]
         assert st["up"] and st["healthy"]
         assert [n["name"] for n in st["nodes"]] == [f"tiers-n{i}" for i in range(NODES)]
         for n in st["nodes"]:
@@ -276,7 +279,7 @@ def test_up_completes_what_a_killed_up_left(clean, tmp_path):
     proc.wait()
     run = run_tiers("vcluster", "up", "--nodes", "6", "--json", str(tmp_path / "up.json"))
     assert run.returncode == 0, run.stderr
-    st = json.loads((tmp_path / "up.json").read_text())
+    st = json.loads((tmp_path / "up.json").read_text())["summary"]
     assert st["complete"] and not st["already_up"]
     # every object exactly once in the record: nothing was created twice
     assert len(st["created"]) == len({(o["kind"], o["name"]) for o in st["created"]})
@@ -284,7 +287,7 @@ def test_up_completes_what_a_killed_up_left(clean, tmp_path):
         sorted(f"tiers-n{i}" for i in range(6))
     status = run_tiers("vcluster", "status", "--json", str(tmp_path / "status.json"))
     assert status.returncode == 0
-    assert json.loads((tmp_path / "status.json").read_text())["healthy"]
+    assert json.loads((tmp_path / "status.json").read_text())["summary"]["healthy"]
 
 
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv is not installed")

@@ -7,7 +7,8 @@ A document is a dict with these top-level keys (see docs/formats.md):
 ``command``  the exact command line, as a list of words
 ``machine``  hostname, CPU model, OS, memory and the hwloc summary of the
              machine that ran the command
-``versions`` tiers, Python, numpy, hwloc, compiler, MPI
+``versions`` tiers (and ``tiers_commit``, the git commit), Python, numpy,
+             hwloc, compiler, MPI
 ``params``   the parameters the measurement ran with
 ``samples``  the raw samples
 ``summary``  the figures derived from the samples
@@ -73,6 +74,52 @@ def machine_info() -> dict:
     return info
 
 
+def _commit_of_checkout() -> dict | None:
+    """Return ``{"commit", "modified"}`` when this package runs from a git
+    checkout of tiers (``python/tiers`` inside the work tree), else None."""
+    import subprocess
+
+    pkg = Path(__file__).resolve().parent
+    try:
+        top = subprocess.run(["git", "-C", str(pkg), "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, timeout=10)
+        if top.returncode != 0 or \
+                Path(top.stdout.strip()).resolve() / "python" / "tiers" != pkg:
+            return None
+        head = subprocess.run(["git", "-C", str(pkg), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        st = subprocess.run(["git", "-C", str(pkg), "status", "--porcelain",
+                             "--untracked-files=no"], capture_output=True, text=True,
+                            timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head.stdout.strip(),
+            "modified": bool(st.stdout.strip()) if st.returncode == 0 else None}
+
+
+def build_info() -> dict:
+    """Return the git commit tiers runs from: ``{"commit": SHA or None,
+    "modified": bool or None, "from": "checkout"|"build"|None}``.  A git
+    checkout answers for itself; an installed package answers with the
+    commit CMake baked into ``_native/share/tiers/build_info.json``."""
+    live = _commit_of_checkout()
+    if live is not None:
+        return {**live, "from": "checkout"}
+    from . import native
+
+    try:
+        baked = json.loads((native.native_dir() / "share" / "tiers" / "build_info.json")
+                           .read_text(encoding="utf-8"))
+        if isinstance(baked, dict) and baked.get("commit"):
+            return {"commit": str(baked["commit"]), "modified": baked.get("modified"),
+                    "from": "build"}
+    except (OSError, ValueError):
+        pass
+    return {"commit": None, "modified": None, "from": None}
+
+
 @functools.lru_cache(maxsize=1)
 def versions() -> dict:
     """Return the versions of tiers and the software it measures with."""
@@ -83,6 +130,10 @@ def versions() -> dict:
         "python": platform.python_version(),
         "numpy": numpy.__version__,
     }
+    info = build_info()
+    out["tiers_commit"] = info["commit"]
+    if info["commit"] is not None:
+        out["tiers_commit_modified"] = info["modified"]
     hw = machine_info().get("hwloc", {})
     native_block = hw.get("native", {}) if isinstance(hw, dict) else {}
     for key in ("hwloc_version", "compiler"):

@@ -61,6 +61,8 @@ def _render_vcluster(doc: dict, console) -> None:
     """Print a ``tiers.vcluster/1`` document as ``tiers vcluster status`` does."""
     from . import vcluster
 
+    if isinstance(doc.get("summary"), dict):  # the envelope: the state is the summary
+        doc = doc["summary"]
     if "nodes" not in doc:
         console.print("no virtual cluster was up")
         return

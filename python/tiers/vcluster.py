@@ -873,7 +873,7 @@ def main(args, argv: list[str]) -> int:
     if action == "up":
         st = up(args.nodes, args.slots, args.link, args.subnet)
         if args.json:
-            _write_json(st, args.json)
+            _write_json(st, args.json, args, argv)
         if st["already_up"] and st["link_changed"]:
             print(f"already up; links reshaped to {st['link']['rate'] or 'unshaped'} "
                   f"in {st['seconds']:.2f} s")
@@ -886,7 +886,7 @@ def main(args, argv: list[str]) -> int:
     if action == "down":
         res = down()
         if args.json:
-            _write_json(res, args.json)
+            _write_json(res, args.json, args, argv)
         if not res["was_up"] and not res["removed"]:
             print("no virtual cluster was up; nothing to remove")
         else:
@@ -905,7 +905,7 @@ def main(args, argv: list[str]) -> int:
         check_tools()
         st = status()
         if args.json:
-            _write_json(st, args.json)
+            _write_json(st, args.json, args, argv)
         if not st["up"] and "nodes" not in st:
             print("no virtual cluster is up")
             return 0
@@ -934,10 +934,25 @@ def main(args, argv: list[str]) -> int:
     raise TiersError(f"unknown vcluster action {action}")
 
 
-def _write_json(doc: dict, path: str) -> None:
+def document(state: dict, args, argv: list[str]) -> dict:
+    """Return the result document of ``tiers vcluster up|down|status``: the
+    envelope every tiers document has (machine, versions, command), with the
+    cluster's state (or what ``down`` removed) as its summary."""
+    from . import result
+
+    params = {"action": args.vcluster_action}
+    for name in ("nodes", "slots", "link", "subnet"):
+        if getattr(args, name, None) is not None:
+            params[name] = getattr(args, name)
+    return result.new_document("vcluster", params=params, samples=[], summary=state,
+                               argv=argv)
+
+
+def _write_json(state: dict, path: str, args, argv: list[str]) -> None:
     from . import output  # atomic, no devices or symbolic links
 
-    output.write_text(path, json.dumps(doc, indent=1) + "\n", option="--json")
+    output.write_text(path, json.dumps(document(state, args, argv), indent=1) + "\n",
+                      option="--json")
 
 
 __all__ = [
