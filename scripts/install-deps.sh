@@ -17,6 +17,7 @@ debs=(
   likwid hpcc libopenblas-dev
   python3-venv python3-dev
   clang libclang-rt-14-dev
+  chromium
 )
 
 missing=()

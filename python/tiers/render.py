@@ -262,7 +262,8 @@ class TiersConsole(Console):
                 kw.pop("stderr", None)
         super().__init__(**kw)
         self.tiers_format = fmt
-        self.natural = not width_given and not self.is_terminal
+        # plain and csv are for logs and files: never wrapped, even on a terminal
+        self.natural = fmt in ("plain", "csv") or (not width_given and not self.is_terminal)
         if self.natural:
             self.width = NATURAL_WIDTH
         self._tables = 0

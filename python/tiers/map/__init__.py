@@ -18,6 +18,7 @@ import time
 
 from .. import result, topo
 from ..errors import TiersError
+from ..render import plural
 from . import apply, core, graph as graph_mod, links as links_mod, machine as machine_mod, \
     placement, writers
 
@@ -106,7 +107,7 @@ def render(doc: dict, console) -> None:
 
     s = doc["summary"]
     console.print(f"{s['ranks']} ranks, {s['edges']} edges, {_fmt_bytes(s['bytes_total'])} per "
-                  f"exchange on {s['machine']['nodes']} node(s) x {s['machine']['slots_per_node']}"
+                  f"exchange on {plural(s['machine']['nodes'], 'node')} x {s['machine']['slots_per_node']}"
                   f" slots; mapped in {s['map_seconds']:.3f} s")
     t = Table(title="placements (lower is better; ratio = placement / afc)", title_justify="left")
     for col in ("placement", "inter-node", "hop-bytes", "max node out", "pred. time",

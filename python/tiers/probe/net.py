@@ -35,7 +35,7 @@ from typing import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from ..render import MICRO
+from ..render import MICRO, plural
 
 from .. import launch, native, plot as tplot, result
 from ..errors import TiersError
@@ -567,7 +567,7 @@ def render(doc: dict, console: Console) -> None:
         hybrid = {r["ranks"]: r for r in b.get("hybrid") or []}
         threads = b.get("threads")
         title = "MPI_Barrier and the hybrid barrier" + \
-            (f" ({threads} threads per process)" if hybrid and threads else "") + \
+            (f" ({plural(threads, 'thread')} per process)" if hybrid and threads else "") + \
             " against processes"
         t = Table(title=title, title_justify="left")
         t.add_column("processes", justify="right")

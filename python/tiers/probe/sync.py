@@ -32,6 +32,7 @@ from rich.table import Table
 
 from .. import native, plot as tplot, result
 from ..progress import tool_progress
+from ..render import plural
 
 TOOL = "tiers-probe-sync"
 
@@ -228,7 +229,7 @@ def render(doc: dict, console: Console) -> None:
              f"{v['median_us']:.3f} µs ({v['median_cycles']:,.0f} cycles)"
              for k, v in head.items() if k != "threads"]
     if parts:
-        console.print(f"At {head['threads']} threads, mean and median: " + "; ".join(parts)
+        console.print(f"At {plural(head['threads'], 'thread')}, mean and median: " + "; ".join(parts)
                       + ".")
 
 
