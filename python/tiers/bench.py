@@ -36,6 +36,7 @@ DEFAULT_RANKS = (1, 2, 4)
 DEFAULT_THREADS = (1, 2)
 DEFAULT_TIMEOUT_S = 600.0
 PHASES = ("compute", "comm", "sync")
+OVER_MARK = "(over)"  # table marker of an oversubscribed configuration
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,29 @@ def app_args(app: App, *, quick: bool = False, size=None, iters=None, overlap: b
     return args + [str(a) for a in extra]
 
 
+def available_cores(hostfile=None, vcluster: bool = False) -> int:
+    """Return the cores a grid cell may use without oversubscribing: the
+    slots of ``hostfile`` (a host without ``slots=`` counts one), else the
+    cores of this machine (also with ``vcluster``: its nodes share them)."""
+    if hostfile is not None and not vcluster:
+        from .validate import hostfile_slots
+
+        slots = hostfile_slots(hostfile)
+        if slots:
+            return slots
+    return launch.local_slots()
+
+
+def grid(rlist: Sequence[int], tlist: Sequence[int], cores: int, *,
+         fit_only: bool) -> list[tuple[int, int, bool]]:
+    """Return the cells ``(ranks, threads, oversubscribed)`` to run: every
+    pair of ``rlist`` x ``tlist``, ``oversubscribed`` when ranks x threads
+    exceeds ``cores``; with ``fit_only`` those cells are left out (the
+    default grid runs only what fits the cores)."""
+    cells = [(r, t, r * t > cores) for r in rlist for t in tlist]
+    return [c for c in cells if not (fit_only and c[2])]
+
+
 def launch_plan(ranks: int, threads: int, slots: int | None = None) -> dict:
     """Return how one configuration is launched: ``oversubscribed`` (more
     ranks x threads than ``slots``, default :func:`tiers.launch.local_slots`)
@@ -250,10 +274,14 @@ def analyse(samples: list[dict]) -> dict:
     "threads", "doc"}``): the baseline (1 x 1, else the fewest cores) and,
     per configuration, time, speed-up against the baseline, efficiency =
     speed-up / (ranks x threads), the mean compute / comm / sync seconds
-    per rank, the figure of merit and whether its verification passed."""
+    per rank, the figure of merit and whether its verification passed.
+    Samples marked ``"oversubscribed": True`` never serve as the baseline
+    (unless all are), and their rows carry ``"oversubscribed": True,
+    "reliable": False`` and ``"why"``."""
     if not samples:
         return {"baseline": None, "rows": []}
-    base = min(samples, key=lambda s: (s["ranks"] * s["threads"], s["ranks"]))
+    fitting = [s for s in samples if not s.get("oversubscribed")] or samples
+    base = min(fitting, key=lambda s: (s["ranks"] * s["threads"], s["ranks"]))
     base_cores = base["ranks"] * base["threads"]
     base_time = base["doc"]["time_s"]
     rows = []
@@ -267,6 +295,10 @@ def analyse(samples: list[dict]) -> dict:
         row = {"ranks": s["ranks"], "threads": s["threads"], "cores": cores, "time_s": t,
                "speedup": speedup,
                "efficiency": speedup / cores if speedup is not None else None}
+        if s.get("oversubscribed"):
+            row.update(oversubscribed=True, reliable=False,
+                       why=f"{cores} ranks x threads on fewer cores: the time shows "
+                       "contention, not scaling")
         for phase in PHASES:
             row[f"{phase}_s"] = doc["breakdown"][f"{phase}_s"]["mean"]
         fom = doc.get("figure_of_merit", {})
@@ -318,7 +350,7 @@ def compare_comms(samples: list[dict], by_comm: dict) -> list[dict]:
     return out
 
 
-def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
+def measure(app_name: str, ranks=None, threads=None, *, oversubscribe: bool = False,
             quick: bool = False, klass: str | None = None, size=None, iters=None,
             overlap: bool = False, pin: str | None = None, verify: bool | None = None,
             app_extra: Sequence[str] = (), launcher=None, hostfile=None,
@@ -328,7 +360,13 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
     """Run ``app_name`` for every (ranks, threads) of the grid and return
     the ``tiers.bench/1`` result document.
 
-    ``ranks`` and ``threads`` are lists or text ("1,2,4").  ``quick``,
+    ``ranks`` and ``threads`` are lists or text ("1,2,4"); None gives
+    :data:`DEFAULT_RANKS` and :data:`DEFAULT_THREADS`.  A cell whose ranks
+    x threads exceed the cores (:func:`available_cores`) is oversubscribed:
+    with both lists left to their defaults and no ``oversubscribe`` it is
+    not run; otherwise it runs, and its sample and row carry
+    ``"oversubscribed": true`` (left out of the baseline and of the plot's
+    speed-up lines) and ``doc["warnings"]`` says so.  ``quick``,
     ``klass``, ``size``, ``iters``, ``overlap``, ``verify`` and
     ``app_extra`` become application options; ``pin`` (none, compact,
     scatter) pins the threads (default compact, none when oversubscribed).
@@ -343,8 +381,9 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
     argument, the mode, when more than one mode runs).  Raise
     TiersError (one line) on bad input or a failed run."""
     app = app_info(app_name)
-    rlist = parse_counts(ranks, "ranks")
-    tlist = parse_counts(threads, "threads")
+    fit_only = ranks is None and threads is None and not oversubscribe
+    rlist = parse_counts(DEFAULT_RANKS if ranks is None else ranks, "ranks")
+    tlist = parse_counts(DEFAULT_THREADS if threads is None else threads, "threads")
     if pin is not None and pin not in ("none", "compact", "scatter"):
         raise TiersError(f"--pin must be none, compact or scatter (got {pin})")
     if vcluster and hostfile is not None:
@@ -362,16 +401,18 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
         list(launcher_args)
     lau = launcher if isinstance(launcher, launch.Launcher) else launch.detect(launcher)
     limit = float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S
+    cores = available_cores(hostfile, vcluster)
+    cells = grid(rlist, tlist, cores, fit_only=fit_only)
     samples = []
     for mode in modes:
         margs = ["--comm", mode, *args] if app.comm_option else list(args)
-        for r in rlist:
-            for t in tlist:
-                if progress:
-                    progress(r, t, *([mode] if len(modes) > 1 else []))
-                out = run_config(app, r, t, margs, pin=pin, launcher=lau, hostfile=hostfile,
-                                 vcluster=vcluster, launcher_args=extra, timeout=limit)
-                samples.append({"ranks": r, "threads": t, "comm": mode, **out})
+        for r, t, over in cells:
+            if progress:
+                progress(r, t, *([mode] if len(modes) > 1 else []))
+            out = run_config(app, r, t, margs, pin=pin, launcher=lau, hostfile=hostfile,
+                             vcluster=vcluster, launcher_args=extra, timeout=limit)
+            samples.append({"ranks": r, "threads": t, "comm": mode, "oversubscribed": over,
+                            **out})
     by_comm = {m: analyse([s for s in samples if s["comm"] == m]) for m in modes}
     summary = dict(by_comm[modes[0]])
     summary["comm"] = modes[0]
@@ -381,9 +422,20 @@ def measure(app_name: str, ranks=DEFAULT_RANKS, threads=DEFAULT_THREADS, *,
     params = {"app": app.name, "tool": app.tool, "ranks": rlist, "threads": tlist,
               "comm": modes, "quick": quick, "class": klass, "size": size, "iters": iters,
               "overlap": overlap, "pin": pin, "app_args": args,
-              "launcher": lau.to_dict(), "slots": launch.local_slots(), "vcluster": vcluster}
-    return result.new_document("bench", params=params, samples=samples, summary=summary,
-                               argv=argv)
+              "launcher": lau.to_dict(), "slots": launch.local_slots(), "vcluster": vcluster,
+              "cores": cores, "oversubscribe": oversubscribe,
+              "skipped": [[r, t] for r in rlist for t in tlist
+                          if (r, t) not in {(c[0], c[1]) for c in cells}]}
+    doc = result.new_document("bench", params=params, samples=samples, summary=summary,
+                              argv=argv)
+    over = sorted({(s["ranks"], s["threads"]) for s in samples if s["oversubscribed"]})
+    if over:
+        doc.setdefault("warnings", []).append(
+            f"{len(over)} configuration{'s' if len(over) > 1 else ''} ("
+            + ", ".join(f"{r}x{t}" for r, t in over) + f") ran more ranks x threads than the "
+            f"{cores} cores: oversubscribed, their times show contention, not scaling, and "
+            "they are left out of the speed-up lines")
+    return doc
 
 
 def _fmt(v, spec: str) -> str:
@@ -413,13 +465,14 @@ def _render_grid(p: dict, s: dict, console: Console, label: str) -> None:
     for th in p["threads"]:
         t.add_column(f"{th} thread{'s' if th > 1 else ''}", justify="right")
     by = {(r["ranks"], r["threads"]): r for r in rows}
-    for rk in p["ranks"]:
+    for rk in [rk for rk in p["ranks"] if any(r["ranks"] == rk for r in rows)]:
         cells = []
         for th in p["threads"]:
             r = by.get((rk, th))
             cells.append("-" if r is None else
                          f"{_fmt(r['time_s'], '.3g')} s  S={_fmt(r['speedup'], '.2f')}  "
-                         f"E={_fmt(r['efficiency'] and 100 * r['efficiency'], '.0f')}%")
+                         f"E={_fmt(r['efficiency'] and 100 * r['efficiency'], '.0f')}%"
+                         + (f" {OVER_MARK}" if r.get("oversubscribed") else ""))
         t.add_row(str(rk), *cells)
     console.print(t)
     b = Table(title="time breakdown per rank (mean of the ranks' master threads)")
@@ -427,7 +480,9 @@ def _render_grid(p: dict, s: dict, console: Console, label: str) -> None:
                 rows[0]["merit_unit"] or "merit", "verified"):
         b.add_column(col, justify="right", no_wrap=True)
     for r in rows:
-        b.add_row(f"{r['ranks']}x{r['threads']}", _fmt(r["time_s"], ".3g"),
+        b.add_row(f"{r['ranks']}x{r['threads']}"
+                  + (f" {OVER_MARK}" if r.get("oversubscribed") else ""),
+                  _fmt(r["time_s"], ".3g"),
                   _fmt(r["compute_s"], ".3g"), _fmt(r["comm_s"], ".3g"),
                   _fmt(r["sync_s"], ".3g"), _merit(r["merit"]),
                   "yes" if r["verified"] else "NO")
@@ -467,9 +522,16 @@ def render(doc: dict, console: Console) -> None:
         if any(r["direct_available"] == 0 for r in comp if r["ranks"] > 1):
             console.print("[dim]The direct remote write (process_vm_writev) was not available: "
                           "every MBC message went through the FIFOs.[/dim]")
-    if any(smp["plan"]["oversubscribed"] for smp in doc["samples"]):
-        console.print("[dim]Runs with more ranks x threads than cores were oversubscribed: "
-                      "their times show contention, not scaling.[/dim]")
+    if any(smp.get("oversubscribed", smp["plan"]["oversubscribed"])
+           for smp in doc["samples"]):
+        cores = p.get("cores") or p.get("slots")
+        console.print(f"{OVER_MARK} oversubscribed: more ranks x threads than the {cores} "
+                      "cores; the time shows contention, not scaling (left out of the "
+                      "speed-up lines of the plot).", markup=False)
+    if p.get("skipped"):
+        console.print("Not run (more ranks x threads than the cores; ask with "
+                      "--oversubscribe or explicit --ranks/--threads): "
+                      + ", ".join(f"{r}x{t}" for r, t in p["skipped"]), markup=False)
 
 
 def plot(doc: dict, path) -> Path | None:
@@ -481,12 +543,23 @@ def plot(doc: dict, path) -> Path | None:
         return None
     fig, axes = tplot.figure(ncols=2)
     ax = axes[0][0]
-    for th in doc["params"]["threads"]:
-        pts = sorted((r["cores"], r["speedup"]) for r in rows
-                     if r["threads"] == th and r["speedup"] is not None)
+    hollow = False
+    for i, th in enumerate(doc["params"]["threads"]):
+        colour = f"C{i}"
+        pts = sorted((r["cores"], r["speedup"]) for r in rows if r["threads"] == th
+                     and r["speedup"] is not None and not r.get("oversubscribed"))
+        over = sorted((r["cores"], r["speedup"]) for r in rows if r["threads"] == th
+                      and r["speedup"] is not None and r.get("oversubscribed"))
         if pts:
-            ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o",
+            ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", color=colour,
                     label=f"{th} thread{'s' if th > 1 else ''}/rank")
+        if over:  # not joined to the line: contention, not scaling
+            ax.plot([c for c, _ in over], [v for _, v in over], linestyle="none", marker="o",
+                    markerfacecolor="none", color=colour)
+            hollow = True
+    if hollow:
+        ax.plot([], [], linestyle="none", marker="o", markerfacecolor="none", color="grey",
+                label="oversubscribed (not scaling)")
     top = max(r["cores"] for r in rows)
     ax.plot([1, top], [1, top], color="grey", linestyle="--", label="ideal")
     ax.set_xlabel("cores (ranks x threads)")
@@ -496,11 +569,14 @@ def plot(doc: dict, path) -> Path | None:
     ax = axes[0][1]
     labels = [f"{r['ranks']}x{r['threads']}" for r in rows]
     bottom = [0.0] * len(rows)
+    hatch = ["//" if r.get("oversubscribed") else "" for r in rows]
     for phase in PHASES:
         vals = [r[f"{phase}_s"] or 0.0 for r in rows]
-        ax.bar(labels, vals, bottom=bottom, label=phase)
+        for bar, h in zip(ax.bar(labels, vals, bottom=bottom, label=phase), hatch):
+            bar.set_hatch(h)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xlabel("ranks x threads")
+    ax.set_xlabel("ranks x threads (hatched: oversubscribed)" if any(hatch)
+                  else "ranks x threads")
     ax.set_ylabel("seconds per rank")
     ax.set_title("time breakdown")
     ax.legend()
@@ -522,7 +598,8 @@ def main(args, argv: list[str]) -> int:
         console.print(f"[dim]running {args.app} on {plural(r, 'rank')} x "
                       f"{plural(t, 'thread')}{over}...[/dim]")
 
-    doc = measure(args.app, args.ranks or DEFAULT_RANKS, args.threads or DEFAULT_THREADS,
+    doc = measure(args.app, args.ranks, args.threads,
+                  oversubscribe=getattr(args, "oversubscribe", False),
                   quick=args.quick, klass=args.klass, size=args.size, iters=args.iters,
                   overlap=args.overlap, pin=args.pin, app_extra=extra,
                   launcher=args.launcher, hostfile=args.hostfile,

@@ -297,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iters", type=V.count("--iters"), metavar="K", help="iterations")
     p.add_argument("--overlap", action="store_true",
                    help="overlap the halo exchange with interior computation")
+    p.add_argument("--oversubscribe", action="store_true",
+                   help="also run the cells of the default grid whose ranks x threads exceed "
+                   "the cores (marked oversubscribed, left out of the speed-up lines)")
     p.add_argument("--pin", choices=["none", "compact", "scatter"],
                    help="pinning of each rank's threads within its cpuset (default compact; "
                    "none when oversubscribed)")
