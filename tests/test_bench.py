@@ -146,3 +146,70 @@ def test_launch_plan_gives_cores_or_oversubscribes():
         "oversubscribed": False, "options": {"cpus_per_rank": 2, "bind_to": "core"}}
     plan = bench.launch_plan(4, 2, slots=2)
     assert plan["oversubscribed"] is True and plan["options"]["bind_to"] == "none"
+
+
+def _sample(ranks, threads, t, over=False):
+    doc = {"time_s": t, "breakdown": {f"{p}_s": {"mean": 0.0} for p in bench.PHASES},
+           "figure_of_merit": {}, "verification": {"passed": True}}
+    return {"ranks": ranks, "threads": threads, "doc": doc, "oversubscribed": over}
+
+
+def test_grid_leaves_out_or_marks_cells_beyond_the_cores():
+    cells = bench.grid([1, 2, 4], [1, 2], 2, fit_only=True)
+    assert cells == [(1, 1, False), (1, 2, False), (2, 1, False)]
+    cells = bench.grid([1, 2, 4], [1, 2], 2, fit_only=False)
+    assert [(r, t) for r, t, over in cells if over] == [(2, 2), (4, 1), (4, 2)]
+    assert len(cells) == 6
+    assert all(not over for _, _, over in bench.grid([1, 2, 4], [1, 2], 8, fit_only=False))
+
+
+def test_oversubscribed_rows_are_marked_and_never_the_baseline():
+    # the 1x1 cell has the fewest cores and would be the baseline, but it is
+    # marked oversubscribed: the baseline must be a fitting cell (1x2)
+    s = bench.analyse([_sample(2, 1, 4.0), _sample(1, 1, 1.0, over=True),
+                       _sample(1, 2, 3.0)])
+    assert (s["baseline"]["ranks"], s["baseline"]["threads"]) == (1, 2)
+    rows = {(r["ranks"], r["threads"]): r for r in s["rows"]}
+    assert rows[(1, 1)]["oversubscribed"] is True and rows[(1, 1)]["reliable"] is False
+    assert "contention" in rows[(1, 1)]["why"]
+    assert rows[(2, 1)]["speedup"] == pytest.approx(3.0 / 4.0 * 2)
+    assert "oversubscribed" not in rows[(2, 1)] and "reliable" not in rows[(1, 2)]
+
+
+def _cores():
+    from tiers import launch
+    return launch.local_slots()
+
+
+def test_default_grid_runs_only_what_fits(tiers, tmp_path):
+    out = tmp_path / "b.json"
+    run = tiers("bench", "laplace2d", "--quick", "--json", str(out), timeout=600)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(out.read_text())
+    cores = _cores()
+    ran = {(s["ranks"], s["threads"]) for s in doc["samples"]}
+    expected = {(r, t) for r in bench.DEFAULT_RANKS for t in bench.DEFAULT_THREADS
+                if r * t <= cores}
+    assert ran == expected
+    assert {tuple(c) for c in doc["params"]["skipped"]} == \
+        {(r, t) for r in bench.DEFAULT_RANKS for t in bench.DEFAULT_THREADS} - expected
+    assert not any(s["oversubscribed"] for s in doc["samples"])
+    assert not doc.get("warnings")
+    if doc["params"]["skipped"]:
+        assert "Not run" in run.stdout
+
+
+def test_explicit_ranks_beyond_the_cores_run_marked(tiers, tmp_path):
+    out = tmp_path / "b.json"
+    over = 1 << _cores().bit_length()  # a power of two above the cores: divides the grid
+    run = tiers("bench", "laplace2d", "--quick", "--ranks", f"1,{over}", "--threads", "1",
+                "--json", str(out), timeout=600)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(out.read_text())
+    marks = {(s["ranks"], s["threads"]): s["oversubscribed"] for s in doc["samples"]}
+    assert marks == {(1, 1): False, (over, 1): True}
+    row = next(r for r in doc["summary"]["rows"] if r["ranks"] == over)
+    assert row["oversubscribed"] is True and row["reliable"] is False
+    assert (doc["summary"]["baseline"]["ranks"], doc["summary"]["baseline"]["threads"]) == (1, 1)
+    assert len(doc["warnings"]) == 1 and f"{over}x1" in doc["warnings"][0]
+    assert f"{over}x1 (over)" in run.stdout and "(over) oversubscribed" in run.stdout
