@@ -222,3 +222,27 @@ def test_native_layer_gives_the_same_numbers():
         ranks = s["ci_ranks"] or [0, 0]
         assert [int(l), int(u)] == ranks, name
         assert bool(int(noisy)) == s["noisy"], name
+
+
+@pytest.mark.parametrize("name", sorted(cases()))
+def test_sync_probe_reports_the_same_median_statistics(native_bin, name):
+    # tiers-probe-sync keeps its EPCC mean +- t-interval and, beside it, the
+    # shared layer's median, CI of the median and noisy flag
+    import json
+
+    x = cases()[name]
+    text = ",".join(repr(v) for v in x)
+    proc = subprocess.run([native_bin("tiers-probe-sync"), "--stats", text],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    st = json.loads(proc.stdout)["stats"]
+    mine = stats.summarize(x)
+    got = st["median_stats"]
+    assert (got["n"], got["kept"]) == (mine["n"], mine["kept"])
+    for key in ("min", "median", "ci_low", "ci_high", "rel_halfwidth"):
+        if mine[key] is None:
+            assert got[key] is None, key
+        else:
+            assert got[key] == pytest.approx(mine[key], rel=1e-12, abs=1e-15), key
+    assert got["noisy"] == st["noisy"] == mine["noisy"]
+    assert "mean_us" in st and "ci95_us" in st  # the EPCC figures stay

@@ -70,6 +70,9 @@ int sync_stats_compute(const double *x, int n, double sigma, sync_stats_t *s)
   double half = k > 1 ? s->t95 * s->stddev / sqrt((double)k) : 0.0;
   s->ci_low = s->mean - half;
   s->ci_high = s->mean + half;
+  /* the statistics layer's median and CI of the median, on all samples
+   * (kept's memory serves as its scratch) */
+  tiers_stats_summarize(x, (size_t)n, kept, &s->med);
   free(kept);
   return 0;
 }
@@ -104,5 +107,15 @@ void sync_stats_json(tiers_json_t *j, const char *key, const sync_stats_t *s, do
   tiers_json_kv_double(j, "max_cycles", s->max * cyc);
   double cic[2] = {s->ci_low * cyc, s->ci_high * cyc};
   tiers_json_kv_double_array(j, "ci95_cycles", cic, 2);
+  /* the statistics layer (docs/statistics.md): median of all samples after
+   * Tukey's far-out fences, its 95 % CI from order statistics (null below
+   * 6 samples), and noisy = CI wider than +-5 % of the median */
+  tiers_json_key(j, "median_stats");
+  tiers_json_object_begin(j);
+  tiers_stats_json(j, "", &s->med);
+  tiers_json_kv_double(j, "median_cycles", s->med.median * cyc);
+  tiers_json_kv_double(j, "min_cycles", s->med.min * cyc);
+  tiers_json_object_end(j);
+  tiers_json_kv_bool(j, "noisy", s->med.noisy);
   tiers_json_object_end(j);
 }

@@ -9,11 +9,15 @@
  * even count), sample standard deviation (n-1), min, max, and the 95%
  * confidence interval of the mean, mean -/+ t * sd / sqrt(kept) with t the
  * 0.975 quantile of Student's t with kept-1 degrees of freedom.
+ *
+ * Beside them, the statistics layer of every probe (common/stats.h) on all
+ * n samples: median, 95 % CI of the median, and the noisy flag.
  */
 #ifndef TIERS_PROBE_SYNC_STATS_H
 #define TIERS_PROBE_SYNC_STATS_H
 
 #include "common/json.h"
+#include "common/stats.h"
 
 typedef struct sync_stats {
   int n;         /* samples given */
@@ -22,6 +26,8 @@ typedef struct sync_stats {
   double ci_low, ci_high;
   double t95;    /* the t quantile used for the interval (0 when kept < 2) */
   double *dropped; /* the dropped samples, in input order (n - kept of them) */
+  tiers_stats_t med; /* the statistics layer's summary of all n samples: median,
+                      * its 95 % CI from order statistics, noisy (docs/statistics.md) */
 } sync_stats_t;
 
 /* The 0.975 quantile of Student's t with @p df degrees of freedom (df >= 1). */

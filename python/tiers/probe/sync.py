@@ -30,7 +30,7 @@ from typing import Callable
 from rich.console import Console
 from rich.table import Table
 
-from .. import native, plot as tplot, result
+from .. import native, plot as tplot, result, stats
 from ..progress import tool_progress
 from ..render import plural
 
@@ -105,6 +105,11 @@ def summarise(raw: dict) -> dict:
             if "chunk" in test:
                 row["chunk"] = test["chunk"]
             row.update({k: test["stats"][k] for k in _ROW_KEYS})
+            # the statistics layer beside the EPCC figures (docs/statistics.md)
+            ms = test["stats"].get("median_stats")
+            row["noisy"] = test["stats"].get("noisy")
+            row["median_ci95_us"] = ([ms["ci_low"], ms["ci_high"]]
+                                     if ms and ms.get("ci_low") is not None else None)
             rows.append(row)
     threads = [run["threads"] for run in raw["runs"]]
     at = HEADLINE_THREADS if HEADLINE_THREADS in threads else (min(threads) if threads else None)
@@ -146,8 +151,13 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
                        delay_time=delay_time, chunks=chunks, pin=pin,
                        iters_per_thread=iters_per_thread, quick=quick)
     raw = _run_tool(args, progress)
+    summary = summarise(raw)
+    noisy = sum(1 for r in summary["rows"] if r.get("noisy"))
+    extra = {"warnings": [f"probe sync: {noisy} of {len(summary['rows'])} figures are noisy "
+                          "(95 % CI of the median wider than +-5 %)"]} if noisy else {}
     return result.new_document("probe.sync", params=raw["params"], samples=raw["runs"],
-                               summary=summarise(raw), argv=argv, native=raw.get("native", {}))
+                               summary=summary, argv=argv, native=raw.get("native", {}),
+                               **extra)
 
 
 def _cell(row: dict | None) -> str:
@@ -155,7 +165,8 @@ def _cell(row: dict | None) -> str:
     if row is None:
         return "-"
     half = (row["ci95_us"][1] - row["ci95_us"][0]) / 2
-    return f"{row['mean_us']:.3f} ±{half:.3f} µs\n{row['mean_cycles']:,.0f} cy"
+    return stats.mark(f"{row['mean_us']:.3f} ±{half:.3f} µs", row.get("noisy")) + \
+        f"\n{row['mean_cycles']:,.0f} cy"
 
 
 def _index(rows: list[dict]) -> dict:
@@ -223,6 +234,9 @@ def render(doc: dict, console: Console) -> None:
                 cells.append(text)
             t.add_row(label, *cells)
         console.print(t)
+
+    if any(r.get("noisy") for r in rows):
+        console.print(stats.LEGEND)
 
     head = summary["headline"]
     parts = [f"{v['label']} {v['mean_us']:.3f} µs ({v['mean_cycles']:,.0f} cycles), median "
