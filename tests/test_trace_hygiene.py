@@ -118,12 +118,12 @@ def test_default_folders_never_collide(tmp_path, monkeypatch):
     made = [trace._new_default_folder() for _ in range(5)]   # well within one second
     assert len(set(made)) == 5
     assert all(p.is_dir() and p.parent == tmp_path for p in made)
-    stamps = {p.name[:len("tiers-trace-YYYYmmdd-HHMMSS")] for p in made}
-    # the same second gives the same stem with -2, -3 ... suffixes
-    for stem in stamps:
-        same = sorted(p.name for p in made if p.name.startswith(stem))
-        assert same[0] == stem or same[0].startswith(stem + "-")
-        assert all(n == stem or n[len(stem) + 1:].isdigit() for n in same)
+    # within one second: the stem, then the stem with -2, -3 ... in order
+    stem_len = len("tiers-trace-YYYYmmdd-HHMMSS")
+    stems = [p.name[:stem_len] for p in made]
+    for stem in dict.fromkeys(stems):
+        names = [p.name for p in made if p.name[:stem_len] == stem]
+        assert names == [stem] + [f"{stem}-{k}" for k in range(2, len(names) + 1)]
 
 
 @needs_mpi
