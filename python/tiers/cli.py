@@ -107,6 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer repetitions, ends in seconds")
     _add_output(p, plot=True)
 
+    p = psub.add_parser("noise", help="is this machine quiet enough to measure on: a fixed-"
+                        "work-quantum jitter test on every PU and the machine's load")
+    p.add_argument("--quick", action="store_true", help="0.25 s of quanta instead of 1 s")
+    p.add_argument("--quantum-us", type=V.real("--quantum-us", minimum=1, maximum=1e5),
+                   metavar="US", help="work per quantum, in microseconds (default 100)")
+    p.add_argument("--duration", type=V.real("--duration", minimum=0.001, maximum=600),
+                   metavar="S", help="seconds of quanta per PU (default 1, --quick 0.25)")
+    p.add_argument("--pus", metavar="LIST", type=V.count_list("--pus", minimum=0),
+                   help="PUs to test, e.g. 0,1 or 0-3 (default all)")
+    _add_output(p)
+
     p = psub.add_parser("net", help="message costs between processes: ping-pong latency and "
                         "bandwidth, all pairs in parallel (XOR schedule), MPI_Barrier")
     p.add_argument("-n", "--ranks", type=V.ranks("--ranks", minimum=2), metavar="N",
@@ -122,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ping-pong sizes, e.g. 0,8,1K,4M (default: 0 and powers of two up to "
                    "4 MiB; powers of four with --quick)")
     p.add_argument("--iters", type=V.count("--iters"), metavar="N",
-                   help="ping-pong iterations per size (default 10000, 1000 above 8 KiB)")
+                   help="ping-pong round trips per timed block (default 200, 20 above 8 KiB; "
+                   "blocks repeat until the median is steady, docs/statistics.md)")
     p.add_argument("--window", type=V.count("--window", 1, 4096), metavar="N",
                    help="non-blocking sends per window for the streaming bandwidth (default 64)")
     p.add_argument("--pair", metavar="A,B", type=V.pair("--pair"),
@@ -344,6 +356,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the HTML file to write (default report.html)")
     p.add_argument("--follow-symlinks", action="store_true",
                    help="write the output file through a symbolic link (refused otherwise)")
+    p = sub.add_parser("config", help="compiler and linker flags for C programs that use "
+                       "libtiers (pkg-config, CMake)",
+                       description="Print what a Makefile or CMakeLists.txt needs to build a "
+                       "C program against the installed libtiers (docs/c-api.md).",
+                       epilog="example:\n  cc app.c $(tiers config --cflags --libs --pkg "
+                       "tiers-mbc) -o app\n  export PKG_CONFIG_PATH=$(tiers config "
+                       "--pkgconfig-path)\n  cmake -DCMAKE_PREFIX_PATH=$(tiers config "
+                       "--cmake-prefix) ...",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cflags", action="store_true", help="print the compiler flags")
+    p.add_argument("--libs", action="store_true",
+                   help="print the linker flags (with an rpath: no LD_LIBRARY_PATH needed)")
+    p.add_argument("--pkg", choices=["tiers", "tiers-hybrid", "tiers-mbc"], default="tiers",
+                   help="which library: tiers (default), tiers-hybrid (MPI+threads "
+                   "runtime) or tiers-mbc (memory-based messaging)")
+    p.add_argument("--pkgconfig-path", action="store_true",
+                   help="print the folder of tiers.pc, tiers-hybrid.pc and tiers-mbc.pc")
+    p.add_argument("--cmake-prefix", action="store_true",
+                   help="print the prefix for CMAKE_PREFIX_PATH (find_package(tiers))")
     return parser
 
 
@@ -362,6 +393,9 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "probe" and args.probe == "sync":
         from .probe import sync
         return sync.main(args, full_argv)
+    if args.command == "probe" and args.probe == "noise":
+        from . import noise
+        return noise.main(args, full_argv)
     if args.command == "probe" and args.probe == "net":
         from .probe import net
         return net.main(args, full_argv)
@@ -386,6 +420,9 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "report":
         from . import report
         return report.main(args, full_argv)
+    if args.command == "config":
+        from . import config
+        return config.main(args, full_argv)
     raise TiersError(f"unknown command {args.command}")
 
 
