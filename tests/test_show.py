@@ -218,3 +218,18 @@ def test_piped_width_is_natural(topo_doc):
     run = run_tiers("show", str(DOCS / "probe-net.json"), env={"COLUMNS": "40"})
     assert max(len(ln) for ln in run.stdout.splitlines()) > 80
     assert "…" not in run.stdout
+
+
+def test_show_vcluster_document(tmp_path):
+    """A vcluster document (the state 'tiers vcluster up' plans) is shown as
+    'tiers vcluster status' prints it."""
+    from tiers import vcluster
+
+    state = vcluster.plan(3, 2, "100mbit")
+    path = tmp_path / "vc.json"
+    path.write_text(json.dumps({"schema": "tiers.vcluster/1", "summary": state}))
+    run = run_tiers("show", str(path))
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("virtual cluster: 3 nodes x 2 slots, links 100mbit")
+    assert [ln.split()[0] for ln in lines[1:4]] == [vcluster.node_name(i) for i in range(3)]

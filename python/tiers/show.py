@@ -63,12 +63,18 @@ def _render_vcluster(doc: dict, console) -> None:
 
     if isinstance(doc.get("summary"), dict):  # the envelope: the state is the summary
         doc = doc["summary"]
-    if "nodes" not in doc:
+    state = doc.get("summary") if isinstance(doc.get("summary"), dict) else doc
+    if "removed" in state:  # what 'down' removed
+        console.print("removed: " + (", ".join(state["removed"]) or "nothing"), markup=False)
+        for kept in state.get("kept") or []:
+            console.print(f"left alone: {kept}", markup=False)
+        return
+    if "nodes" not in state:
         console.print("no virtual cluster was up")
         return
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        vcluster._print_state(doc)  # noqa: SLF001 - the command's own printer
+        vcluster._print_state(state)  # noqa: SLF001 - the command's own printer
     for line in buf.getvalue().splitlines():
         console.print(Text(line), no_wrap=True, crop=False, soft_wrap=True)
 
