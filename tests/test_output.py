@@ -178,7 +178,7 @@ def test_check_comes_before_the_measurement():
     elapsed = time.monotonic() - start
     assert_one_line_error(r, "--json /dev/full")
     assert r.returncode == 2
-    assert elapsed < 5.0, elapsed     # the quick probe alone runs longer
+    assert elapsed < 10.0, elapsed    # the quick probe itself runs for tens of seconds
 
 
 def test_map_launch_never_starts_with_a_bad_output(tmp_path):
