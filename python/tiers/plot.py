@@ -24,6 +24,7 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4
     doc = _stamp_doc.get()
     if doc is not None:
         stamp(fig, doc)
+        noise_note(fig, doc)
     return fig, axes
 
 
@@ -47,6 +48,21 @@ def stamp(fig, doc: dict) -> None:
     limit = max(40, int(fig.get_figwidth() * 72 / 3.4))  # characters of 6 pt that fit
     fig.text(0.995, 0.004, stamp_text(doc, limit), ha="right", va="bottom", fontsize=6,
              color="0.45", family="monospace")
+
+
+def noise_note(fig, doc: dict) -> None:
+    """Write the one-line summary of ``doc``'s machine-noise check (its
+    ``"noise"`` block, see tiers.noise) along the bottom left of ``fig``,
+    above the stamp; red when the machine was busy.  Nothing without one."""
+    noise = doc.get("noise") or {}
+    text = noise.get("summary")
+    if not text:
+        return
+    limit = max(40, int(fig.get_figwidth() * 72 / 3.4))
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    fig.text(0.005, 0.022, text, ha="left", va="bottom", fontsize=6, family="monospace",
+             color="#b00000" if noise.get("verdict") == "busy" else "0.45")
 
 
 @contextmanager

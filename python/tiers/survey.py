@@ -178,6 +178,10 @@ def run(out_dir: str | Path, *, quick: bool = True, console: Console | None = No
     except OSError as exc:
         raise TiersError(f"cannot create output folder {out}: {exc.strerror or exc}") from None
 
+    from . import noise
+    noise_block = noise.check_quietly(quick)  # first: is the machine quiet enough?
+    if noise_block:
+        console.print(noise_block["summary"], markup=False)
     records = []
     sections = [build() for build in SECTIONS]
     progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
@@ -189,7 +193,7 @@ def run(out_dir: str | Path, *, quick: bool = True, console: Console | None = No
         task = progress.add_task("survey", total=len(sections))
         for section in sections:
             progress.update(task, description=section.title)
-            records.append(_run_section(section, out, quick, console))
+            records.append(_run_section(section, out, quick, console, noise_block))
             progress.advance(task)
 
     failed = [r["name"] for r in records if r["status"] != "ok"]
@@ -201,17 +205,22 @@ def run(out_dir: str | Path, *, quick: bool = True, console: Console | None = No
                  "seconds": round(sum(r["seconds"] for r in records), 3)},
         argv=argv,
     )
+    noise.attach(doc, noise_block)
     result.write(doc, out / "survey.json")
     return doc
 
 
-def _run_section(section: Section, out: Path, quick: bool, console: Console) -> dict:
+def _run_section(section: Section, out: Path, quick: bool, console: Console,
+                 noise_block: dict | None = None) -> dict:
     """Run one section; print it; return its index record."""
     record = {"name": section.name, "title": section.title, "status": "ok",
               "json": None, "plot": None, "seconds": 0.0, "error": None}
     start = time.monotonic()
     try:
         doc = section.measure(quick, out)
+        if noise_block and isinstance(doc, dict):
+            from . import noise
+            noise.attach(doc, noise_block)
         json_path = result.write(doc, out / f"{section.name}.json")
         record["json"] = json_path.name
         if section.plot is not None:

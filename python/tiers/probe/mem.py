@@ -280,6 +280,8 @@ def main(args, argv: list[str]) -> int:
     (0, or 2 when the results do not validate)."""
     from ..render import console as tiers_console
     console = tiers_console()
+    from .. import noise
+    noise_block = noise.begin(console, bool(args.quick))  # first: is the machine quiet?
     options = dict(threads=args.threads, pin=args.pin, placement=args.placement,
                    kernels=args.kernels, size=args.size, ntimes=args.ntimes,
                    stores=args.stores, quick=args.quick, argv=argv)
@@ -289,6 +291,7 @@ def main(args, argv: list[str]) -> int:
             doc = measure(progress=progress, **options)
         except ValidationError as exc:
             failure, doc = exc, exc.document
+    noise.attach(doc, noise_block)
     render(doc, console)
     tplot.write_outputs(doc, args.json, getattr(args, "plot", None), plot, console)
     if failure is not None:

@@ -702,6 +702,8 @@ def main(args, argv: list[str]) -> int:
     and the plot (--plot, or next to --json); return the exit status."""
     from ..render import console as tiers_console
     console = tiers_console()
+    from .. import noise
+    noise_block = noise.begin(console, bool(args.quick))  # first: is the machine quiet?
     doc = measure(args.ranks, tests=args.tests, all_pairs=args.all_pairs, sizes=args.sizes,
                   iters=args.iters, window=args.window, pair=args.pair, center=args.center,
                   factors=args.factors, reps=args.reps, cores_per_node=args.cores_per_node,
@@ -710,6 +712,7 @@ def main(args, argv: list[str]) -> int:
                   launcher=args.launcher, hostfile=args.hostfile,
                   launcher_args=args.launcher_args or (),
                   vcluster=getattr(args, "vcluster", False), argv=argv)
+    noise.attach(doc, noise_block)
     render(doc, console)
     tplot.write_outputs(doc, args.json, getattr(args, "plot", None), plot, console)
     return 0

@@ -329,11 +329,14 @@ def main(args, argv: list[str]) -> int:
     exit status (0)."""
     from ..render import console as tiers_console
     console = tiers_console()
+    from .. import noise
+    noise_block = noise.begin(console, bool(args.quick))  # first: is the machine quiet?
     options = dict(threads=args.threads, tests=args.tests, reps=args.reps,
                    test_time=args.test_time, delay_time=args.delay_time, chunks=args.chunks,
                    pin=args.pin, quick=args.quick, argv=argv)
     with tool_progress("tests") as progress:
         doc = measure(progress=progress, **options)
+    noise.attach(doc, noise_block)
     render(doc, console)
     tplot.write_outputs(doc, args.json, getattr(args, "plot", None), plot, console)
     return 0

@@ -1,0 +1,128 @@
+"""The machine-noise check (``tiers probe noise``, tiers.noise): the shape of
+its document and the arithmetic of its figures, its verdict with a busy
+process pinned to the PU it tests, how a busy verdict reaches a document's
+warnings, and bad input in one line.  A quiet verdict is not asserted: the
+test machine is shared."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import assert_one_line_error, run_tiers
+
+FIELDS = ("pu", "os_index", "min_us", "median_us", "p99_us", "max_us", "mean_us",
+          "noise_fraction", "lost_fraction")
+
+
+def _noise(*args: str) -> dict:
+    run = run_tiers("probe", "noise", *args, "--json", "-", "--format", "json", timeout=120)
+    assert run.returncode == 0, run.stderr
+    return run.json()
+
+
+def test_document_shape_and_figures():
+    doc = _noise("--quick", "--duration", "0.05", "--quantum-us", "50")
+    assert doc["schema"] == "tiers.probe.noise/1"
+    params = doc["params"]
+    assert params["quantum_us"] == 50
+    assert params["quanta"] == 1000                     # 50 ms of 50 us quanta
+    noise = doc["noise"]
+    assert noise["verdict"] in ("quiet", "busy")
+    assert isinstance(noise["summary"], str) and "\n" not in noise["summary"]
+    assert noise["summary"].startswith(f"machine {noise['verdict']}")
+    pus = noise["fwq"]["pus"]
+    assert len(pus) >= 1 and [p["pu"] for p in pus] == list(range(len(pus)))
+    for p in pus:
+        assert set(FIELDS) <= set(p)
+        assert 0 < p["min_us"] <= p["median_us"] <= p["p99_us"] <= p["max_us"]
+        assert p["min_us"] <= p["mean_us"] <= p["max_us"]
+        assert 0 <= p["noise_fraction"] <= 1
+        # lost = sum(t - min) / sum(t) = 1 - min / mean
+        assert p["lost_fraction"] == pytest.approx(1 - p["min_us"] / p["mean_us"], abs=1e-9)
+    worst = max(pus, key=lambda p: p["lost_fraction"])
+    assert noise["fwq"]["worst_pu"] == worst["pu"]
+    assert noise["fwq"]["lost_fraction"] == worst["lost_fraction"]
+    la = noise["loadavg"]
+    assert len(la) == 3 and all(x >= 0 for x in la)
+    assert noise["load"]["online_cpus"] == os.cpu_count()
+    # the verdict follows from the figures by the documented rule
+    from tiers import noise as tnoise
+    expect, reasons = tnoise.verdict({"pus": pus, "load": noise["load"]})
+    assert noise["verdict"] == expect and noise["reasons"] == reasons
+    if expect == "busy":
+        assert noise["summary"] in doc["warnings"]
+
+
+def test_busy_process_on_the_tested_pu_makes_it_busy():
+    first = _noise("--pus", "0", "--duration", "0.02")
+    cpu = first["noise"]["fwq"]["pus"][0]["os_index"]
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, {cpu})
+        # 2 ms quanta: a time slice of the neighbour falls inside a large
+        # share of them; the fair scheduler gives the neighbour about half
+        # of the PU.
+        doc = _noise("--pus", "0", "--duration", "0.4", "--quantum-us", "2000")
+    finally:
+        hog.kill()
+        hog.wait()
+    pu = doc["noise"]["fwq"]["pus"][0]
+    assert pu["os_index"] == cpu
+    assert pu["lost_fraction"] >= 0.25, pu
+    assert pu["noise_fraction"] >= 0.2, pu
+    assert pu["max_us"] >= 1.5 * pu["min_us"]
+    assert doc["noise"]["verdict"] == "busy"
+    assert "PU 0" in doc["noise"]["summary"]
+    assert doc["noise"]["summary"] in doc["warnings"]
+
+
+def _raw(lost: float, noisy: float, other: float | None = 0.0) -> dict:
+    return {"params": {"quantum_us": 100, "quanta": 10, "method": "FWQ",
+                       "noise_threshold": 1.5},
+            "load": {"loadavg": [0.5, 0.4, 0.3], "procs_running": 0,
+                     "other_cpu_fraction": other},
+            "pus": [{"pu": 0, "os_index": 0, "min_us": 100, "median_us": 100, "p99_us": 100,
+                     "max_us": 100, "mean_us": 100, "noise_fraction": 0.0,
+                     "lost_fraction": 0.0},
+                    {"pu": 1, "os_index": 1, "min_us": 100, "median_us": 100, "p99_us": 300,
+                     "max_us": 900, "mean_us": 100 / (1 - lost), "noise_fraction": noisy,
+                     "lost_fraction": lost}]}
+
+
+def test_verdict_rule_and_attach():
+    from tiers import noise
+
+    quiet = noise.block(_raw(0.02, 0.01))
+    assert quiet["verdict"] == "quiet" and quiet["reasons"] == []
+    assert quiet["fwq"]["worst_pu"] == 1
+    lost = noise.block(_raw(0.4, 0.01))
+    assert lost["verdict"] == "busy" and "PU 1 lost 40%" in lost["reasons"][0]
+    noisy = noise.block(_raw(0.05, 0.2))
+    assert noisy["verdict"] == "busy" and "20%" in noisy["reasons"][0]
+    other = noise.block(_raw(0.01, 0.0, other=0.6))
+    assert other["verdict"] == "busy" and "other processes" in other["reasons"][0]
+
+    doc = {"warnings": ["an earlier warning"]}
+    noise.attach(doc, lost)
+    noise.attach(doc, lost)        # once only
+    assert doc["noise"] is lost
+    assert doc["warnings"] == ["an earlier warning", lost["summary"]]
+    doc2 = noise.attach({}, quiet)
+    assert doc2["noise"] is quiet and "warnings" not in doc2
+    assert noise.attach({}, None) == {}
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--quantum-us", "0"], "--quantum-us"),
+    (["--duration", "-1"], "--duration"),
+    (["--pus", "x"], "--pus"),
+    (["--pus", "4096"], "does not exist"),
+    (["--bogus"], "unrecognized arguments"),
+])
+def test_bad_option_is_one_line(args, fragment):
+    assert_one_line_error(run_tiers("probe", "noise", *args), fragment)
