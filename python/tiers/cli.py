@@ -118,17 +118,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="PUs to test, e.g. 0,1 or 0-3 (default all)")
     _add_output(p)
 
-    p = psub.add_parser("noise", help="is this machine quiet enough to measure on: a fixed-"
-                        "work-quantum jitter test on every PU and the machine's load")
-    p.add_argument("--quick", action="store_true", help="0.25 s of quanta instead of 1 s")
-    p.add_argument("--quantum-us", type=V.real("--quantum-us", minimum=1, maximum=1e5),
-                   metavar="US", help="work per quantum, in microseconds (default 100)")
-    p.add_argument("--duration", type=V.real("--duration", minimum=0.001, maximum=600),
-                   metavar="S", help="seconds of quanta per PU (default 1, --quick 0.25)")
-    p.add_argument("--pus", metavar="LIST", type=V.count_list("--pus", minimum=0),
-                   help="PUs to test, e.g. 0,1 or 0-3 (default all)")
-    _add_output(p)
-
     p = psub.add_parser("net", help="message costs between processes: ping-pong latency and "
                         "bandwidth, all pairs in parallel (XOR schedule), MPI_Barrier")
     p.add_argument("-n", "--ranks", type=V.ranks("--ranks", minimum=2), metavar="N",
@@ -404,9 +393,6 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "probe" and args.probe == "sync":
         from .probe import sync
         return sync.main(args, full_argv)
-    if args.command == "probe" and args.probe == "noise":
-        from . import noise
-        return noise.main(args, full_argv)
     if args.command == "probe" and args.probe == "noise":
         from . import noise
         return noise.main(args, full_argv)
