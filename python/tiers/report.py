@@ -314,8 +314,9 @@ def build_html(docs: list[tuple[Path, dict]]) -> str:
                     if (d.get("machine") or {}).get("hostname")})
     made = sorted(str(d.get("created")) for _, d in docs if d.get("created"))
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    commands = "".join(f"<li><code>{_esc(shlex.join(str(w) for w in d.get('command') or []))}"
-                       "</code></li>" for _, d in docs if d.get("command"))
+    lines = [shlex.join(str(w) for w in d.get("command") or []) for _, d in docs]
+    commands = "".join(f"<li><code>{_esc(c)}</code></li>"
+                       for c in dict.fromkeys(c for c in lines if c))  # each once, in order
     span = f"{made[0]} to {made[-1]}" if len(made) > 1 and made[0] != made[-1] else \
         (made[0] if made else "-")
     return f"""<!DOCTYPE html>

@@ -193,7 +193,8 @@ def run(out_dir: str | Path, *, quick: bool = True, console: Console | None = No
         task = progress.add_task("survey", total=len(sections))
         for section in sections:
             progress.update(task, description=section.title)
-            records.append(_run_section(section, out, quick, console, noise_block))
+            records.append(_run_section(section, out, quick, console, noise_block,
+                                        argv=argv))
             progress.advance(task)
 
     failed = [r["name"] for r in records if r["status"] != "ok"]
@@ -211,13 +212,16 @@ def run(out_dir: str | Path, *, quick: bool = True, console: Console | None = No
 
 
 def _run_section(section: Section, out: Path, quick: bool, console: Console,
-                 noise_block: dict | None = None) -> dict:
-    """Run one section; print it; return its index record."""
+                 noise_block: dict | None = None, *, argv: list[str] | None = None) -> dict:
+    """Run one section; print it; return its index record.  ``argv``, the
+    survey's command line, becomes the command of the section's document."""
     record = {"name": section.name, "title": section.title, "status": "ok",
               "json": None, "plot": None, "seconds": 0.0, "error": None}
     start = time.monotonic()
     try:
         doc = section.measure(quick, out)
+        if argv and isinstance(doc, dict):
+            doc["command"] = list(argv)
         if noise_block and isinstance(doc, dict):
             from . import noise
             noise.attach(doc, noise_block)
@@ -240,10 +244,10 @@ def _run_section(section: Section, out: Path, quick: bool, console: Console,
     return record
 
 
-def files_table(doc: dict) -> Table:
+def files_table(doc: dict, title: str | None = "Files") -> Table:
     """Return the table of a survey's sections: title, status, seconds and
     the files each one wrote."""
-    t = Table(title="Files", title_justify="left")
+    t = Table(title=title, title_justify="left")
     for col, justify in (("section", "left"), ("status", "left"), ("seconds", "right"),
                          ("files", "left")):
         t.add_column(col, justify=justify)
@@ -272,7 +276,7 @@ def main(args, argv: list[str]) -> int:
     doc = run(args.out, quick=not args.full, console=console, argv=argv)
     summary = doc["summary"]
     console.print(Rule("Files"))
-    console.print(files_table(doc))
+    console.print(files_table(doc, title=None))
     console.print(f"Results are in {Path(args.out).resolve()} (index: survey.json)",
                   markup=False)
     report_path = None
