@@ -40,6 +40,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/stats.h"
 #include "common/tool.h"
 #include "tiers/topo.h"
 
@@ -50,7 +51,7 @@
 #define MIN_ARRAY_BYTES ((uint64_t)4096)
 #define MIN_DEFAULT_BYTES ((uint64_t)64 << 20)
 #define DEFAULT_NTIMES 10
-#define QUICK_NTIMES 5
+#define QUICK_NTIMES 7 /* 6 timed: the fewest with a 95 % CI of the median */
 #define MAX_NTIMES 200 /* the recurrence grows 15x per repetition: stay far from overflow */
 #define MAX_THREADS 1024
 #define NARRAYS 3
@@ -659,6 +660,18 @@ static void write_results(tiers_json_t *j, const struct options *o, const struct
     tiers_json_kv_double(j, "max_time_s", max);
     tiers_json_kv_double(j, "best_rate_mbps", best);
     tiers_json_kv_double(j, "per_thread_mbps", best / r->threads);
+    /* the statistics layer on the timed repetitions (docs/statistics.md):
+     * the median rate beside the best, and whether the figure is noisy */
+    double scratch[MAX_NTIMES];
+    tiers_stats_t st;
+    tiers_stats_summarize(times + 1, (size_t)(nt - 1), scratch, &st);
+    tiers_json_kv_double(j, "median_time_s", st.median);
+    tiers_json_kv_double(j, "median_rate_mbps", st.median > 0 ? 1e-6 * bytes / st.median : NAN);
+    tiers_json_key(j, "time_stats");
+    tiers_json_object_begin(j);
+    tiers_stats_json(j, "", &st);
+    tiers_json_object_end(j);
+    tiers_json_kv_bool(j, "noisy", st.noisy);
     tiers_json_object_end(j);
   }
   tiers_json_array_end(j);

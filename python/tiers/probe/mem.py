@@ -26,7 +26,7 @@ from rich.table import Table
 
 from ..render import plural
 
-from .. import native, plot as tplot, result
+from .. import native, plot as tplot, result, stats
 from ..errors import TiersError
 from ..progress import tool_progress
 
@@ -126,6 +126,8 @@ def summarise(raw: dict) -> dict:
                          "per_thread_mbps": res["per_thread_mbps"],
                          "min_time_s": res["min_time_s"], "avg_time_s": res["avg_time_s"],
                          "max_time_s": res["max_time_s"],
+                         "median_rate_mbps": res.get("median_rate_mbps"),
+                         "noisy": res.get("noisy"),
                          "valid": cfg["validation"]["passed"]})
     best = {}
     for row in rows:
@@ -149,7 +151,7 @@ def measure(*, threads=None, pin=None, placement=None, kernels=None, size=None, 
     comma-separated text; ``size`` is bytes per array (an int or text such as
     ``"512M"``); ``ntimes`` repetitions (the first dropped); ``stores`` is
     ``"regular"`` or ``"nt"``; ``quick`` runs 1 and all threads, compact
-    pinning, first-touch and 5 repetitions unless other options say
+    pinning, first-touch and 7 repetitions unless other options say
     otherwise.  ``progress(done, total)`` is called after each configuration.
 
     The document's ``params`` are the tool's parameters, ``samples`` its
@@ -160,8 +162,12 @@ def measure(*, threads=None, pin=None, placement=None, kernels=None, size=None, 
     args = native_args(threads=threads, pin=pin, placement=placement, kernels=kernels,
                        size=size, ntimes=ntimes, stores=stores, quick=quick)
     raw, failure = _run_tool(args, progress)
+    summary = summarise(raw)
+    noisy = sum(1 for r in summary["rows"] if r.get("noisy"))
+    extra = {"warnings": [f"probe mem: {noisy} of {len(summary['rows'])} rates are noisy (95 % "
+                          "CI of the median time wider than +-5 %)"]} if noisy else {}
     doc = result.new_document("probe.mem", params=raw["params"], samples=raw["configs"],
-                              summary=summarise(raw), argv=argv, native=raw.get("native", {}))
+                              summary=summary, argv=argv, native=raw.get("native", {}), **extra)
     if failure is not None:
         raise ValidationError(failure, doc)
     return doc
@@ -192,15 +198,21 @@ def render(doc: dict, console: Console) -> None:
         table = Table(title=title, title_justify="left")
         table.add_column("Function")
         table.add_column("Best Rate MB/s", justify="right")
+        table.add_column("Median MB/s", justify="right")
         table.add_column("Avg time", justify="right")
         table.add_column("Min time", justify="right")
         table.add_column("Max time", justify="right")
         table.add_column("MB/s per thread", justify="right")
         for res in cfg["results"]:
-            table.add_row(res["kernel"].capitalize() + ":", _mb(res["best_rate_mbps"]),
+            med = res.get("median_rate_mbps")
+            table.add_row(res["kernel"].capitalize() + ":",
+                          stats.mark(_mb(res["best_rate_mbps"]), res.get("noisy")),
+                          "-" if med is None else _mb(med),
                           f"{res['avg_time_s']:.6f}", f"{res['min_time_s']:.6f}",
                           f"{res['max_time_s']:.6f}", _mb(res["per_thread_mbps"]))
         console.print(table)
+        if any(res.get("noisy") for res in cfg["results"]):
+            console.print(stats.LEGEND)
         if valid:
             console.print("Solution Validates: avg error less than "
                           f"{cfg['validation']['epsilon']:g} on all arrays")
