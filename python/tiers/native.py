@@ -7,8 +7,10 @@ stderr and exit with status 2.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +27,27 @@ def native_dir() -> Path:
     package's ``_native``, or ``$TIERS_NATIVE_DIR`` when set)."""
     override = os.environ.get("TIERS_NATIVE_DIR")
     return Path(override) if override else _PACKAGE_NATIVE
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """Return the preexec_fn of every native tool: the kernel sends the tool
+    SIGTERM when tiers dies, however tiers dies, so a killed tiers leaves no
+    tool running.  A tiers that died before the tool armed it ends it too."""
+    parent = os.getpid()
+
+    def arm() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:
+            os._exit(128 + signal.SIGTERM)
+
+    return arm
 
 
 def tool_path(name: str) -> Path:
@@ -67,7 +90,8 @@ def run_json(name: str, args: list[str], *, timeout: float | None = None,
         full_env = dict(os.environ)
         full_env.update(env)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env,
+                              preexec_fn=_die_with_parent())
     except subprocess.TimeoutExpired:
         raise TiersError(f"{name} did not finish within {timeout:g} s") from None
     if proc.returncode != 0:
@@ -86,7 +110,8 @@ def run_with_progress(name: str, args: list[str],
     # while stderr is being read.
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out:
         try:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True,
+                                    preexec_fn=_die_with_parent())
         except OSError as exc:
             raise TiersError(f"cannot run {name}: {exc.strerror or exc}") from None
         try:
