@@ -657,6 +657,16 @@ def plot(doc: dict, path) -> Path | None:
                                label="streaming, median")
             right.semilogx(sizes, [x["pingpong_mbps"] or nan for x in pr], marker="s",
                            markersize=3, label="ping-pong, best")
+            # noisy figures (95 % CI of the median wider than +-5 %) circled in red
+            for ax, key, flag in ((left, "latency_us", "rtt_noisy"),
+                                  (right, "bw_mbps", "bw_noisy")):
+                pts = [(x["bytes"], x[key]) for x in pr if x.get(flag) and x[key] is not None]
+                if pts:
+                    ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=60,
+                               facecolors="none", edgecolors="red", label="noisy (~)",
+                               zorder=3)
+            if any(x.get("rtt_noisy") for x in pr):
+                left.legend(fontsize=8)
             right.set_xlabel("message size (bytes)")
             right.set_ylabel("bandwidth (MB/s)")
             right.set_title("bandwidth")
