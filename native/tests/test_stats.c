@@ -201,6 +201,12 @@ int main(int argc, char **argv)
   CHECK(tiers_stats_should_stop(quiet, 1, scr, 1, 0.0, 1.0) == TIERS_STATS_MAX_SAMPLES);
   CHECK(strcmp(tiers_stats_stop_name(TIERS_STATS_TIME_LIMIT), "time limit") == 0);
 
+  /* the best is the fastest of all samples, even outside the fences */
+  double quant[10] = {10, 10, 10, 10, 9.9, 10, 10, 10, 10, 10};
+  tiers_stats_t b;
+  tiers_stats_summarize(quant, 10, scr, &b);
+  CHECK(b.kept == 9 && b.median == 10.0 && b.min == 9.9);
+
   /* non-finite samples are ignored */
   double with_nan[4] = {NAN, 2.0, INFINITY, 4.0};
   tiers_stats_t s;

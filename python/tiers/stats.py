@@ -8,7 +8,9 @@ native probes; both give the same numbers on the same samples
 - **outliers**: with 4 samples or more, a sample outside Tukey's far-out
   fences ``[Q1 - 3 IQR, Q3 + 3 IQR]`` (quartiles by linear interpolation
   between order statistics) is left out; the others are "kept";
-- **median** of the kept samples, and **min** (the best) of them;
+- **median** of the kept samples, and **min** (the best) of all samples: a
+  timing can be disturbed upwards only, so a low sample is never dropped
+  from the best;
 - **95 % confidence interval of the median**, distribution-free: the order
   statistics ``x(l)`` and ``x(n+1-l)`` of the n kept samples, where ``l`` is the
   largest rank with ``P(B <= l - 1) <= 0.025`` for ``B ~ Binomial(n, 1/2)``.
@@ -96,8 +98,8 @@ def summarize(samples: Iterable[float]) -> dict:
     """Return the summary of the samples of one figure, a dict with
 
     ``n`` (finite samples given), ``kept`` (samples inside the outlier
-    fences), ``outliers`` (n - kept), ``min`` and ``median`` of the kept
-    samples, ``ci_low``/``ci_high`` (the 95 % interval of the median; None
+    fences), ``outliers`` (n - kept), ``min`` (of all samples) and
+    ``median`` (of the kept ones), ``ci_low``/``ci_high`` (the 95 % interval of the median; None
     when undefined), ``ci_ranks`` ([l, u], 1-based, or None),
     ``rel_halfwidth`` (None when undefined), ``noisy`` (bool) and ``why``
     (one line saying why the figure is noisy, or None).  Non-finite samples
@@ -112,7 +114,7 @@ def summarize(samples: Iterable[float]) -> dict:
     kept = xs if fences is None else [x for x in xs if fences[0] <= x <= fences[1]]
     k = len(kept)
     med = quantile(kept, 0.5)
-    out.update(kept=k, outliers=len(xs) - k, min=kept[0], median=med)
+    out.update(kept=k, outliers=len(xs) - k, min=xs[0], median=med)
     ranks = median_ci_ranks(k)
     if ranks is None:
         out["why"] = (f"{k} sample{'s' if k != 1 else ''} kept: the 95 % interval of the "

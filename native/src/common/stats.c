@@ -71,7 +71,7 @@ void tiers_stats_summarize(const double *x, size_t n, double *scratch, tiers_sta
   const double *k = scratch + first;
   size_t kept = last - first;
   s->kept = kept;
-  s->min = k[0];
+  s->min = scratch[0]; /* the best of all samples: disturbances only slow */
   s->median = quantile(k, kept, 0.5);
   int l, u;
   if (tiers_stats_ci_ranks(kept, &l, &u) != 0)

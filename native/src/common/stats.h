@@ -6,7 +6,8 @@
  *  - outliers: with 4 samples or more, samples outside Tukey's far-out
  *    fences [Q1 - 3 IQR, Q3 + 3 IQR] (quartiles by linear interpolation)
  *    are left out; the others are "kept";
- *  - min and median of the kept samples;
+ *  - min of all samples (disturbances only slow a timing), median of the
+ *    kept ones;
  *  - the 95 % confidence interval of the median from order statistics:
  *    [x(l), x(n+1-l)], l the largest rank with P(B <= l-1) <= 0.025 for
  *    B ~ Binomial(n, 1/2); undefined below 6 kept samples;
@@ -30,7 +31,7 @@
 typedef struct tiers_stats {
   size_t n;        /* finite samples given */
   size_t kept;     /* samples inside the outlier fences */
-  double min;      /* best kept sample */
+  double min;      /* best sample (of all, outliers included) */
   double median;   /* median of the kept samples */
   double ci_low;   /* 95 % interval of the median (NAN: undefined) */
   double ci_high;
