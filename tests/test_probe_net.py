@@ -156,6 +156,23 @@ def test_only_physically_possible_values(tmp_path, ranks):
     assert not _NEGATIVE.search(run.stdout), run.stdout
 
 
+def test_pingpong_between_ranks_other_than_rank_0(tmp_path):
+    # rank 2 measures and decides when to stop, rank 1 answers, rank 0 only
+    # reports: every block's sample must reach rank 0's document
+    doc, run = _doc(tmp_path, "-n", "3", "--tests", "pingpong", "--pair", "2,1",
+                    "--sizes", "0,64K", "--quick")
+    assert doc["samples"]["pingpong"]["pair"] == [2, 1]
+    for raw in doc["samples"]["pingpong"]["rows"]:
+        assert raw["rtt_n"] == len(raw["rtt_samples_us"]) >= 1
+        assert all(x > 0 for x in raw["rtt_samples_us"])
+        assert raw["rtt_us"] == pytest.approx(min(raw["rtt_samples_us"]))
+        if raw["bytes"]:
+            assert raw["bw_window_n"] == len(raw["bw_window_samples_us"]) >= 1
+            window = raw["bytes"] * raw["bw_window"]
+            assert raw["bw_mbps"] == pytest.approx(window / min(raw["bw_window_samples_us"]))
+    assert "rank 2" in run.stdout
+
+
 @pytest.mark.parametrize("cores", [1, 2])
 def test_cores_per_node_rounds(tmp_path, cores):
     # 6 ranks as 3 nodes of 2 (--node-size): between nodes 2^2 - 1 = 3 steps,
