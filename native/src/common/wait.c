@@ -42,21 +42,26 @@ void tiers_spin_init(tiers_spin_t *s, uint32_t cap, uint32_t yields_cap)
   atomic_store_explicit(&s->polls, cap, memory_order_relaxed);
 }
 
-void tiers_spin_blocked(tiers_spin_t *s, uint32_t budget, int64_t blocked_ns)
+void tiers_spin_waited(tiers_spin_t *s, uint32_t budget, double waited)
 {
   if (s->cap == TIERS_SPIN_FOREVER)
     return;
-  /* the whole wait, in polls */
-  double waited = (double)budget + 1e-3 * (double)blocked_ns * tiers_wait_polls_per_us();
   uint32_t next;
   if (waited <= (double)s->cap) {
-    double grown = 2.0 * waited > 2.0 * budget ? 2.0 * waited : 2.0 * budget;
+    double grown = waited > (double)budget ? 2.0 * waited : 2.0 * budget;
     next = grown >= (double)s->cap ? s->cap : (uint32_t)grown;
   } else {
     next = budget / 2 > s->floor ? budget / 2 : s->floor;
   }
   if (next != budget)
     atomic_store_explicit(&s->polls, next, memory_order_relaxed);
+}
+
+void tiers_spin_blocked(tiers_spin_t *s, uint32_t budget, int64_t blocked_ns)
+{
+  /* the whole wait, in polls */
+  tiers_spin_waited(s, budget,
+                    (double)budget + 1e-3 * (double)blocked_ns * tiers_wait_polls_per_us());
 }
 
 int tiers_spin_yield_while_equal(const _Atomic uint32_t *word, uint32_t expected,

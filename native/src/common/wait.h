@@ -113,6 +113,10 @@ static inline void tiers_spin_ended(tiers_spin_t *s, uint32_t budget)
  * blocked for @p blocked_ns nanoseconds. */
 void tiers_spin_blocked(tiers_spin_t *s, uint32_t budget, int64_t blocked_ns);
 
+/* The same for a bound kept in any unit (nanoseconds, rounds): the wait
+ * outlasted a spin of @p budget and lasted @p waited in all, in that unit. */
+void tiers_spin_waited(tiers_spin_t *s, uint32_t budget, double waited);
+
 /* Polls @p word (acquire) until it differs from @p expected, within the
  * learned bound of @p s; returns 1 when it changed (the bound learns from
  * it), 0 when the caller must block, then tell tiers_spin_blocked() how

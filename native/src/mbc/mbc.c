@@ -46,17 +46,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+#include "common/wait.h"
 #include "mbc_internal.h"
 
 enum { REQ_SEND = 1, REQ_RECV = 2 };
 
-/* Idle polls a wait spins before it yields the CPU: many on a node with a
- * CPU for every process, few on an oversubscribed one. */
-#define SPIN_POLLS 1000
-#define SPIN_POLLS_OVERSUBSCRIBED 16
+/* Waiting (common/wait.h has the reasoning): an idle wait spins for a
+ * learned time (up to WAIT_SPIN_CAP_NS), then blocks.  The peers are other
+ * processes and no futex word is shared with them, so blocking is a nap
+ * (nanosleep) that grows with the time already waited (an eighth of it,
+ * WAIT_NAP_MIN_NS to WAIT_NAP_MAX_NS), so that a message that arrives
+ * during a nap is seen at most ~12 % late; a woken napper preempts a busy
+ * neighbour at once, where a yielding process waits for the end of the
+ * neighbour's time slice.  On a node with more processes than CPUs a wait
+ * yields after 16 idle rounds instead: the CPU goes to a peer that needs
+ * it, and naps measured slower there (bench/barrier_noise, mbc_vs_mpi). */
+#define WAIT_SPIN_CAP_NS 200000u
+#define WAIT_SPIN_FLOOR_NS 2000u
+#define WAIT_SPIN_CAP_OVERSUBSCRIBED_NS 0u
+#define WAIT_NAP_MIN_NS 5000
+#define WAIT_NAP_MAX_NS 200000
 
 struct tiers_mbc_request {
   int kind;
@@ -139,7 +153,8 @@ struct tiers_mbc {
   char fatal_msg[256];
   struct counters c;
   double t0;
-  long spin_polls;                              /* idle polls before yielding */
+  tiers_spin_t spin;                            /* learned spin time of idle waits, ns */
+  int oversubscribed;                           /* more processes on this node than CPUs */
 };
 
 static double now_s(void)
@@ -340,12 +355,15 @@ int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t
   if (m->shm && m->shm->direct)
     m->direct = 1;
   /* More processes on this node than CPUs: a waiting process holds a CPU a
-   * peer needs, so it yields almost at once instead of spinning. */
+   * peer needs, so it spins briefly and yields first when it blocks. */
   int on_node = 0;
   for (int i = 0; i < m->size; i++)
     on_node += m->shm ? local[i] != 0 : i == m->rank;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  m->spin_polls = cpus > 0 && on_node > cpus ? SPIN_POLLS_OVERSUBSCRIBED : SPIN_POLLS;
+  m->oversubscribed = cpus > 0 && on_node > cpus;
+  tiers_spin_init(&m->spin, m->oversubscribed ? WAIT_SPIN_CAP_OVERSUBSCRIBED_NS : WAIT_SPIN_CAP_NS,
+                  0);
+  m->spin.floor = m->oversubscribed ? WAIT_SPIN_CAP_OVERSUBSCRIBED_NS : WAIT_SPIN_FLOOR_NS;
   free(local);
   m->t0 = now_s();
   live_add(m);
@@ -978,7 +996,10 @@ static int progress(tiers_mbc_t m, int *events)
 
 struct waiter {
   double start, next_check;
-  long idle;
+  long idle;          /* idle rounds since the last event */
+  int64_t idle_since; /* ns: start of this idle stretch */
+  uint32_t budget;    /* ns of spinning this stretch may use */
+  int blocking;       /* the stretch outlasted its spin */
 };
 
 
@@ -987,17 +1008,72 @@ static void waiter_init(struct waiter *w)
   w->start = now_s();
   w->next_check = w->start + 0.1;
   w->idle = 0;
+  w->blocking = 0;
 }
 
-/* Called after an idle round: yield after a bounded spin, and now and then
- * check the time limit and that every peer is still there. */
+/* Called after a round that made progress: the idle stretch (if any) is
+ * over, and the spin time learns from how long it lasted. */
+static void waiter_event(tiers_mbc_t m, struct waiter *w)
+{
+  if (w->idle == 0)
+    return;
+  if (!w->blocking)
+    tiers_spin_ended(&m->spin, w->budget);
+  else
+    tiers_spin_waited(&m->spin, w->budget, (double)(tiers_now_ns() - w->idle_since));
+  w->idle = 0;
+  w->blocking = 0;
+}
+
+/* One nap of @p ns nanoseconds with a timer slack of a tenth of it (the
+ * default slack, 50 us, would make every short nap 50 us long). */
+static void nap(long ns)
+{
+  int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  long want = ns / 10 > 1000 ? ns / 10 : 1000;
+  if (slack > 0 && slack != want)
+    prctl(PR_SET_TIMERSLACK, (unsigned long)want, 0, 0, 0);
+  struct timespec ts = {0, ns};
+  nanosleep(&ts, NULL);
+  if (slack > 0 && slack != want)
+    prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+}
+
+/* The blocking phase of an idle round: a yield on an oversubscribed node,
+ * else a nap. */
+static void waiter_block(tiers_mbc_t m, struct waiter *w, int64_t now)
+{
+  if (m->oversubscribed) {
+    sched_yield();
+    return;
+  }
+  long ns = (long)((now - w->idle_since) / 8);
+  nap(ns < WAIT_NAP_MIN_NS ? WAIT_NAP_MIN_NS : ns > WAIT_NAP_MAX_NS ? WAIT_NAP_MAX_NS : ns);
+}
+
+/* Called after an idle round: spin for the learned time, then block; now
+ * and then check the time limit and that every peer is still there. */
 static int waiter_idle(tiers_mbc_t m, struct waiter *w, const char *what)
 {
-  if (++w->idle < m->spin_polls)
+  if (w->idle++ == 0) {
+    w->idle_since = tiers_now_ns();
+    w->budget = tiers_spin_budget(&m->spin);
+    w->blocking = 0;
     return TIERS_OK;
-  sched_yield();
-  if ((w->idle & 63) != 0)
-    return TIERS_OK;
+  }
+  if (!w->blocking) {
+    if ((w->idle & 15) != 0) {
+      tiers_cpu_relax();
+      return TIERS_OK;
+    }
+    int64_t now = tiers_now_ns();
+    if (now - w->idle_since < (int64_t)w->budget) {
+      tiers_cpu_relax();
+      return TIERS_OK;
+    }
+    w->blocking = 1;
+  }
+  waiter_block(m, w, tiers_now_ns());
   double t = now_s();
   if (t < w->next_check)
     return TIERS_OK;
@@ -1297,7 +1373,7 @@ int tiers_mbc_waitall(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs,
     else
       TIERS_CALL(progress(m, &events));
     if (events)
-      w.idle = 0;
+      waiter_event(m, &w);
     else if (!reqs[i]->done)
       TIERS_CALL(waiter_idle(m, &w, reqs[i]->kind == REQ_SEND ? "a send" : "a receive"));
   }
