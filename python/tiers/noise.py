@@ -56,7 +56,8 @@ def verdict(raw: dict) -> tuple[str, list[str]]:
     """Return ("quiet" | "busy", the reasons for "busy") for the tool's
     output ``raw``."""
     reasons = []
-    for p in raw.get("pus", []):
+    # the worst PU first: the summary names it
+    for p in sorted(raw.get("pus", []), key=lambda p: -p["lost_fraction"]):
         if p["lost_fraction"] > LOST_BUSY:
             reasons.append(f"PU {p['pu']} lost {_pct(p['lost_fraction'])} of its time "
                            "to other work")
