@@ -119,7 +119,7 @@ def summarise(raw: dict) -> dict:
             if row["threads"] == at and row["group"] == group and row["name"] == name:
                 headline[key] = {"label": label, **{k: row[k] for k in (
                     "mean_us", "median_us", "ci95_us", "mean_cycles", "median_cycles",
-                    "ci95_cycles")}}
+                    "ci95_cycles", "noisy", "median_ci95_us")}}
     return {"cycles_per_second": raw["params"]["cycles_per_second"], "threads": threads,
             "rows": rows, "headline": headline}
 
@@ -241,6 +241,7 @@ def render(doc: dict, console: Console) -> None:
     head = summary["headline"]
     parts = [f"{v['label']} {v['mean_us']:.3f} µs ({v['mean_cycles']:,.0f} cycles), median "
              f"{v['median_us']:.3f} µs ({v['median_cycles']:,.0f} cycles)"
+             + (" (noisy)" if v.get("noisy") else "")
              for k, v in head.items() if k != "threads"]
     if parts:
         console.print(f"At {plural(head['threads'], 'thread')}, mean and median: " + "; ".join(parts)
