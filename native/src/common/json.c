@@ -43,10 +43,43 @@ void tiers_json_object_end(tiers_json_t *j) { close_level(j, '}'); }
 void tiers_json_array_begin(tiers_json_t *j) { open_level(j, '['); }
 void tiers_json_array_end(tiers_json_t *j) { close_level(j, ']'); }
 
+/* Return the length of the valid UTF-8 sequence that starts at p (2 to 4),
+ * or 0 when the bytes there are not one (stray continuation bytes, overlong
+ * forms, surrogates, code points past U+10FFFF, a sequence cut by the end). */
+static int utf8_length(const unsigned char *p)
+{
+  int n;
+  unsigned cp, min;
+  if ((p[0] & 0xE0) == 0xC0) { n = 2; cp = p[0] & 0x1Fu; min = 0x80; }
+  else if ((p[0] & 0xF0) == 0xE0) { n = 3; cp = p[0] & 0x0Fu; min = 0x800; }
+  else if ((p[0] & 0xF8) == 0xF0) { n = 4; cp = p[0] & 0x07u; min = 0x10000; }
+  else return 0;
+  for (int i = 1; i < n; i++) {
+    if ((p[i] & 0xC0) != 0x80) /* also stops at the terminating NUL */
+      return 0;
+    cp = (cp << 6) | (p[i] & 0x3Fu);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    return 0;
+  return n;
+}
+
+/* Write s as a JSON string.  JSON text is UTF-8: a byte that does not start
+ * a valid UTF-8 sequence (a Latin-1 host name, a binary file name) is
+ * written as U+FFFD, so that readers never fail to decode the document. */
 static void put_string(FILE *out, const char *s)
 {
   fputc('"', out);
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p >= 0x80) {
+      int n = utf8_length(p);
+      if (n == 0)
+        fputs("\\ufffd", out);
+      else
+        fwrite(p, 1, (size_t)n, out);
+      p += n > 0 ? n - 1 : 0;
+      continue;
+    }
     switch (*p) {
     case '"': fputs("\\\"", out); break;
     case '\\': fputs("\\\\", out); break;
