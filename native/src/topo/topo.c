@@ -18,6 +18,127 @@ struct tiers_topo {
 
 static const char synthetic_prefix[] = "synthetic:";
 
+/* The most objects a synthetic description may ask for.  hwloc builds every
+ * object of a synthetic tree with a cpuset as wide as the machine, so time
+ * and memory grow with the square of the PU count: "pack:1000 core:1000
+ * pu:1000" never finishes.  The largest single machines have a few
+ * thousand PUs (their XML files are not limited); 8192 objects leave room for
+ * the synthetic trees that stand for them. */
+#define SYNTHETIC_MAX_OBJECTS 8192.0
+
+/* Return how many objects the levels of synthetic description desc ask for
+ * (the sum over levels of the product of the arities down to it), skipping
+ * attributes in (...) and {...}.  Words that are not "type:N" or "N" are
+ * left for hwloc to refuse. */
+static double synthetic_objects(const char *desc)
+{
+  double width = 1.0, total = 1.0;
+  int depth = 0;
+  const char *p = desc;
+  while (*p) {
+    if (*p == '(' || *p == '{') {
+      depth++;
+      p++;
+      continue;
+    }
+    if ((*p == ')' || *p == '}') && depth > 0) {
+      depth--;
+      p++;
+      continue;
+    }
+    if (depth > 0 || *p == ' ' || *p == '\t' || *p == '\n') {
+      p++;
+      continue;
+    }
+    /* a word: [type:]N, where N ends at a space, '(' or the end */
+    const char *w = p;
+    while (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '(' && *p != '{')
+      p++;
+    const char *colon = memchr(w, ':', (size_t)(p - w));
+    const char *digits = colon ? colon + 1 : w;
+    if (digits < p && *digits >= '0' && *digits <= '9') {
+      double arity = strtod(digits, NULL);
+      width *= arity > 1.0 ? arity : 1.0;
+      total += width;
+    }
+  }
+  return total;
+}
+
+/* Return whether the attributes text [tag, end) of an XML element names
+ * attribute name (preceded by white space, followed by '='). */
+static int xml_has_attribute(const char *tag, const char *end, const char *name)
+{
+  size_t n = strlen(name);
+  for (const char *p = tag; p + n < end; p++) {
+    if ((p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\n' || p[-1] == '\r') &&
+        memcmp(p, name, n) == 0) {
+      const char *q = p + n;
+      while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+        q++;
+      if (q < end && *q == '=')
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* hwloc 2.9 dereferences a NULL set when an object of an XML file has a
+ * cpuset without a complete_cpuset, or a nodeset without a
+ * complete_nodeset (files hwloc writes always carry both).  Return the
+ * name of the missing attribute of the first such object in file path, or
+ * NULL when there is none or the file cannot be read (hwloc then says
+ * why). */
+static const char *xml_missing_complete_set(const char *path)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  const char *missing = NULL;
+  for (;;) {
+    if (cap - len < 65536) {
+      cap = cap ? 2 * cap : 1 << 20;
+      char *grown = realloc(text, cap + 1);
+      if (!grown) {
+        fclose(f);
+        free(text);
+        return NULL;
+      }
+      text = grown;
+    }
+    size_t got = fread(text + len, 1, cap - len, f);
+    len += got;
+    if (got == 0)
+      break;
+  }
+  fclose(f);
+  text[len] = '\0';
+  const char *end = text + len;
+  for (const char *p = text; !missing && (p = strstr(p, "<object")) != NULL;) {
+    const char *tag = p + 7;
+    const char *close = tag;
+    char quote = 0;
+    while (close < end && (quote || *close != '>')) {
+      if (quote && *close == quote)
+        quote = 0;
+      else if (!quote && (*close == '"' || *close == '\''))
+        quote = *close;
+      close++;
+    }
+    if (xml_has_attribute(tag, close, "cpuset") &&
+        !xml_has_attribute(tag, close, "complete_cpuset"))
+      missing = "complete_cpuset";
+    else if (xml_has_attribute(tag, close, "nodeset") &&
+             !xml_has_attribute(tag, close, "complete_nodeset"))
+      missing = "complete_nodeset";
+    p = close;
+  }
+  free(text);
+  return missing;
+}
+
 int tiers_topo_load(tiers_topo_t *topo, const char *source)
 {
   if (!topo)
@@ -47,7 +168,11 @@ int tiers_topo_load(tiers_topo_t *topo, const char *source)
   if (strncmp(source, synthetic_prefix, sizeof synthetic_prefix - 1) == 0) {
     kind = FROM_SYNTHETIC;
     const char *desc = source + sizeof synthetic_prefix - 1;
-    if (hwloc_topology_set_synthetic(t->hw, desc) != 0)
+    if (synthetic_objects(desc) > SYNTHETIC_MAX_OBJECTS)
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "the synthetic topology \"%s\" has more than %.0f objects", desc,
+                           SYNTHETIC_MAX_OBJECTS);
+    else if (hwloc_topology_set_synthetic(t->hw, desc) != 0)
       rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
                            "hwloc rejects the synthetic topology \"%s\"", desc);
   } else if (strcmp(source, "this") != 0) {
@@ -63,7 +188,12 @@ int tiers_topo_load(tiers_topo_t *topo, const char *source)
                                          : "");
     else {
       fclose(f);
-      if (hwloc_topology_set_xml(t->hw, source) != 0)
+      const char *missing = xml_missing_complete_set(source);
+      if (missing)
+        rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                             "%s is not a valid hwloc XML topology (an object has no %s)",
+                             source, missing);
+      else if (hwloc_topology_set_xml(t->hw, source) != 0)
         rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
                              "%s is not a valid hwloc XML topology", source);
     }
