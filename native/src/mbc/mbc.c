@@ -59,9 +59,9 @@ enum { REQ_SEND = 1, REQ_RECV = 2 };
 /* Waiting (common/wait.h has the reasoning): an idle wait spins for a
  * learned time (up to WAIT_SPIN_CAP_NS), then blocks.  The peers are other
  * processes and no futex word is shared with them, so blocking is a nap
- * (nanosleep) that grows with the time already waited (an eighth of it,
+ * (nanosleep) that grows with the time already waited (a sixteenth of it,
  * WAIT_NAP_MIN_NS to WAIT_NAP_MAX_NS), so that a message that arrives
- * during a nap is seen at most ~12 % late; a woken napper preempts a busy
+ * during a nap is seen at most ~6 % late; a woken napper preempts a busy
  * neighbour at once, where a yielding process waits for the end of the
  * neighbour's time slice.  On a node with more processes than CPUs a wait
  * yields after 16 idle rounds instead: the CPU goes to a peer that needs
@@ -70,7 +70,7 @@ enum { REQ_SEND = 1, REQ_RECV = 2 };
 #define WAIT_SPIN_FLOOR_NS 2000u
 #define WAIT_SPIN_CAP_OVERSUBSCRIBED_NS 0u
 #define WAIT_NAP_MIN_NS 5000
-#define WAIT_NAP_MAX_NS 200000
+#define WAIT_NAP_MAX_NS 100000
 
 struct tiers_mbc_request {
   int kind;
@@ -1047,7 +1047,7 @@ static void waiter_block(tiers_mbc_t m, struct waiter *w, int64_t now)
     sched_yield();
     return;
   }
-  long ns = (long)((now - w->idle_since) / 8);
+  long ns = (long)((now - w->idle_since) / 16);
   nap(ns < WAIT_NAP_MIN_NS ? WAIT_NAP_MIN_NS : ns > WAIT_NAP_MAX_NS ? WAIT_NAP_MAX_NS : ns);
 }
 
