@@ -4,7 +4,8 @@
  * hybrid/team.c) and the waits of libtiers-mbc (mbc/mbc.c).
  *
  * A waiter first polls for a bounded number of times, then blocks (a
- * futex sleep, or whatever its caller does next).  The bound is learned
+ * futex sleep in the barrier; mbc, whose peers are other processes with no
+ * futex word shared, naps and keeps its bound in nanoseconds).  The bound is learned
  * from recent waits, as production OpenMP runtimes tune their spin counts,
  * but adaptively and per object:
  *   - a wait that ended during the spin doubles the bound (up to its cap):
@@ -49,7 +50,7 @@
 #define TIERS_WAIT_HAVE_FUTEX 1
 #endif
 
-/* An adaptive spin bound, in polls. */
+/* An adaptive spin bound, in polls (or in the unit its user keeps). */
 typedef struct tiers_spin {
   _Atomic uint32_t polls; /* the bound the next wait uses */
   uint32_t cap;           /* its ceiling (TIERS_SPIN_FOREVER: never give up) */
