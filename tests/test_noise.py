@@ -6,7 +6,6 @@ test machine is shared."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
