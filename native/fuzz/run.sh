@@ -52,6 +52,7 @@ for t in $targets; do
   # -rss_limit_mb / -malloc_limit_mb: an input must not make a parser
   # allocate without bound; -timeout: nor run for long.
   if ! (cd "$findings" && HWLOC_XML_VERBOSE=0 HWLOC_SYNTHETIC_VERBOSE=0 \
+        LSAN_OPTIONS="suppressions=$here/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
         "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$findings/" \
         "$work" "$seeds" >"$build/$t.log" 2>&1); then
