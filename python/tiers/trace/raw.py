@@ -81,9 +81,18 @@ class RankLog:
         return t_ns + int(round(o0 + (o1 - o0) * (t_ns - t0) / (t1 - t0)))
 
 
+#: The smallest payload (bytes after the 16-byte head) of each record kind.
+_PAYLOAD = {ENTER: 0, LEAVE: 0, COLL_BEGIN: 0, SEND: _MSG.size, RECV: _MSG.size,
+            ISEND: _MSG.size, IRECV_DONE: _MSG.size, ISEND_DONE: _REQ.size,
+            IRECV_POST: _REQ.size, COLL_END: _COLL.size, COMM: _COMM.size,
+            SWAP: _SWAP.size, CLOCK: _CLOCK.size, STOP: _STOP.size, INFO: _INFO.size}
+
+
 def read(path: str | Path) -> RankLog:
-    """Return the :class:`RankLog` of one raw file; raise TiersError when the
-    file is not a tiers raw event file."""
+    """Return the :class:`RankLog` of one raw file.  A file cut short reads
+    up to its last whole record (``truncated`` is then set); anything else
+    that is not what the tracer writes raises TiersError naming the file and
+    the byte offset at fault."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -94,22 +103,48 @@ def read(path: str | Path) -> RankLog:
     version, hlen, rank, size, nfn, hostlen = struct.unpack_from("<6I", data, 8)
     if version != VERSION:
         raise TiersError(f"{p}: raw trace version {version}, this tiers reads {VERSION}")
+
+    def bad(at: int, why: str) -> TiersError:
+        return TiersError(f"{p}: byte {at}: {why} (the file is damaged or not a tiers raw file)")
+
+    if hlen > len(data):
+        raise bad(12, f"the header is {hlen} bytes but the file only {len(data)}")
+    if hlen % 8 or hlen < 32:
+        raise bad(12, f"header length {hlen} is not a multiple of 8 of at least 32")
+    if size < 1 or rank >= size:
+        raise bad(16, f"rank {rank} of {size} ranks")
+    if nfn > hlen - 32:
+        raise bad(24, f"{nfn} function names do not fit in a {hlen}-byte header")
     off = 32
     names = []
     for _ in range(nfn):
-        end = data.index(b"\0", off)
-        names.append(data[off:end].decode())
+        end = data.find(b"\0", off, hlen)
+        if end < 0:
+            raise bad(off, "a function name runs past the header")
+        names.append(data[off:end].decode("utf-8", errors="replace"))
         off = end + 1
-    host = data[off:off + hostlen - 1].decode(errors="replace")
+    if hostlen < 1 or off + hostlen > hlen:
+        raise bad(28, f"the host name ({hostlen} bytes) does not fit in the header")
+    host = data[off:off + hostlen - 1].decode("utf-8", errors="replace")
     log = RankLog(rank=rank, size=size, host=host, functions=names)
     pos, n = hlen, len(data)
     ev = log.events
     while pos + 16 <= n:
         kind, flags, thread, func, words, t = _HEAD.unpack_from(data, pos)
         length = words * 8
-        if length < 16 or pos + length > n:
-            log.truncated = pos + length > n
+        if length < 16:
+            if not data[pos:].strip(b"\0"):
+                log.truncated = True    # a zero-filled tail: the rest was never written
+                break
+            raise bad(pos, f"a record of {length} bytes")
+        if pos + length > n:
+            log.truncated = True
             break
+        need = _PAYLOAD.get(kind)
+        if need is None:
+            raise bad(pos, f"unknown record kind {kind}")
+        if length - 16 < need:
+            raise bad(pos, f"a record of kind {kind} needs {16 + need} bytes, it has {length}")
         b = pos + 16
         if kind in (ENTER, LEAVE, COLL_BEGIN):
             ev.append((kind, thread, func, t, ()))
@@ -123,8 +158,12 @@ def read(path: str | Path) -> RankLog:
             ev.append((kind, thread, func, t, (comm, root, op, sent, recvd)))
         elif kind == COMM:
             cid, parent, csize, cflags = _COMM.unpack_from(data, b)
-            members = list(struct.unpack_from(f"<{csize}i", data, b + 16)) \
-                if not cflags & 2 else []
+            if cflags & 2:
+                members = []
+            elif 0 <= csize <= (length - 16 - _COMM.size) // 4:
+                members = list(struct.unpack_from(f"<{csize}i", data, b + _COMM.size))
+            else:
+                raise bad(pos, f"a communicator of {csize} members in a {length}-byte record")
             log.comms[cid] = (parent, members, cflags)
             log.comm_order.append(cid)
         elif kind == SWAP:
@@ -144,11 +183,24 @@ def read(path: str | Path) -> RankLog:
                         "swap_every": (_U64.unpack_from(data, b + 32)[0]
                                        if length >= 16 + 40 else 0)}
         pos += length
+    if 0 < n - pos < 16:
+        log.truncated = True        # cut inside a record's head
     return log
 
 
 def read_all(folder: str | Path) -> list[RankLog]:
-    """Return the logs of every rank in ``folder/raw``, ordered by rank."""
+    """Return the logs of every rank in ``folder/raw``, ordered by rank.
+    Raise TiersError when the files are not those of one run (ranks given
+    twice, different rank counts)."""
     raw = Path(folder) / "raw"
     files = sorted(raw.glob("rank-*.tev")) if raw.is_dir() else []
-    return sorted((read(f) for f in files), key=lambda log: log.rank)
+    logs = sorted((read(f) for f in files), key=lambda log: log.rank)
+    seen = {}
+    for log in logs:
+        if log.rank in seen:
+            raise TiersError(f"{raw}: two raw files hold rank {log.rank}: the folder mixes runs")
+        seen[log.rank] = log
+        if log.size != logs[0].size:
+            raise TiersError(f"{raw}: rank {log.rank} ran with {log.size} ranks, rank "
+                             f"{logs[0].rank} with {logs[0].size}: the folder mixes runs")
+    return logs
