@@ -186,6 +186,10 @@ def read(path: str | os.PathLike, kind: str | None = None) -> dict:
         raise TiersError(f"cannot read {p}: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise TiersError(f"{p} is not JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TiersError(f"{p} is not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:
+        raise TiersError(f"{p}: JSON nested too deeply to read") from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if not isinstance(schema, str) or not schema.startswith("tiers."):
         raise TiersError(f"{p} is not a tiers result document (no tiers schema)")

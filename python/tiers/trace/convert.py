@@ -15,6 +15,8 @@ module, run by ``tiers trace`` after the program ended, converts them:
 from __future__ import annotations
 
 import collections
+import math
+import os
 from pathlib import Path
 
 from ..errors import TiersError
@@ -48,6 +50,41 @@ def unify_comms(logs: list[raw.RankLog]) -> tuple[dict, dict]:
     return gid_of, comms
 
 
+def max_matrix_ranks() -> int:
+    """Return the most ranks whose dense communication matrices (bytes and
+    messages, n x n each, as the summary holds them) fit in an eighth of
+    this machine's memory, at 64 bytes per entry while they are built."""
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        mem = 1 << 34
+    return max(256, math.isqrt(mem // 8 // (2 * 64)))
+
+
+def check(logs: list[raw.RankLog]) -> None:
+    """Raise TiersError, naming the rank and event, when the logs do not
+    describe one run the converters can follow: a rank count too large for
+    the summary's matrices, an event on a communicator its rank never
+    defined, or a communicator member outside the run's ranks."""
+    if not logs:
+        return
+    size = max(log.size for log in logs)
+    limit = max_matrix_ranks()
+    if size > limit:
+        raise TiersError(f"rank {logs[0].rank}'s raw file says the run had {size} ranks: more "
+                         f"than the {limit} whose communication matrix fits in memory here")
+    for log in logs:
+        for cid in log.comm_order:
+            members = log.comms[cid][1]
+            if members and (min(members) < 0 or max(members) >= size):
+                raise TiersError(f"rank {log.rank}'s raw file: communicator {cid} has a member "
+                                 f"outside ranks 0..{size - 1}")
+        for k, (kind, _, _, _, p) in enumerate(log.events):
+            if kind in (SEND, RECV, ISEND, IRECV_DONE, COLL_END) and p[0] not in log.comms:
+                raise TiersError(f"rank {log.rank}'s raw file: event {k} uses communicator "
+                                 f"{p[0]}, which the file never defines")
+
+
 def _world(comms: dict, gid: int, peer: int) -> int | None:
     members = comms[gid][0]
     return members[peer] if 0 <= peer < len(members) else None
@@ -65,6 +102,7 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
         raise TiersError("the Python package otf2 is missing: pip install otf2 "
                          "(the OTF2 archive needs it)") from None
     folder = Path(folder)
+    check(logs)
     gid_of, comms = unify_comms(logs)
     undefined_root = 0xFFFFFFFF
     with otf2.writer.open(str(folder), archive_name=ARCHIVE_NAME,
@@ -180,6 +218,7 @@ def summarize(logs: list[raw.RankLog]) -> dict:
     :func:`overhead_spread`)."""
     if not logs:
         raise TiersError("no rank left a trace")
+    check(logs)
     n = max(log.size for log in logs)
     gid_of, comms = unify_comms(logs)
     mbytes = [[0] * n for _ in range(n)]
@@ -221,7 +260,7 @@ def summarize(logs: list[raw.RankLog]) -> dict:
                 gid = gid_of[(log.rank, p[0])]
                 dst = _world(comms, gid, p[1])
                 nbytes = p[3]
-                if dst is not None and dst < n:
+                if dst is not None and 0 <= dst < n:
                     mbytes[log.rank][dst] += nbytes
                     mmsgs[log.rank][dst] += 1
                     sends[(log.rank, dst, gid, p[2])].append((start, nbytes))
