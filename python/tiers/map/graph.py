@@ -458,10 +458,10 @@ def _read_metis(path: Path) -> Graph:
     head = htext.split()
     if not 2 <= len(head) <= 4:
         raise _fail(path, hline, "the header must be 'VERTICES EDGES [FMT [NCON]]'")
-    vlines = lines[1:]
-    while vlines and not vlines[-1][1].strip():
-        vlines.pop()
     n = _int(head[0], path, hline, "the vertex count", 1, max_ranks())
+    vlines = lines[1:]
+    while len(vlines) > n and not vlines[-1][1].strip():
+        vlines.pop()        # blank lines past the last vertex (a vertex line may be blank)
     m = _int(head[1], path, hline, "the edge count", 0)
     fmt = head[2] if len(head) > 2 else "0"
     if not re.fullmatch(r"[01]{1,3}", fmt):
