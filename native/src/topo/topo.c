@@ -83,20 +83,71 @@ static int xml_has_attribute(const char *tag, const char *end, const char *name)
   return 0;
 }
 
-/* hwloc 2.9 dereferences a NULL set when an object of an XML file has a
- * cpuset without a complete_cpuset, or a nodeset without a
- * complete_nodeset (files hwloc writes always carry both).  Return the
- * name of the missing attribute of the first such object in file path, or
- * NULL when there is none or the file cannot be read (hwloc then says
- * why). */
-static const char *xml_missing_complete_set(const char *path)
+/* Return whether the value of attribute name in the attributes text [tag,
+ * end) is a bitmap as hwloc writes it: "0xf...f", or an optional "0xf...f,"
+ * then comma-separated groups "0x" and 1 to 8 hex digits.  hwloc 2.9
+ * asserts (aborting the program) on some other strings.  An absent
+ * attribute passes. */
+static int xml_bitmap_ok(const char *tag, const char *end, const char *name)
+{
+  size_t n = strlen(name);
+  for (const char *p = tag; p + n < end; p++) {
+    if (!((p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\n' || p[-1] == '\r') &&
+          memcmp(p, name, n) == 0))
+      continue;
+    const char *q = p + n;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+      q++;
+    if (q >= end || *q != '=')
+      continue;
+    q++;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+      q++;
+    if (q >= end || (*q != '"' && *q != '\''))
+      return 0;
+    const char quote = *q++;
+    const char *v = q;
+    while (q < end && *q != quote)
+      q++;
+    if (q >= end)
+      return 0;
+    size_t len = (size_t)(q - v);
+    if (len == 7 && memcmp(v, "0xf...f", 7) == 0)
+      return 1;
+    if (len > 8 && memcmp(v, "0xf...f,", 8) == 0)
+      v += 8;
+    for (;;) { /* 0x then 1 to 8 hex digits, then ',' or the end */
+      if (q - v < 3 || v[0] != '0' || v[1] != 'x')
+        return 0;
+      int digits = 0;
+      for (v += 2; v < q && strchr("0123456789abcdefABCDEF", *v); v++)
+        digits++;
+      if (digits < 1 || digits > 8)
+        return 0;
+      if (v == q)
+        return 1;
+      if (*v++ != ',')
+        return 0;
+    }
+  }
+  return 1;
+}
+
+/* hwloc 2.9 crashes on some damaged XML files instead of refusing them: it
+ * dereferences a NULL set when an object has a cpuset without a
+ * complete_cpuset or the other way round (the same for nodesets), and
+ * asserts on malformed bitmaps.  Files hwloc writes carry both sets of a
+ * pair or neither, and well-formed bitmaps.  Write what is wrong with the
+ * first object of file path that breaks these rules into why (size n) and
+ * return 1; return 0 when none does or the file cannot be read (hwloc then
+ * says why). */
+static int xml_damaged(const char *path, char *why, size_t n)
 {
   FILE *f = fopen(path, "rb");
   if (!f)
-    return NULL;
+    return 0;
   char *text = NULL;
   size_t len = 0, cap = 0;
-  const char *missing = NULL;
   for (;;) {
     if (cap - len < 65536) {
       cap = cap ? 2 * cap : 1 << 20;
@@ -104,7 +155,7 @@ static const char *xml_missing_complete_set(const char *path)
       if (!grown) {
         fclose(f);
         free(text);
-        return NULL;
+        return 0;
       }
       text = grown;
     }
@@ -115,8 +166,11 @@ static const char *xml_missing_complete_set(const char *path)
   }
   fclose(f);
   text[len] = '\0';
+  static const char *const sets[] = {"cpuset", "complete_cpuset", "allowed_cpuset",
+                                     "nodeset", "complete_nodeset", "allowed_nodeset"};
   const char *end = text + len;
-  for (const char *p = text; !missing && (p = strstr(p, "<object")) != NULL;) {
+  int damaged = 0;
+  for (const char *p = text; !damaged && (p = strstr(p, "<object")) != NULL;) {
     const char *tag = p + 7;
     const char *close = tag;
     char quote = 0;
@@ -127,16 +181,24 @@ static const char *xml_missing_complete_set(const char *path)
         quote = *close;
       close++;
     }
-    if (xml_has_attribute(tag, close, "cpuset") &&
-        !xml_has_attribute(tag, close, "complete_cpuset"))
-      missing = "complete_cpuset";
-    else if (xml_has_attribute(tag, close, "nodeset") &&
-             !xml_has_attribute(tag, close, "complete_nodeset"))
-      missing = "complete_nodeset";
+    int has[6];
+    for (int i = 0; i < 6; i++)
+      has[i] = xml_has_attribute(tag, close, sets[i]);
+    for (int pair = 0; !damaged && pair < 6; pair += 3)
+      if (has[pair] != has[pair + 1]) {
+        snprintf(why, n, "an object has a %s but no %s", sets[pair + !has[pair]],
+                 sets[pair + has[pair]]);
+        damaged = 1;
+      }
+    for (int i = 0; !damaged && i < 6; i++)
+      if (!xml_bitmap_ok(tag, close, sets[i])) {
+        snprintf(why, n, "an object's %s is not an hwloc bitmap", sets[i]);
+        damaged = 1;
+      }
     p = close;
   }
   free(text);
-  return missing;
+  return damaged;
 }
 
 int tiers_topo_load(tiers_topo_t *topo, const char *source)
@@ -188,11 +250,10 @@ int tiers_topo_load(tiers_topo_t *topo, const char *source)
                                          : "");
     else {
       fclose(f);
-      const char *missing = xml_missing_complete_set(source);
-      if (missing)
+      char why[96];
+      if (xml_damaged(source, why, sizeof why))
         rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
-                             "%s is not a valid hwloc XML topology (an object has no %s)",
-                             source, missing);
+                             "%s is not a valid hwloc XML topology (%s)", source, why);
       else if (hwloc_topology_set_xml(t->hw, source) != 0)
         rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
                              "%s is not a valid hwloc XML topology", source);
