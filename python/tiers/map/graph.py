@@ -205,8 +205,11 @@ def _dense(rows, path: Path, field: str) -> Graph:
             got = f"{len(row)} values" if isinstance(row, list) else type(row).__name__
             raise _fail(path, None, f"{field}[{i}] is {got}, not a row of {n} (n x n)")
     try:
-        m = np.array(rows, dtype=np.float64)
-        ok = m.shape == (n, n) and bool(np.all(np.isfinite(m))) and bool(np.all(m >= 0))
+        m = np.array(rows)          # numbers only: strings or booleans give another kind
+        ok = m.dtype.kind in "iuf" and m.shape == (n, n)
+        if ok:
+            m = m.astype(np.float64)
+            ok = bool(np.all(np.isfinite(m))) and bool(np.all(m >= 0))
     except (TypeError, ValueError, OverflowError):
         ok = False
     if not ok:
@@ -219,7 +222,7 @@ def _dense(rows, path: Path, field: str) -> Graph:
                     what = "negative weight" if isinstance(x, (int, float)) and \
                         not isinstance(x, bool) and x < 0 else "non-numeric or infinite value"
                     raise _fail(path, None, f"{field}[{i}][{j}] is {str(x)[:40]}: {what}")
-        raise _fail(path, None, f"{field} holds non-numeric values")
+        m = np.array(rows, dtype=np.float64)    # whole numbers past 2**64, all valid
     r, c = np.nonzero(m)
     return from_coo(n, r, c, m[r, c], source=str(path))
 
