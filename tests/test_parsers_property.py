@@ -17,13 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tiers.errors import TiersError  # noqa: E402
-from tiers.map import graph as G  # noqa: E402
-from tiers.trace import convert, raw  # noqa: E402
+from tiers.errors import TiersError
+from tiers.map import graph as G
+from tiers.trace import convert, raw
 
 SETTINGS = settings(max_examples=60, deadline=3000, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
