@@ -125,6 +125,8 @@ def read(path: str) -> Links:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TiersError(f"cannot read {p}: {exc}") from None
+    except RecursionError:
+        raise TiersError(f"cannot read {p}: JSON nested too deeply") from None
     return from_document(doc, str(p))
 
 
