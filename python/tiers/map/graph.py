@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,11 +130,9 @@ def max_ranks() -> int:
     one per 4 KiB of physical memory (the mapping keeps several arrays and a
     Scotch graph per rank), and never more than 2**31 - 1 (ranks are 32-bit
     ints in Scotch and MPI)."""
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        mem = 1 << 34
-    return int(max(1 << 16, min(mem // 4096, 2**31 - 1)))
+    from .. import validate
+
+    return int(max(1 << 16, min(validate.machine_memory() // 4096, 2**31 - 1)))
 
 
 def _fail(path: Path, line: int | None, message: str) -> TiersError:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import math
-import os
 from pathlib import Path
 
 from ..errors import TiersError
@@ -54,11 +53,9 @@ def max_matrix_ranks() -> int:
     """Return the most ranks whose dense communication matrices (bytes and
     messages, n x n each, as the summary holds them) fit in an eighth of
     this machine's memory, at 64 bytes per entry while they are built."""
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        mem = 1 << 34
-    return max(256, math.isqrt(mem // 8 // (2 * 64)))
+    from .. import validate
+
+    return max(256, math.isqrt(validate.machine_memory() // 8 // (2 * 64)))
 
 
 def check(logs: list[raw.RankLog]) -> None:
