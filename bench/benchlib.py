@@ -10,6 +10,7 @@ A script imports it with its own folder's parent on sys.path:
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import shlex
@@ -25,6 +26,78 @@ def fail(msg: str) -> None:
     """Print one error line and exit 2."""
     print(f"{NAME}: error: {msg}", file=sys.stderr)
     sys.exit(2)
+
+
+def skip(why: str) -> None:
+    """Print one line saying why this benchmark cannot run here and exit 0
+    (a skipped benchmark does not stop ``make bench``)."""
+    print(f"{NAME}: skipped: {why}")
+    sys.exit(0)
+
+
+def parse_args(ap: argparse.ArgumentParser, quick: dict, argv: list[str] | None = None):
+    """Add the options every benchmark script has and parse the command line.
+
+    ``--quick`` first sets the reduced defaults in ``quick`` (option dest ->
+    value; options given explicitly still win), so the run ends in about a
+    minute; ``--dry-run`` is for :func:`dry_run`.  A bad option prints one
+    line ``NAME: error: ...`` and exits 2.  Returns the parsed namespace."""
+    global NAME
+    if NAME == "bench":
+        NAME = os.path.basename(os.path.dirname(os.path.abspath(sys.argv[0])))
+    shown = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+                     for k, v in quick.items())
+    ap.add_argument("--quick", action="store_true",
+                    help=f"a reduced run of about a minute ({shown})")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the settings, the tiers and the native tools it would "
+                         "use and what it would run; measure nothing")
+    ap.error = fail  # one line, exit 2, no usage block
+    argv = sys.argv[1:] if argv is None else argv
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--quick", action="store_true")
+    if pre.parse_known_args(argv)[0].quick:
+        ap.set_defaults(**quick)
+    return ap.parse_args(argv)
+
+
+def import_tiers():
+    """Import the installed tiers package (the one of the python that runs
+    this script, else the interpreter of tiers on PATH / $TIERS through
+    :func:`reexec_with_tiers`); returns the module.  Never the source tree's
+    python/ folder unless PYTHONPATH says so."""
+    try:
+        import tiers
+    except ImportError:
+        reexec_with_tiers()
+    return tiers
+
+
+def dry_run(args, tools=(), steps=(), command: bool = False) -> None:
+    """Print what the script would do with ``args`` and exit 0: every
+    setting, the tiers package (or ``tiers`` command when ``command``) and
+    the path of each native tool in ``tools`` (one error line and exit 2 when
+    one is missing), then each step of ``steps``."""
+    print(f"{NAME}: dry run, nothing measured")
+    for key, val in sorted(vars(args).items()):
+        if key != "dry_run":
+            print(f"  --{key.replace('_', '-')}: {val}")
+    if command:
+        print(f"  tiers command: {' '.join(tiers_command())}")
+    if tools or not command:
+        tiers = import_tiers()
+        print(f"  tiers package: {os.path.dirname(os.path.abspath(tiers.__file__))}")
+    if tools:
+        from tiers import native
+        from tiers.errors import TiersError
+        for tool in tools:
+            try:
+                print(f"  tool {tool}: {native.tool_path(tool)}")
+            except TiersError as exc:
+                fail(str(exc))
+    for step in steps:
+        print(f"  would run: {step}")
+    sys.exit(0)
 
 
 def tiers_command() -> list[str]:
