@@ -11,6 +11,7 @@ venv=${TIERS_VENV:-$here/.venv}
 debs=(
   build-essential cmake pkg-config gfortran
   openmpi-bin libopenmpi-dev
+  mpich libmpich-dev
   hwloc libhwloc-dev
   libscotch-dev
   libotf2-trace-dev otf2-tools

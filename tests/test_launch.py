@@ -171,9 +171,13 @@ def test_missing_launcher_is_one_clear_line(monkeypatch, tmp_path):
     assert msg.startswith("no MPI launcher found") and "openmpi-bin" in msg and "\n" not in msg
 
 
-def test_launcher_named_in_env_but_absent(monkeypatch):
-    if launch.identify("mpiexec") and launch.identify("mpiexec").kind == "mpich":
-        pytest.skip("MPICH is installed here")
+def test_launcher_named_in_env_but_absent(monkeypatch, tmp_path):
+    # a PATH holding Open MPI's mpirun only, whether MPICH is installed or not
+    ompi = launch.identify("mpirun.openmpi") or launch.identify("mpirun")
+    if ompi is None or ompi.kind != "openmpi":
+        pytest.skip("needs Open MPI's mpirun")
+    (tmp_path / "mpirun").symlink_to(ompi.program)
+    monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("TIERS_LAUNCHER", "mpich")
     with pytest.raises(TiersError) as info:
         launch.detect()

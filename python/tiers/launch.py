@@ -55,7 +55,9 @@ _KIND_ALIASES = {
 }
 _NAMES = {"openmpi": "Open MPI", "mpich": "MPICH", "slurm": "Slurm"}
 _DEFAULT_PROGRAM = {"openmpi": "mpirun", "mpich": "mpiexec", "slurm": "srun"}
-# Executables tried, in order, for each kind.
+# Executables tried, in order, for each kind; one counts only when its
+# --version shows that kind, so Debian's mpirun/mpiexec alternatives (which
+# point at one MPI when both are installed) never decide which MPI runs.
 _CANDIDATES = {
     "openmpi": ("mpirun", "mpiexec", "mpirun.openmpi", "mpiexec.openmpi"),
     "mpich": ("mpiexec", "mpiexec.hydra", "mpiexec.mpich", "mpirun", "mpirun.mpich"),
@@ -172,8 +174,10 @@ def detect(kind: str | None = None) -> Launcher:
 
     Order: ``kind`` when given, else ``$TIERS_LAUNCHER`` when set (each one of
     ``openmpi``, ``mpich``, ``slurm``); else ``srun`` when inside a Slurm
-    allocation (``$SLURM_JOB_ID`` set and ``srun`` on PATH); else ``mpirun``,
-    then ``mpiexec``, whichever ``--version`` shows to be Open MPI or MPICH.
+    allocation (``$SLURM_JOB_ID`` set and ``srun`` on PATH); else the MPI the
+    native tools were built with (:func:`built_mpi`), then Open MPI, then
+    MPICH, each found by ``--version`` (``mpirun`` when it is that MPI, else
+    ``mpirun.openmpi``/``mpiexec.hydra``..., whatever the alternatives say).
     Raise TiersError (one line) when no launcher is found or the one asked
     for is absent."""
     asked = kind or os.environ.get("TIERS_LAUNCHER") or None
@@ -194,11 +198,28 @@ def detect(kind: str | None = None) -> Launcher:
         found = _find("slurm")
         if found is not None:
             return found
-    for program in ("mpirun", "mpiexec"):
-        found = identify(program)
-        if found is not None and found.kind in ("openmpi", "mpich"):
+    built = built_mpi()
+    for wanted in dict.fromkeys([k for k in (built, "openmpi", "mpich") if k]):
+        found = _find(wanted)
+        if found is not None:
             return found
     raise TiersError(f"no MPI launcher found: {_INSTALL_HINT}")
+
+
+def built_mpi() -> str | None:
+    """Return the MPI kind (``openmpi`` or ``mpich``) the native tools in
+    use were built with, from the ``mpi`` key of their
+    ``share/tiers/build_info.json`` (CMake's ``TIERS_MPI``); None when the
+    file or the key is missing (a build from before the key existed)."""
+    from . import native
+
+    path = native.native_dir() / "share" / "tiers" / "build_info.json"
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    kind = info.get("mpi") if isinstance(info, dict) else None
+    return kind if kind in ("openmpi", "mpich") else None
 
 
 def _as_launcher(launcher: Launcher | str | None) -> Launcher:
