@@ -137,12 +137,21 @@ def main() -> int:
     ap.add_argument("--placement", default="master",
                     help="tiers placement; likwid -w initialises with one thread (default master)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw rates as JSON")
-    args = ap.parse_args()
+    args = benchlib.parse_args(ap, {"rounds": 2, "array_bytes": 40_000_000, "ntimes": 10})
+    if args.rounds < 1 or args.array_bytes < 1024 or args.ntimes < 1:
+        fail("--rounds and --ntimes must be at least 1 and --array-bytes at least 1024")
+    try:
+        threads = [int(t) for t in args.threads.split(",")]
+        if not threads or min(threads) < 1:
+            raise ValueError
+    except ValueError:
+        fail(f"bad --threads '{args.threads}': use a list such as 1,2")
+    if args.dry_run:
+        benchlib.dry_run(args, command=True, steps=[
+            f"{args.rounds} alternating rounds at {args.threads} threads of tiers probe mem "
+            "(regular and non-temporal stores) and likwid-bench's copy and stream variants"])
     if shutil.which("likwid-bench") is None:
         fail("likwid-bench is not installed (Debian package likwid)")
-    if args.rounds < 1:
-        fail("--rounds must be at least 1")
-    threads = [int(t) for t in args.threads.split(",")]
     tiers = tiers_command()
     variants = {k: likwid_variants(test) for k, (test, _) in KERNELS.items()}
 
