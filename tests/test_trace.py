@@ -469,7 +469,7 @@ def test_stats_and_chrome_export(tmp_path, programs):
     line = next(ln for ln in st.stdout.splitlines() if ln.startswith("MPI_Send "))
     assert int(line.split()[1]) == sum(c["MPI_Send"] for c in calls)
     assert "receiver-first share" in st.stdout
-    ex = run_tiers("trace", "export", "--chrome", str(folder))
+    ex = run_tiers("trace", "export", str(folder), "--format", "chrome")
     assert ex.returncode == 0, ex.stderr
     import json
     events = json.loads((folder / "trace.chrome.json").read_text())["traceEvents"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import os
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -30,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import launch, native, plot as tplot, result
+from .registry import APPS, App  # noqa: F401 - the apps live in the registry
 from .errors import TiersError
 
 DEFAULT_RANKS = (1, 2, 4)
@@ -37,44 +37,6 @@ DEFAULT_THREADS = (1, 2)
 DEFAULT_TIMEOUT_S = 600.0
 PHASES = ("compute", "comm", "sync")
 OVER_MARK = "(over)"  # table marker of an oversubscribed configuration
-
-
-@dataclass(frozen=True)
-class App:
-    """A reference application: its native tool, what it solves, and the
-    options ``tiers bench`` may pass to it."""
-
-    name: str
-    tool: str
-    description: str
-    classes: tuple[str, ...] = ()
-    size_option: bool = True
-    iters_option: bool = True
-    overlap_option: bool = True
-    comm_option: bool = False
-
-
-APPS = {
-    "jacobi3d": App("jacobi3d", "tiers-jacobi3d",
-                    "3-D Poisson heat problem, Jacobi, face halos (seed 002)",
-                    comm_option=True),
-    "laplace2d": App("laplace2d", "tiers-laplace2d",
-                     "2-D Laplace equation, Jacobi, 640 x 640 (seed 004)",
-                     comm_option=True),
-    "matmul": App("matmul", "tiers-matmul",
-                  "dense matrix multiply, blocked / tiled / column broadcast, 1800 x 1800 "
-                  "(seeds 004, 003)", overlap_option=False),
-    "radixsort": App("radixsort", "tiers-radixsort",
-                     "parallel radix sort of 4M integers, all-to-all key exchange (seed 004)",
-                     iters_option=False, overlap_option=False, comm_option=True),
-    "cg": App("cg", "tiers-cg", "NPB CG: conjugate gradient, smallest eigenvalue estimate "
-              "(classes S-B; --app-args '--matrix F.mtx' solves a Matrix Market file)",
-              classes=("S", "W", "A", "B"), size_option=False, iters_option=False,
-              overlap_option=False, comm_option=True),
-    "zblas": App("zblas", "tiers-zblas",
-                 "complex level-1/2 kernels zaxpy, zdotc, dznrm2, zgemv (seed 000)",
-                 overlap_option=False),
-}
 
 
 def app_info(name: str) -> App:

@@ -8,8 +8,32 @@ import os
 import sys
 
 from . import __version__
+from . import registry
 from . import validate as V
 from .errors import TiersError
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old spelling of an option, kept for one release: it works as the
+    new one does, is hidden from --help and prints a one-line note."""
+
+    def __init__(self, option_strings, dest, new: str = "", const=None, **kwargs):
+        self.new = new
+        self.value = const
+        if const is not None:
+            kwargs["nargs"] = 0
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"tiers: note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, self.value if self.value is not None else values)
+
+
+def _deprecated(p: argparse.ArgumentParser, old: str, new: str, *, dest: str,
+                const=None, **kwargs) -> None:
+    """Add ``old`` as a hidden, deprecated spelling of option ``new``."""
+    p.add_argument(old, dest=dest, action=_DeprecatedAlias, new=new, const=const,
+                   help=argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -161,10 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--barrier-threads", type=V.count("--barrier-threads", 1, 1024), metavar="T",
                    help="threads per process of the hybrid barrier (default 2 where every "
                    "rank has 2 PUs of its own, else 1)")
-    p.add_argument("--timeout", type=V.duration("--timeout"), metavar="S",
-                   help="time limit of every wait inside the probe, in seconds (default 60)")
-    p.add_argument("--time-limit", type=V.duration("--time-limit"), metavar="S",
+    p.add_argument("--timeout", dest="time_limit", type=V.duration("--timeout"), metavar="S",
                    help="time limit of the whole run, in seconds (default 1800)")
+    p.add_argument("--wait-timeout", dest="timeout", type=V.duration("--wait-timeout"),
+                   metavar="S", help="time limit of every wait inside the probe, in seconds "
+                   "(default 60)")
+    _deprecated(p, "--time-limit", "--timeout", dest="time_limit",
+                type=V.duration("--time-limit"))
     p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm (default: "
                    "$TIERS_LAUNCHER, else detected)")
     p.add_argument("--hostfile", metavar="FILE", type=V.path("--hostfile"),
@@ -229,10 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("trace", help="record what an MPI program communicates, in bounded "
                        "memory (OTF2 archive + summary); also 'trace stats DIR', "
-                       "'trace export --chrome DIR'",
+                       "'trace export DIR --format chrome'",
                        usage="tiers trace [options] -- CMD...\n"
-                       "       tiers trace stats DIR\n"
-                       "       tiers trace export --chrome DIR [--output FILE]")
+                       "       tiers trace stats DIR [--sort time|calls|bytes|name] [--top N]\n"
+                       "       tiers trace export DIR --format chrome [-o FILE]")
     p.add_argument("--budget", metavar="BYTES", default="64M",
                    type=V.buffer_size("--budget", minimum=64 << 10),
                    help="trace buffer per rank, e.g. 64M (default 64M, at least 64K)")
@@ -298,7 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="run a reference application of the hybrid runtime, "
                        "flat and hybrid, over ranks x threads: time, speed-up, efficiency "
                        "and the compute/comm/sync breakdown (seed 004)")
-    p.add_argument("app", metavar="APP", help="jacobi3d or laplace2d")
+    p.add_argument("app", metavar="APP", choices=registry.app_names(),
+                   help="the application: " + "; ".join(
+                       f"{a.name}: {a.description}" for a in registry.APPS.values()))
     p.add_argument("--ranks", metavar="LIST", type=V.count_list("--ranks"),
                    help="MPI ranks, e.g. 1,2,4 (default 1,2,4)")
     p.add_argument("--threads", metavar="LIST", type=V.count_list("--threads", maximum=1024),
@@ -327,8 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra launcher options, one quoted string")
     p.add_argument("--quick", action="store_true", help="small problems that end in seconds")
     p.add_argument("--comm", metavar="LIST",
-                   help="messaging of the app: mpi, mbc (tiers' memory-based layer; jacobi3d, "
-                   "laplace2d) or mpi,mbc to run both and compare them (default mpi)")
+                   help="messaging of the app: mpi, mbc (tiers' memory-based layer; "
+                   + ", ".join(registry.mbc_apps()) + ") or mpi,mbc to run both and "
+                   "compare them (default mpi)")
     p.add_argument("--app-args", metavar="ARGS", type=V.args_string("--app-args"),
                    help="more application options, one quoted string, e.g. \"--grid 2,1,1\"")
     _add_output(p, plot=True)
@@ -375,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the folder of tiers.pc, tiers-hybrid.pc and tiers-mbc.pc")
     p.add_argument("--cmake-prefix", action="store_true",
                    help="print the prefix for CMAKE_PREFIX_PATH (find_package(tiers))")
+    registry.describe(parser)  # every subcommand's description and example
     return parser
 
 

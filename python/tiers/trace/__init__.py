@@ -2,8 +2,8 @@
 
     tiers trace [--budget 64M] [--policy sync|full|off] [--tau S] [--swap-every F]
                 [--out DIR] -- CMD...
-    tiers trace stats DIR
-    tiers trace export --chrome DIR [--output FILE]
+    tiers trace stats DIR [--sort time|calls|bytes|name] [--top N]
+    tiers trace export DIR --format chrome [-o FILE]
 
 The command runs CMD (a launcher line such as ``mpirun -n 4 ./app``, or a
 single program) with libtiers-trace.so preloaded in every rank, then turns
@@ -368,8 +368,12 @@ def load(folder: str | Path) -> dict:
     return result.read(p / "summary.json", "trace")
 
 
-def format_stats(doc: dict) -> str:
-    """Return the summary as plain-text tables."""
+def format_stats(doc: dict, folder: str | Path | None = None, *, sort: str = "time",
+                 top: int | None = None) -> str:
+    """Return the summary as plain-text tables: the totals, the profile of
+    MPI functions (trace/profile.py; messages per size bucket when
+    ``folder`` holds the raw files), the ranks and the comm matrix."""
+    from . import profile
     s = doc["summary"]
     lines = [f"ranks {s['ranks']}   events {s['events']}   duration {s['duration_s']:.6f} s",
              f"point-to-point {_human(s['p2p_bytes'])} in {s['p2p_messages']} messages"
@@ -385,9 +389,7 @@ def format_stats(doc: dict) -> str:
                 f"   spread between ranks {1e6 * s['swapouts']['spread_s']:.0f} us"
                 + ("" if s["swapouts"].get("spread_share") is None else
                    f" ({100 * s['swapouts']['spread_share']:.3f} % of the run)")), ""]
-    lines.append(f"{'function':<26}{'calls':>10}{'bytes':>16}{'time (s)':>14}")
-    for name, e in s["functions"].items():
-        lines.append(f"{name:<26}{e['calls']:>10}{e['bytes']:>16}{e['time_s']:>14.6f}")
+    lines.append(profile.format_profile(profile.profile(doc, folder, sort=sort, top=top)))
     lines.append("")
     lines.append(f"{'rank':>6}{'events':>10}{'swap-outs':>11}{'swap bytes':>14}{'swap s':>12}  note")
     for r in doc["samples"]["ranks"]:
@@ -442,25 +444,41 @@ def export_chrome(folder: str | Path, output_path: str | Path | None = None) -> 
 
 def _sub_parser(name: str) -> argparse.ArgumentParser:
     from ..cli import _Parser
-    return _Parser(prog=f"tiers trace {name}")
+    from .. import registry
+    return _Parser(prog=f"tiers trace {name}",
+                   description=registry.COMMANDS[f"trace {name}"].description,
+                   epilog=registry.epilog(f"trace {name}"),
+                   formatter_class=registry.HelpFormatter)
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     """Run ``tiers trace`` from parsed arguments; return the exit status."""
     sub, rest = split_command(args.cmd)
     if sub == "stats":
+        from . import profile
+        from .. import validate as V
         p = _sub_parser("stats")
-        p.add_argument("dir")
+        p.add_argument("dir", metavar="DIR", help="a trace folder")
+        p.add_argument("--sort", choices=profile.SORT_KEYS, default="time",
+                       help="order of the functions: time (default), calls, bytes or name")
+        p.add_argument("--top", type=V.count("--top"), metavar="N",
+                       help="show only the first N functions")
         a = p.parse_args(rest)
-        print(format_stats(load(a.dir)))
+        print(format_stats(load(a.dir), a.dir, sort=a.sort, top=a.top))
         return 0
     if sub == "export":
+        from ..cli import _deprecated
         p = _sub_parser("export")
-        p.add_argument("--chrome", action="store_true", required=True,
-                       help="Chrome trace-event JSON (the only format for now)")
-        p.add_argument("--output", "-o", metavar="FILE")
-        p.add_argument("dir")
+        p.add_argument("--format", choices=["chrome"], default=None,
+                       help="chrome: Chrome trace-event JSON (chrome://tracing, Perfetto)")
+        _deprecated(p, "--chrome", "--format chrome", dest="format", const="chrome")
+        p.add_argument("--output", "-o", metavar="FILE",
+                       help="the file to write (default DIR/trace.chrome.json)")
+        p.add_argument("dir", metavar="DIR", help="a trace folder")
         a = p.parse_args(rest)
+        if a.format is None:
+            raise TiersError("no format given: add --format chrome (the old --chrome "
+                             "works too)", code=2)
         output.check_outputs(a)
         print(export_chrome(a.dir, a.output))
         return 0
