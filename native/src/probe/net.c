@@ -48,11 +48,18 @@
  *           thread times them, so one rank's time per episode is the time
  *           of the whole hybrid barrier (its threads and all processes).
  *
+ * allreduce MPI_Allreduce of 8 B (one double, MPI_SUM) over the same process
+ *           counts, as osu_allreduce: warm-up calls, then timed calls in
+ *           blocks of --barrier-iters / 10 (at least 10) that repeat until
+ *           the statistics layer's rule stops; per block the mean over
+ *           ranks of the time per call, and min, mean and max over ranks
+ *           of each rank's mean time per call.  Not run unless asked for.
+ *
  * No wait is unbounded: every message completion and every step barrier is
  * a loop of MPI_Test calls against a deadline of --timeout seconds (default
  * 60).  A rank whose deadline passes prints one line naming the peer and the
- * test and calls MPI_Abort.  (MPI_Barrier in the barrier test is the one
- * blocking call, since that is what is measured; a deadline-checked
+ * test and calls MPI_Abort.  (MPI_Barrier in the barrier test and MPI_Allreduce in the
+ * allreduce test are the blocking calls, since that is what is measured; a deadline-checked
  * MPI_Ibarrier before each series makes sure every rank is still there.
  * The hybrid barrier is watched by a thread of its own: when no episode
  * completes within --timeout seconds the rank says so in one line and
@@ -99,8 +106,8 @@
 #define TAG_DECIDE 13
 #define MAX_BLOCKS 200 /* timed blocks per ping-pong figure, at most */
 
-enum { TEST_PINGPONG, TEST_ALLPAIRS, TEST_BARRIER, NTESTS };
-static const char *test_names[NTESTS] = {"pingpong", "allpairs", "barrier"};
+enum { TEST_PINGPONG, TEST_ALLPAIRS, TEST_BARRIER, TEST_ALLREDUCE, NTESTS };
+static const char *test_names[NTESTS] = {"pingpong", "allpairs", "barrier", "allreduce"};
 enum { PHASE_INTRA, PHASE_INTER };
 static const char *phase_names[2] = {"intra", "inter"};
 
@@ -361,7 +368,7 @@ static int parse_pair(const char *text, long *a, long *b)
 }
 
 static const char *usage =
-    "use --tests LIST (pingpong,allpairs,barrier), --sizes LIST, --iters N, --skip N, "
+    "use --tests LIST (pingpong,allpairs,barrier,allreduce), --sizes LIST, --iters N, --skip N, "
     "--window N, --bw-iters N, --figure-time S, --max-blocks N, --pair A,B, --center BYTES, --factors LIST, --reps N, "
     "--warmup N, --cores-per-node C, --node-size P, --flat, --barrier-iters N, "
     "--barrier-threads T, --timeout S, --yield, --quick";
@@ -428,7 +435,7 @@ static void parse_args(int argc, char **argv)
       fail_all("unknown option %s (%s)", a, usage);
     } else if (strcmp(a, "--tests") == 0) {
       if (parse_test_list(v, opt.selected) != 0)
-        fail_all("bad --tests '%s': a list among pingpong, allpairs, barrier", v);
+        fail_all("bad --tests '%s': a list among pingpong, allpairs, barrier, allreduce", v);
     } else if (strcmp(a, "--sizes") == 0) {
       opt.nsizes = parse_size_list(v, opt.sizes, MAX_SIZES);
       if (opt.nsizes < 0)
@@ -996,6 +1003,106 @@ static void mpi_barrier_series(int p, barrier_row_t *row)
   }
 }
 
+/* ------------------------------------------------------------------ */
+/* Allreduce                                                           */
+
+#define ALLREDUCE_BYTES 8 /* one double, MPI_SUM: osu_allreduce's 8 B figure */
+
+typedef struct {
+  int ranks;
+  double min_us, avg_us, max_us; /* over ranks, of each rank's mean time per call */
+  int nblocks;
+  double blocks[MAX_BLOCKS]; /* per block: mean over ranks of the time per call (us) */
+  int stop;                  /* why sampling stopped (tiers_stats_stop_t) */
+} allreduce_row_t;
+
+/*
+ * MPI_Allreduce of 8 B over the first p ranks, as osu_allreduce times it
+ * (warm-up calls, then a timed loop; each rank's mean time per call; min,
+ * mean and max over the ranks), the timed loop cut into blocks of
+ * --barrier-iters / 10 calls that repeat until the statistics layer's rule
+ * stops (rank 0 decides after each untimed reduction of the block times).
+ */
+static void allreduce_series(int p, allreduce_row_t *row)
+{
+  barrier_bounded(MPI_COMM_WORLD, "the allreduce test");
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
+  if (sub == MPI_COMM_NULL)
+    return;
+  long per_block = opt.barrier_iters / 10 > 10 ? opt.barrier_iters / 10 : 10;
+  double in = 1.0 + rank, out = 0;
+  for (long i = 0; i < opt.barrier_warmup; i++)
+    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
+  if (out != (double)p * (p + 1) / 2)
+    fail_here("MPI_Allreduce over %d ranks gave %g, not %g", p, out, (double)p * (p + 1) / 2);
+  double total = 0, start = tiers_now();
+  long calls = 0;
+  int n = 0, why = 0;
+  while (!why) {
+    double t0 = tiers_now();
+    for (long i = 0; i < per_block; i++)
+      MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
+    double t = tiers_now() - t0;
+    total += t;
+    calls += per_block;
+    double mine = t * 1e6 / (double)per_block, sum = 0;
+    MPI_Request req;
+    MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req);
+    wait_all(1, &req, 1, "the allreduce test", -1);
+    if (rank == 0) {
+      row->blocks[n] = sum / p;
+      double scratch[MAX_BLOCKS];
+      why = (int)tiers_stats_should_stop(row->blocks, (size_t)(n + 1), scratch,
+                                         (size_t)opt.max_blocks, tiers_now() - start,
+                                         opt.figure_time);
+    }
+    n++;
+    MPI_Ibcast(&why, 1, MPI_INT, 0, sub, &req);
+    wait_all(1, &req, 1, "the allreduce test", -1);
+  }
+  double mine = total * 1e6 / (double)calls, lo, hi, sum;
+  MPI_Request req[3];
+  MPI_Ireduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, sub, &req[0]);
+  MPI_Ireduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, sub, &req[1]);
+  MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req[2]);
+  wait_all(3, req, 1, "the allreduce test", -1);
+  row->ranks = p;
+  row->min_us = lo;
+  row->max_us = hi;
+  row->avg_us = sum / p;
+  row->nblocks = n;
+  row->stop = why;
+  MPI_Comm_free(&sub);
+}
+
+static void write_allreduce(tiers_json_t *j, const allreduce_row_t *rows, int n, double seconds)
+{
+  tiers_json_key(j, "allreduce");
+  tiers_json_object_begin(j);
+  tiers_json_kv_int(j, "bytes", ALLREDUCE_BYTES);
+  tiers_json_key(j, "rows");
+  tiers_json_array_begin(j);
+  for (int i = 0; i < n; i++) {
+    const allreduce_row_t *r = &rows[i];
+    double scratch[MAX_BLOCKS];
+    tiers_stats_t s;
+    tiers_stats_summarize(r->blocks, (size_t)r->nblocks, scratch, &s);
+    tiers_json_object_begin(j);
+    tiers_json_kv_int(j, "ranks", r->ranks);
+    tiers_json_kv_double(j, "min_us", r->min_us);
+    tiers_json_kv_double(j, "avg_us", r->avg_us);
+    tiers_json_kv_double(j, "max_us", r->max_us);
+    tiers_stats_json(j, "block_", &s);
+    tiers_json_kv_string(j, "stopped", tiers_stats_stop_name((tiers_stats_stop_t)r->stop));
+    tiers_json_kv_double_array(j, "blocks_us", r->blocks, (size_t)r->nblocks);
+    tiers_json_object_end(j);
+  }
+  tiers_json_array_end(j);
+  tiers_json_kv_double(j, "seconds", seconds);
+  tiers_json_object_end(j);
+}
+
 /*
  * The hybrid barrier (libtiers-hybrid's tiers_team_barrier).
  *
@@ -1524,12 +1631,13 @@ int main(int argc, char **argv)
   int bcounts[64];
   int nbarrier = barrier_counts(bcounts);
   barrier_row_t brows[64], hrows[64];
+  allreduce_row_t *arows = calloc(64, sizeof *arows);
   phase_t phases[2];
   memset(phases, 0, sizeof phases);
   double *recs = NULL;
   int nrec = 0;
   double seconds[NTESTS] = {0};
-  if (!pp)
+  if (!pp || !arows)
     fail_here("out of memory");
 
   barrier_bounded(MPI_COMM_WORLD, "start-up");
@@ -1555,6 +1663,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < nbarrier; i++)
       hybrid_barrier_series(bcounts[i], hthreads, hpin, &hrows[i]);
     seconds[TEST_BARRIER] = MPI_Wtime() - t0;
+  }
+  if (opt.selected[TEST_ALLREDUCE]) {
+    double t0 = MPI_Wtime();
+    maybe_die(TEST_ALLREDUCE);
+    for (int i = 0; i < nbarrier; i++)
+      allreduce_series(bcounts[i], &arows[i]);
+    seconds[TEST_ALLREDUCE] = MPI_Wtime() - t0;
   }
   barrier_bounded(MPI_COMM_WORLD, "the end of the measurements");
 
@@ -1612,6 +1727,8 @@ int main(int argc, char **argv)
       tiers_json_kv_double(&j, "seconds", seconds[TEST_BARRIER]);
       tiers_json_object_end(&j);
     }
+    if (opt.selected[TEST_ALLREDUCE])
+      write_allreduce(&j, arows, nbarrier, seconds[TEST_ALLREDUCE]);
     tiers_json_kv_double(&j, "seconds", MPI_Wtime() - start);
     tiers_json_object_end(&j);
     if (tiers_json_finish(&j) != 0)
@@ -1620,6 +1737,7 @@ int main(int argc, char **argv)
   free(recs);
   free(pair_recs);
   free(pp);
+  free(arows);
   free(sbuf);
   free(rbuf);
   MPI_Finalize();
