@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 TIERS  := $(VENV)/bin/tiers
 JOBS   ?= 2
 
-.PHONY: setup build run test test-c test-asan test-py bench fuzz clean
+.PHONY: setup build run test test-c test-asan test-py bench bench-quick fuzz clean
 
 # System packages and the Python virtual environment (idempotent).
 setup:
@@ -42,6 +42,11 @@ test-py: build
 # Side-by-side benchmarks against their anchors (slow; not part of test).
 bench: build
 	@for b in bench/*/run; do echo "== $$b"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b || exit 1; done
+
+# The same scripts at reduced size and rounds (--quick: about a minute each,
+# under 10 minutes in all); a script that cannot run here says why and skips.
+bench-quick: build
+	@for b in bench/*/run; do echo "== $$b --quick"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b --quick || exit 1; done
 
 # libFuzzer harnesses of the C parsers (native/fuzz/), FUZZ_SECONDS each,
 # starting from the corpus kept in native/fuzz/corpus; any finding fails.
