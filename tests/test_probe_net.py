@@ -249,6 +249,35 @@ def test_barrier_mpi_and_hybrid_rows(tmp_path, ranks):
     assert (tmp_path / "net.png").is_file()
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_allreduce_rows(tmp_path, ranks):
+    """MPI_Allreduce of 8 B: one row per process count 2..n, positive and
+    finite times ordered min <= avg <= max, the statistics layer's summary
+    of the blocks, and the table."""
+    doc, run = _doc(tmp_path, "-n", str(ranks), "--tests", "allreduce", "--barrier-iters", "100",
+                    "--quick")
+    raw = doc["samples"]["allreduce"]
+    counts = list(range(2, ranks + 1))
+    assert raw["bytes"] == 8
+    assert [r["ranks"] for r in raw["rows"]] == counts
+    for r in raw["rows"]:
+        assert _ordered(r), r
+        assert r["block_n"] == len(r["blocks_us"]) >= 1
+        assert all(math.isfinite(b) and b > 0 for b in r["blocks_us"])
+        assert min(r["blocks_us"]) == pytest.approx(r["block_min"])
+        assert r["block_min"] <= r["block_median"] <= max(r["blocks_us"])
+        assert r["stopped"] in ("converged", "max samples", "time limit")
+    rows = doc["summary"]["allreduce"]["rows"]
+    assert [r["ranks"] for r in rows] == counts
+    for r, s in zip(rows, raw["rows"]):
+        assert r["bytes"] == 8 and r["avg_us"] == s["avg_us"] and r["median_us"] == s["block_median"]
+        assert r["noisy"] == s["block_noisy"] and "reliable" not in r
+    # only what was asked for ran
+    assert doc["params"]["tests"] == ["allreduce"]
+    assert "pingpong" not in doc["summary"] and "barrier" not in doc["summary"]
+    assert "MPI_Allreduce of 8 B" in run.stdout
+
+
 def test_barrier_threads_default_follows_the_cpusets(tmp_path):
     # default: 2 threads where every rank has 2 PUs of its own (its cpuset's
     # PUs over the ranks of its host whose cpusets overlap it), else 1

@@ -15,7 +15,10 @@ module (:mod:`tiers.launch`), measures
 - **barrier**: ``MPI_Barrier`` time over 2..n ranks, and the hybrid
   barrier of ``libtiers-hybrid`` (a team of T threads per process: team
   spin barrier, ``MPI_Barrier`` by the master thread, team barrier again)
-  over the same process counts (``--barrier-threads T``).
+  over the same process counts (``--barrier-threads T``);
+- **allreduce** (only when asked for): ``MPI_Allreduce`` of 8 B over the
+  same process counts, as ``osu_allreduce`` times it, in blocks repeated
+  under the statistics layer's rule.
 
 This module fits time = latency + size / bandwidth for every pair
 (:mod:`tiers.probe.netfit`), classifies each pair by the layer that joins it
@@ -43,7 +46,7 @@ from . import netfit
 from .. import stats
 
 TOOL = "tiers-probe-net"
-TESTS = ("pingpong", "allpairs", "barrier")
+TESTS = ("pingpong", "allpairs", "barrier", "allreduce")
 DEFAULT_CENTER = 1_500_000
 DEFAULT_FACTORS = (0.667, 0.8, 1.0, 1.25, 1.5)
 DEFAULT_TIMEOUT_S = 60.0
@@ -170,7 +173,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     """Run the message probe on ``ranks`` ranks (default: the cores, at
     least 2) and return its ``tiers.probe.net/1`` result document.
 
-    ``tests`` picks among pingpong, allpairs, barrier (default pingpong and
+    ``tests`` picks among pingpong, allpairs, barrier, allreduce (default pingpong and
     barrier; ``all_pairs=True`` adds allpairs).  Ping-pong: ``sizes`` (list
     or "0,8,1K"), ``iters`` per size, streaming ``window``, ``pair`` of
     ranks.  All pairs: ``center`` bytes, ``factors``, ``reps`` per size,
@@ -374,6 +377,23 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
         summary["barrier"] = {"mpi": mpi, "hybrid": hybrid,
                               "threads": raw["params"].get("barrier", {}).get("threads"),
                               "rows": rows}
+    if "allreduce" in raw:
+        samples["allreduce"] = raw["allreduce"]
+        rows = []
+        for r in raw["allreduce"]["rows"]:
+            avg = _positive(r.get("avg_us"))
+            med = _positive(r.get("block_median"))
+            row = {"ranks": r["ranks"], "bytes": raw["allreduce"]["bytes"],
+                   "min_us": _positive(r.get("min_us")), "avg_us": avg,
+                   "max_us": _positive(r.get("max_us")), "median_us": med,
+                   "ci_low_us": r.get("block_ci_low"), "ci_high_us": r.get("block_ci_high"),
+                   "blocks": r.get("block_n"), "noisy": bool(r.get("block_noisy")),
+                   "stopped": r.get("stopped")}
+            if avg is None or med is None:
+                row.update({"reliable": False, "why": "a time per call that is not positive "
+                                                      "and finite was measured"})
+            rows.append(row)
+        summary["allreduce"] = {"bytes": raw["allreduce"]["bytes"], "rows": rows}
     return samples, summary
 
 
@@ -414,6 +434,11 @@ def noisy_warnings(summary: dict) -> list[str]:
     if noisy:
         out.append(f"probe net: {len(noisy)} ping-pong figure(s) are noisy (95 % CI of the "
                    f"median wider than +-5 %); the best block is printed, the median beside it")
+    noisy_ar = [r["ranks"] for r in (summary.get("allreduce") or {}).get("rows", [])
+                if r.get("noisy")]
+    if noisy_ar:
+        out.append(f"probe net: the MPI_Allreduce time over {', '.join(map(str, noisy_ar))} "
+                   "processes is noisy (95 % CI of the median block wider than +-5 %)")
     ap = summary.get("allpairs")
     if ap and ap.get("unreliable_pairs"):
         out.append(f"probe net: {ap['unreliable_pairs']} of {ap['pairs']} all-pairs fits are "
@@ -596,6 +621,28 @@ def render(doc: dict, console: Console) -> None:
                           f"{pb.get('pin', 'none')}).")
         else:
             console.print("Hybrid barrier: not measured by this tiers-probe-net.")
+    if "allreduce" in s:
+        a = s["allreduce"]
+        t = Table(title=f"MPI_Allreduce of {a['bytes']} B against processes",
+                  title_justify="left")
+        t.add_column("processes", justify="right")
+        for head in (f"min {MICRO}s", f"avg {MICRO}s", f"max {MICRO}s",
+                     f"median block {MICRO}s", "95 % CI", "blocks"):
+            t.add_column(head, justify="right")
+        for r in a["rows"]:
+            ci = "-" if r.get("ci_low_us") is None else \
+                f"{r['ci_low_us']:,.2f}-{r['ci_high_us']:,.2f}"
+            if r.get("reliable") is False:
+                cells = ["unreliable"] * 4 + ["-", str(r.get("blocks") or "-")]
+            else:
+                cells = [_num(r["min_us"]), _num(r["avg_us"]), _num(r["max_us"]),
+                         _num(r["median_us"]) + (" noisy" if r.get("noisy") else ""), ci,
+                         str(r.get("blocks") or "-")]
+            t.add_row(str(r["ranks"]), *cells)
+        console.print(t)
+        console.print("min / avg / max over processes of each one's mean time per call "
+                      "(osu_allreduce's figure); median block = median over timed blocks of "
+                      "the mean over processes, with its 95 % confidence interval.")
 
 
 def plot(doc: dict, path) -> Path | None:
