@@ -150,8 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also measure every pair of ranks in parallel and fit latency and "
                    "bandwidth per pair (seed 002's XOR schedule)")
     p.add_argument("--tests", metavar="LIST",
-                   type=V.word_list("--tests", ("pingpong", "allpairs", "barrier")),
-                   help="among pingpong, allpairs, barrier (default: pingpong,barrier)")
+                   type=V.word_list("--tests", ("pingpong", "allpairs", "barrier", "allreduce")),
+                   help="among pingpong, allpairs, barrier, allreduce (default: "
+                   "pingpong,barrier)")
     p.add_argument("--sizes", metavar="LIST", type=V.size_list(
                    "--sizes", maximum=V.INT_MAX, limit_name="the largest MPI message"),
                    help="ping-pong sizes, e.g. 0,8,1K,4M (default: 0 and powers of two up to "
