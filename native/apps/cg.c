@@ -1259,7 +1259,7 @@ int main(int argc, char **argv)
                 "--iters needs a positive number (got %s)", v ? v : "nothing");
       i++;
     } else {
-      app_check(&app, 1, "unknown option %s (see the header of cg.c)", a);
+      app_check(&app, 1, "unknown option %s (see tiers-cg --help)", a);
     }
   }
   app_check(&app, app.opts.grid[0] != 0, "cg distributes block rows: --grid does not apply");

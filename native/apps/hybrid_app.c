@@ -7,11 +7,67 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The usage text each application prints for --help. */
+static const struct {
+  const char *name, *usage;
+} app_usages[] = {
+    {"tiers-jacobi3d",
+    "usage: mpirun -n P tiers-jacobi3d [--size N | --size NX,NY,NZ] [--iters K]\n"
+    "           [--threads T] [--pin none|compact|scatter] [--grid PX,PY,PZ]\n"
+    "           [--overlap] [--verify | --no-verify] [--quick] [--comm mpi|mbc]\n"
+    "           [--permutation FILE]\n"
+    "The 3-D Poisson heat problem by Jacobi iteration with face halos, in the\n"
+    "hybrid model (one thread team per process); prints a tiers.app/1 document.\n"
+    "Usually run through 'tiers bench jacobi3d'.\n"},
+    {"tiers-laplace2d",
+    "usage: mpirun -n P tiers-laplace2d [--size N | --size NX,NY] [--iters K]\n"
+    "           [--threads T] [--pin none|compact|scatter] [--grid PX,PY]\n"
+    "           [--overlap] [--verify | --no-verify] [--quick] [--comm mpi|mbc]\n"
+    "The 2-D Laplace equation by Jacobi iteration, flat or hybrid; prints a\n"
+    "tiers.app/1 document.  Usually run through 'tiers bench laplace2d'.\n"},
+    {"tiers-matmul",
+    "usage: mpirun -n P tiers-matmul [--algo blocked|tiled|bcast] [--size N]\n"
+    "           [--block L] [--iters K] [--simd auto|avx2|generic] [--perturb I,J]\n"
+    "           [--threads T] [--pin none|compact|scatter] [--verify | --no-verify]\n"
+    "           [--quick]\n"
+    "Dense matrix multiply, flat or hybrid; prints a tiers.app/1 document.\n"
+    "Usually run through 'tiers bench matmul'.\n"},
+    {"tiers-radixsort",
+    "usage: mpirun -n P tiers-radixsort [--size N] [--bits 8|11] [--seed S]\n"
+    "           [--threads T] [--pin none|compact|scatter] [--verify | --no-verify]\n"
+    "           [--quick] [--comm mpi|mbc]\n"
+    "Parallel radix sort with an all-to-all key exchange; prints a tiers.app/1\n"
+    "document.  Usually run through 'tiers bench radixsort'.\n"},
+    {"tiers-cg",
+    "usage: mpirun -n P tiers-cg [--class S|W|A|B] [--quick] [--threads T]\n"
+    "           [--pin none|compact|scatter] [--comm mpi|mbc]\n"
+    "       mpirun -n P tiers-cg --matrix FILE.mtx [--tol 1e-10] [--iters K]\n"
+    "           [--solution FILE] [--threads T] [--pin ...] [--comm mpi|mbc]\n"
+    "NPB CG (conjugate gradient), or CG on a Matrix Market matrix; prints a\n"
+    "tiers.app/1 document.  Usually run through 'tiers bench cg'.\n"},
+    {"tiers-zblas",
+    "usage: mpirun -n P tiers-zblas [--kernel all|zaxpy|zdotc|dznrm2|zgemv|zgemv_n|\n"
+    "           zgemv_t|zgemv_c[,...]] [--size N] [--matrix M] [--iters K]\n"
+    "           [--scale S] [--simd auto|avx2|generic] [--threads T]\n"
+    "           [--pin none|compact|scatter] [--verify | --no-verify] [--quick]\n"
+    "Complex level-1/2 kernels with OpenMP threads; prints a tiers.app/1\n"
+    "document.  Usually run through 'tiers bench zblas'.\n"},
+};
+
+/* Answers --help (before MPI starts: no launcher needed). */
+static void app_help(const char *name, int argc, char **argv)
+{
+  for (size_t i = 0; i < sizeof app_usages / sizeof app_usages[0]; i++)
+    if (strcmp(app_usages[i].name, name) == 0)
+      tiers_tool_help(argc, argv, app_usages[i].usage);
+}
+
 void app_init(app_t *app, const char *name, int *argc, char ***argv)
 {
   memset(app, 0, sizeof *app);
   app->name = name;
   tiers_tool_init(name);
+  app_help(name, *argc, *argv);
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &app->provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &app->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &app->size);

@@ -269,7 +269,7 @@ int main(int argc, char **argv)
       perm_path = v;
       i++;
     } else {
-      app_check(&app, 1, "unknown option %s (see the header of jacobi3d.c)", a);
+      app_check(&app, 1, "unknown option %s (see tiers-jacobi3d --help)", a);
     }
   }
   if (size[0] == 0)

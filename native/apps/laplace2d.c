@@ -184,7 +184,7 @@ int main(int argc, char **argv)
                 "--iters needs a positive number (got %s)", v ? v : "nothing");
       i++;
     } else {
-      app_check(&app, 1, "unknown option %s (see the header of laplace2d.c)", a);
+      app_check(&app, 1, "unknown option %s (see tiers-laplace2d --help)", a);
     }
   }
   app_check(&app, app.opts.grid[2] > 1, "laplace2d is 2-D: --grid takes PX,PY");

@@ -569,7 +569,7 @@ int main(int argc, char **argv)
       simd = v;
       i++;
     } else {
-      app_check(&app, 1, "unknown option %s (see the header of matmul.c)", a);
+      app_check(&app, 1, "unknown option %s (see tiers-matmul --help)", a);
     }
   }
   if (n == 0)

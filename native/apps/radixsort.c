@@ -528,7 +528,7 @@ int main(int argc, char **argv)
                 "--seed needs a non-negative integer (got %s)", v ? v : "nothing");
       i++;
     } else {
-      app_check(&app, 1, "unknown option %s (see the header of radixsort.c)", a);
+      app_check(&app, 1, "unknown option %s (see tiers-radixsort --help)", a);
     }
   }
   app_check(&app, app.opts.grid[0] != 0, "radixsort has no process grid: --grid does not apply");

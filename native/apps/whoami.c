@@ -122,6 +122,13 @@ static size_t write_record(int rank, int size, const char **env_names, int n_env
 int main(int argc, char **argv)
 {
   tiers_tool_init(argv[0]);
+  tiers_tool_help(argc, argv,
+                  "usage: mpirun -n P tiers-whoami [--env NAME]... [--fail-rank R] "
+                  "[--exit-code C]\n"
+                  "           [--signal S] [--sleep S]\n"
+                  "Prints each rank's host, binding and the environment variables NAME\n"
+                  "as one tiers.whoami/1 document; --fail-rank makes rank R exit with C\n"
+                  "(or die of signal S) to test launchers.\n");
   const char *env_names[MAX_ENV];
   int n_env = 0;
   long fail_rank = -1, exit_code = 3, fail_signal = 0, sleep_s = 0;

@@ -826,7 +826,7 @@ int main(int argc, char **argv)
       simd = v;
       i++;
     } else {
-      app_check(&app, 1, "unknown option %s (see the header of zblas.c)", a);
+      app_check(&app, 1, "unknown option %s (see tiers-zblas --help)", a);
     }
   }
   if (n == 0)

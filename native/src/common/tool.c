@@ -177,3 +177,13 @@ void tiers_tool_json_native(tiers_json_t *j)
   tiers_json_kv_string(j, "hwloc_version", hw);
   tiers_json_object_end(j);
 }
+
+void tiers_tool_help(int argc, char **argv, const char *usage)
+{
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(usage, stdout);
+      exit(0);
+    }
+  }
+}

@@ -23,6 +23,14 @@ void tiers_tool_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), 
 /* Fails with the message of the last libtiers error. */
 void tiers_tool_fail_last(const char *what) __attribute__((noreturn));
 
+/**
+ * @brief Answers --help: when argv (before any "--") holds --help or -h,
+ *        prints @p usage on stdout and exits with status 0; returns otherwise.
+ * @param argc, argv the program's arguments
+ * @param usage the usage text, ending with a newline
+ */
+void tiers_tool_help(int argc, char **argv, const char *usage);
+
 /* Largest size tiers_parse_size accepts: 2^53 bytes (8 PiB), so that a
  * size times a small count (arrays, ranks) cannot overflow 64 bits. */
 #define TIERS_SIZE_MAX (1ull << 53)

@@ -1543,6 +1543,16 @@ static int barrier_requested(int argc, char **argv)
 int main(int argc, char **argv)
 {
   tiers_tool_init(argv[0]);
+  tiers_tool_help(argc, argv,
+                  "usage: mpirun -n P tiers-probe-net [--tests LIST] [--sizes LIST] [--iters N]\n"
+                  "           [--window N] [--pair A,B] [--center BYTES] [--factors LIST]\n"
+                  "           [--reps N] [--cores-per-node C] [--node-size P] [--flat]\n"
+                  "           [--barrier-iters N] [--barrier-threads T] [--timeout S]\n"
+                  "           [--yield] [--quick] (and --skip, --bw-iters, --figure-time,\n"
+                  "           --max-blocks, --warmup)\n"
+                  "Message costs between MPI processes: ping-pong, the XOR all-pairs\n"
+                  "schedule, MPI and hybrid barriers; prints one JSON document.  Usually\n"
+                  "run through 'tiers probe net'.\n");
   /* The hybrid barrier's team needs MPI_THREAD_FUNNELED (only the thread
    * that initialised MPI calls it), but asking Open MPI for more than
    * MPI_THREAD_SINGLE slows every small message (about 40 ns one way on a

@@ -272,6 +272,12 @@ static void json_series(tiers_json_t *j, const char *key, const long *sizes, int
 int main(int argc, char **argv)
 {
   tiers_tool_init(argv[0]);
+  tiers_tool_help(argc, argv,
+                  "usage: mpirun -n P tiers-mbc-bench [--what rtt,bw,barrier] [--sizes LIST]\n"
+                  "           [--bw-sizes LIST] [--rounds R] [--scale F] "
+                  "[--transport auto|shm|rma]\n"
+                  "Round trip, bandwidth and barrier of tiers memory-based messaging and\n"
+                  "of MPI side by side; prints a tiers.mbc-bench/1 document.\n");
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -226,6 +226,12 @@ static long halo_test(tiers_team_t team, int ndims, const long *global, int over
 int main(int argc, char **argv)
 {
   tiers_tool_init(argv[0]);
+  tiers_tool_help(argc, argv,
+                  "usage: mpirun -n P tiers-hybrid-check [--threads T] "
+                  "[--pin none|compact|scatter]\n"
+                  "           [--rounds R] [--delay-us D]\n"
+                  "Multi-rank self-test of the hybrid runtime (thread teams, barriers,\n"
+                  "hybrid collectives); prints a tiers.hybrid-check/1 document.\n");
   long threads = 0, rounds = 20, delay_us = 2000;
   tiers_pin_policy_t pin = TIERS_PIN_NONE;
   for (int i = 1; i < argc; i++) {

@@ -695,6 +695,14 @@ static void usage(void)
 int main(int argc, char **argv)
 {
   tiers_tool_init(argv[0]);
+  tiers_tool_help(argc, argv,
+                  "usage: mpirun -n P tiers-mbc-check TEST [--fifo-bytes N] "
+                  "[--direct auto|off]\n"
+                  "           [--timeout S] [--count K] [--transport auto|shm|rma]\n"
+                  "TEST: ordering wildcards sizes many fifo race mixed barrier allreduce\n"
+                  "      truncate badargs timeout peer-exit\n"
+                  "Multi-rank self-test of tiers memory-based messaging; prints a\n"
+                  "tiers.mbc-check/1 document.\n");
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
