@@ -1,0 +1,133 @@
+"""Every benchmark script under bench/ starts, parses its options and uses
+the installed tiers.
+
+``make bench`` and ``make bench-quick`` run each bench/*/run with the venv on
+PATH; here each script runs the same way (this interpreter's folder first on
+PATH) but only with --help, a bad option and --dry-run, which measure
+nothing.  The benchmarks themselves are not run.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = sorted(ROOT.glob("bench/*/run"))
+
+# A path into the source tree's python/ folder (sys.path.insert of
+# .../python, "../python", python/tiers/_native): a script that has one runs
+# the source tree's tiers, whose _native holds no tools in a fresh clone.
+SOURCE_TREE = re.compile(r"""(/\s*|,\s*)["']python["']|["'](\.\./)+python\b|python/tiers/_native""")
+
+
+def _env(drop_pythonpath: bool = False) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.pop("TIERS_BENCH_REEXEC", None)
+    if drop_pythonpath:
+        env.pop("PYTHONPATH", None)
+    return env
+
+
+def _run(script: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=120,
+                          env=env or _env(), cwd=ROOT)
+
+
+def _settings(stdout: str) -> dict:
+    """The "  --option: value" lines of a dry run."""
+    return dict(m.groups() for m in re.finditer(r"^  --([\w-]+): (.*)$", stdout, re.M))
+
+
+def _ids(paths):
+    return [p.parent.name for p in paths]
+
+
+def test_every_bench_folder_has_a_run_script():
+    folders = [p for p in (ROOT / "bench").iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert folders
+    assert sorted(f.name for f in folders) == _ids(SCRIPTS)
+    for s in SCRIPTS:
+        assert os.access(s, os.X_OK), f"{s} is not executable"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_ids(SCRIPTS))
+def test_help_prints_usage_and_the_common_options(script):
+    r = _run(script, "--help")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage:")
+    for opt in ("--quick", "--dry-run"):
+        assert opt in r.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_ids(SCRIPTS))
+def test_bad_option_is_one_line_and_exit_2(script):
+    r = _run(script, "--no-such-option")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"{script.parent.name}: error: ")
+    assert "--no-such-option" in lines[0]
+    assert r.stdout == ""
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_tiers() -> bool:
+    """Whether this interpreter imports tiers without PYTHONPATH (make build
+    installed it); then the scripts must find that one, not the source tree."""
+    return subprocess.run([sys.executable, "-c", "import tiers"], env=_env(True),
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_ids(SCRIPTS))
+def test_dry_run_prints_the_plan_and_quick_reduces_it(script):
+    installed = _installed_tiers()
+    full = _run(script, "--dry-run", env=_env(drop_pythonpath=installed))
+    assert full.returncode == 0, full.stderr
+    assert f"{script.parent.name}: dry run, nothing measured" in full.stdout
+    assert re.search(r"^  would run: \S", full.stdout, re.M), full.stdout
+    # which tiers it would use: the installed package (or tiers on PATH) and its tools
+    package = re.search(r"^  tiers package: (.*)$", full.stdout, re.M)
+    command = re.search(r"^  tiers command: (.*)$", full.stdout, re.M)
+    assert package or command, full.stdout
+    if package and installed:
+        assert Path(package.group(1)).resolve() != (ROOT / "python" / "tiers").resolve()
+    for tool, path in re.findall(r"^  tool (\S+): (.*)$", full.stdout, re.M):
+        assert os.access(path, os.X_OK), f"{tool}: {path}"
+        if installed:
+            assert not Path(path).resolve().is_relative_to(ROOT / "python")
+    quick = _run(script, "--quick", "--dry-run")
+    assert quick.returncode == 0, quick.stderr
+    a, b = _settings(full.stdout), _settings(quick.stdout)
+    assert a.get("quick") == "False" and b.get("quick") == "True"
+    assert {k for k in a if k != "quick" and a[k] != b.get(k)}, \
+        f"--quick changes no setting of {script}"
+
+
+def test_an_explicit_option_wins_over_quick():
+    script = ROOT / "bench" / "mbc_vs_mpi" / "run"
+    r = _run(script, "--quick", "--rounds", "7", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    got = _settings(r.stdout)
+    assert got["rounds"] == "7" and got["quick"] == "True"
+    assert got["scale"] != "1.0"  # the other reduced defaults still apply
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_ids(SCRIPTS))
+def test_script_does_not_import_the_source_tree(script):
+    for f in [script, *script.parent.glob("*.py")]:
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            assert not SOURCE_TREE.search(line), f"{f.relative_to(ROOT)}:{n}: {line.strip()}"
+
+
+def test_benchlib_source_tree_pattern_catches_an_import_of_python_folder():
+    assert SOURCE_TREE.search('sys.path.insert(0, str(HERE.parent.parent / "python"))')
+    assert SOURCE_TREE.search('sys.path.insert(0, os.path.join(ROOT, "python"))')
+    assert not SOURCE_TREE.search('cmd = [sys.executable, "-m", "tiers"]')
