@@ -433,7 +433,8 @@ def test_predicted_time_is_the_critical_resource(node4):
     """A chain on two nodes of 4 cores whose two heavy pairs (2 MB each
     way) both cross: each rank sends at most one heavy message, the link of
     a node carries two, so the link is the critical resource."""
-    g = G.from_coo(8, list(range(7)), list(range(1, 8)), [4e6, 2, 2, 4e6, 2, 2, 2])
+    g = G.from_coo(8, list(range(7)), list(range(1, 8)), [4e6, 2, 2, 4e6, 2, 2, 2],
+                   symmetric=True)   # undirected: half each way
     out = plan(g, node4, nodes=2, layer_costs="node=10/1000")
     mach = out["machine"]
     p = P.Placement("split", np.array([0, 1, 0, 0, 1, 1, 1, 0], np.int32),
@@ -549,3 +550,183 @@ def test_mapping_beats_block_in_predicted_time_at_512(node8):
     assert m["afc"]["critical"] == "link"
     assert m["block"]["predicted_time_s"] > 1.3 * m["afc"]["predicted_time_s"]
     assert m["random"]["predicted_time_s"] > 1.3 * m["afc"]["predicted_time_s"]
+
+
+# --------------------------------------------------------------------------
+# Metrics recomputed by hand, the never-worse rule, the geometric candidate
+
+
+def test_metrics_by_hand_on_a_directed_graph(node4):
+    """Six ranks on three nodes of 2 packages x 2 cores, with traffic that is
+    different in each direction: every metric recomputed here from the
+    directed entries and the placement."""
+    sends = {(0, 2): 100.0, (1, 4): 30.0, (3, 0): 5.0, (5, 2): 70.0,   # across nodes
+             (0, 1): 1000.0, (2, 3): 8.0}                              # inside nodes
+    rows, cols = zip(*sends)
+    g = G.from_coo(6, rows, cols, list(sends.values()))
+    mach = M.build(node4, nodes=3, ranks=6,
+                   layer_costs=M.parse_layer_costs("node=10/1000,package=2/4000,machine=3/2000"))
+    node = np.array([0, 0, 1, 1, 2, 2], np.int32)
+    slot = np.array([0, 1, 0, 2, 1, 3], np.int32)   # 2-3 on two packages, 0-1 on one
+    m = P.metrics(g, mach, P.Placement("hand", node, slot))
+
+    def layer(a, b):
+        if node[a] != node[b]:
+            return "node"
+        return "package" if slot[a] // 2 == slot[b] // 2 else "machine"
+
+    hop = {"node": 6, "machine": 4, "package": 2}    # links up and down the tree
+    sent = [0.0] * 3
+    recv = [0.0] * 3
+    per_layer: dict = {}
+    t_rank = [0.0] * 6
+    for (a, b), x in sends.items():
+        per_layer[layer(a, b)] = per_layer.get(layer(a, b), 0.0) + x
+        lat, bw = mach.layer_costs[layer(a, b)]
+        t_rank[a] += lat + x / bw
+        if node[a] != node[b]:
+            sent[node[a]] += x
+            recv[node[b]] += x
+    t_link = [s / 1000e6 for s in sent]
+    assert m["bytes_inter_node"] == 205.0 == per_layer["node"]
+    assert m["max_node_sent_bytes"] == max(sent) == 130.0
+    assert m["max_node_sent_node"] == 0
+    assert m["max_node_received_bytes"] == max(recv) == 170.0
+    assert m["max_node_received_node"] == 1
+    assert m["max_node_out_bytes"] == m["max_node_sent_bytes"]   # deprecated name
+    assert m["bytes_per_layer"] == per_layer
+    assert m["hop_weights"]["node"] == 6 and m["hop_weights"]["machine"] == 4
+    assert m["hop_weights"]["package"] == 2
+    assert m["hop_bytes"] == sum(x * hop[layer(a, b)] for (a, b), x in sends.items())
+    assert m["predicted_rank_s"] == pytest.approx(max(t_rank))
+    assert m["predicted_link_s"] == pytest.approx(max(t_link))
+    assert m["predicted_time_s"] == pytest.approx(max(max(t_rank), max(t_link)))
+    assert m["critical"] == "rank"
+    assert m["critical_detail"].startswith(f"rank {int(np.argmax(t_rank))}:")
+
+
+def _beats(a, b):
+    """Lower predicted time, then lower max node sent, then lower inter-node
+    bytes (equal within 1e-9 relative)."""
+    for key in ("predicted_time_s", "max_node_sent_bytes", "bytes_inter_node"):
+        if abs(a[key] - b[key]) > 1e-9 * max(abs(a[key]), abs(b[key])):
+            return a[key] < b[key]
+    return False
+
+
+def _key(m):
+    return (m["predicted_time_s"], m["max_node_sent_bytes"], m["bytes_inter_node"])
+
+
+def _run_map(tmp_path, name, stencil, machine, nodes, *extra):
+    table = tmp_path / f"{name}.table.json"
+    run = run_tiers("map", "--stencil", stencil, "--machine", machine, "--nodes", str(nodes),
+                    "--table", str(table), "--json", str(tmp_path / f"{name}.json"), *extra)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads((tmp_path / f"{name}.json").read_text())
+    rows = json.loads(table.read_text())
+    rows = rows["ranks"] if isinstance(rows, dict) else rows
+    return run, doc, rows
+
+
+NODE16 = "synthetic:pack:2 core:8 pu:1"
+
+
+@pytest.mark.parametrize("stencil,machine,nodes", [
+    ("3d:5,5,5:16,16,16", NODE16, 8),             # the 3d:5,5,5 case on 8 nodes
+    ("3d:4,4,4:16,16,64", NODE8, 8),              # anisotropic subdomains
+    ("3d:8,8,8:32,32,32", NODE16, 32),
+])
+def test_the_written_placement_is_the_models_best(tmp_path, stencil, machine, nodes, node8):
+    run, doc, rows = _run_map(tmp_path, "best", stencil, machine, nodes)
+    s = doc["summary"]
+    comp = {c["placement"]: c for c in s["comparison"]}
+    chosen = s["chosen"]["placement"]
+    # no candidate (random is only a reference) beats the written one
+    assert chosen != "random"
+    for name, m in comp.items():
+        if name != "random":
+            assert not _beats(m, comp[chosen]), (name, chosen)
+    # the written table is that placement: its metrics recomputed from the
+    # file are the chosen row's
+    g = G.stencil(*G.parse_stencil(stencil))
+    mach = M.build(topo.measure(machine), nodes=nodes, ranks=g.n)
+    p = P.Placement("written", np.array([r["node"] for r in rows], np.int32),
+                    np.array([r["slot"] for r in rows], np.int32))
+    m = P.metrics(g, mach, p)
+    for key in ("bytes_inter_node", "max_node_sent_bytes", "predicted_time_s", "hop_bytes"):
+        assert m[key] == pytest.approx(comp[chosen][key], rel=1e-12)
+    if chosen != "afc":
+        line = [ln for ln in run.stdout.splitlines() if ln.startswith(f"chose {chosen} over afc")]
+        assert len(line) == 1, run.stdout
+    else:
+        assert "placement written: afc" in run.stdout
+
+
+def test_placement_forces_one_and_says_when_it_is_slower(tmp_path):
+    stencil = "3d:5,5,5:16,16,16"
+    _, doc, _ = _run_map(tmp_path, "free", stencil, NODE16, 8)
+    comp = {c["placement"]: c for c in doc["summary"]["comparison"]}
+    chosen = doc["summary"]["chosen"]["placement"]
+    slower = max((n for n in comp if n != "random"), key=lambda n: _key(comp[n]))
+    assert _key(comp[slower])[0] > _key(comp[chosen])[0]
+    run, forced, rows = _run_map(tmp_path, "forced", stencil, NODE16, 8, "--placement", slower)
+    assert forced["summary"]["chosen"]["placement"] == slower
+    want = doc["samples"]["placements"][slower]
+    assert [r["node"] for r in rows] == want["node"]
+    assert [r["slot"] for r in rows] == want["slot"]
+    notes = [ln for ln in run.stdout.splitlines() if "forced by --placement" in ln]
+    assert len(notes) == 1 and f"slower than {chosen}" in notes[0], run.stdout
+    # forcing the best one says nothing more
+    run, _, _ = _run_map(tmp_path, "same", stencil, NODE16, 8, "--placement", chosen)
+    assert "forced by --placement" not in run.stdout
+    bad = run_tiers("map", "--stencil", stencil, "--machine", NODE16, "--nodes", "8",
+                    "--placement", "best-guess")
+    assert_one_line_error(bad, "--placement")
+
+
+def test_geometric_tiles_the_grid_into_4x2x2_boxes():
+    """8x8x8 subdomains on 32 nodes of 16 slots: 4x2x2 boxes cut one plane
+    across x and three across y and z, each plane 64 face pairs."""
+    g = G.stencil([8, 8, 8], [8, 8, 8])
+    mach = M.build(topo.measure(NODE16), nodes=32, ranks=g.n)
+    geo = P.geometric(g, mach)
+    geo.check(mach)
+    pair = 2 * 8 * 8 * 8.0                          # one face, both directions
+    assert cut_bytes(g, geo.node) == (1 + 3 + 3) * 64 * pair
+    m = P.metrics(g, mach, geo)
+    assert m["bytes_inter_node"] == (1 + 3 + 3) * 64 * pair
+    # every node holds one box of 16: a 4 x 2 x 2 one in some orientation
+    # (surface 40 faces, 20 pairs sent each way at most)
+    for i in range(32):
+        c = g.coords[geo.node == i]
+        ext = sorted(int(c[:, a].max() - c[:, a].min()) + 1 for a in range(3))
+        assert ext == [2, 2, 4] and len(c) == 16
+        # its two packages are 2 x 2 x 2 halves: 4 face pairs between them
+        pk = geo.slot[geo.node == i] // 8
+        for half in (0, 1):
+            h = c[pk == half]
+            assert sorted(int(h[:, a].max() - h[:, a].min()) + 1 for a in range(3)) == [2, 2, 2]
+    assert m["bytes_per_layer"]["machine"] == 32 * 4 * pair
+    # the busiest node sends half of its box surface that is not on the
+    # grid's boundary: at most 2*(2*2) + 2*(4*2) + 2*(4*2) = 40 faces x half a pair
+    assert m["max_node_sent_bytes"] <= 40 * pair / 2
+    # no other candidate moves fewer inter-node bytes, and it is what
+    # tiers writes here: the model's best
+    out = plan(g, topo.measure(NODE16), nodes=32)
+    for other in out["metrics"]:
+        assert other["bytes_inter_node"] >= m["bytes_inter_node"]
+    assert out["chosen"].name == "geometric"
+
+
+def test_geometric_bisects_when_no_box_tiles_the_grid(node8):
+    """5x5x5 on 8-slot nodes: no box of 8 tiles it; bisection still gives
+    every rank a distinct slot within capacity and cuts fewer bytes than
+    block."""
+    g = G.stencil([5, 5, 5], [8, 8, 8])
+    mach = M.build(node8, nodes=16, ranks=g.n)
+    geo = P.geometric(g, mach)
+    geo.check(mach)
+    assert geo.note.startswith("recursive coordinate bisection")
+    assert cut_bytes(g, geo.node) < cut_bytes(g, P.block(g.n, mach).node)
+    assert P.geometric(G.from_coo(2, [0], [1], [5.0]), mach) is None   # no coordinates

@@ -40,13 +40,16 @@ def load_graph(comm: str | None, stencil: str | None, numbering: str = "x-fastes
 
 def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = None,
          seed: int = 1, oversubscribe: bool = False, allow_disconnected: bool = False,
-         layer_costs: str | None = None, links=None) -> dict:
+         layer_costs: str | None = None, links=None, forced: str | None = None) -> dict:
     """Map graph ``g`` on the machine of ``topo_doc`` (with ``links``, a
     :class:`.links.Links` or the path of a probe-net document: measured
     costs between nodes) and return plain
     data: ``machine`` (:class:`~.machine.Machine`), ``placements`` (the
-    mapped one first), ``metrics`` (one dict per placement), ``components``
-    and ``seconds`` (time spent mapping).  Raise TiersError on bad input."""
+    mapped one, ``afc``, first), ``metrics`` (one dict per placement),
+    ``chosen`` (the placement to write: the model's best, or ``forced``),
+    ``chosen_note`` (one line when the choice is not ``afc`` or the forced
+    one is slower than the best, else ""), ``components`` and ``seconds``
+    (time spent mapping).  Raise TiersError on bad input."""
     components, comp = core.check(g)
     if components > 1 and not allow_disconnected:
         import numpy as np
@@ -63,32 +66,38 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
     places = placement.strategies(g, mach, seed)
     seconds = time.perf_counter() - start
     mets = [placement.metrics(g, mach, p) for p in places]
+    index, note = placement.choose(mets, forced)
     return {"machine": mach, "placements": places, "metrics": mets,
+            "chosen": places[index], "chosen_note": note,
             "components": components, "seconds": seconds}
 
 
 def document(g, plan_out: dict, params: dict, argv: list[str] | None) -> dict:
     """Return the ``tiers.map/1`` result document of a plan."""
     mach = plan_out["machine"]
-    best = plan_out["placements"][0]
+    best = plan_out["chosen"]
     mets = plan_out["metrics"]
     afc = mets[0]
     ratios = {}
     for m in mets[1:]:
         ratios[m["placement"]] = {
             key: (m[key] / afc[key] if afc[key] else None)
-            for key in ("bytes_inter_node", "hop_bytes", "max_node_out_bytes",
+            for key in ("bytes_inter_node", "hop_bytes", "max_node_sent_bytes",
+                        "max_node_received_bytes", "max_node_out_bytes",
                         "predicted_rank_s", "predicted_link_s", "predicted_time_s")}
     samples = {
         "ranks": writers.table(best, mach),
         "permutation": placement.permutation(best).tolist(),
         "placements": {p.name: {"node": p.node.tolist(), "slot": p.slot.tolist(),
-                                "note": p.note} for p in plan_out["placements"][1:]},
+                                "note": p.note} for p in plan_out["placements"]
+                       if p is not best},
     }
     summary = {"ranks": g.n, "edges": g.edges, "bytes_total": g.total_bytes(),
                "components": plan_out["components"], "machine": mach.describe(),
                "map_seconds": plan_out["seconds"], "comparison": mets,
-               "ratio_to_afc": ratios}
+               "ratio_to_afc": ratios,
+               "chosen": {"placement": best.name, "note": plan_out.get("chosen_note", "")},
+               "volume": getattr(g, "volume_note", "") or "bytes of one exchange as given"}
     return result.new_document("map", params=params, samples=samples, summary=summary,
                                argv=argv)
 
@@ -109,18 +118,30 @@ def render(doc: dict, console) -> None:
     console.print(f"{s['ranks']} ranks, {s['edges']} edges, {_fmt_bytes(s['bytes_total'])} per "
                   f"exchange on {plural(s['machine']['nodes'], 'node')} x {s['machine']['slots_per_node']}"
                   f" slots; mapped in {s['map_seconds']:.3f} s")
-    t = Table(title="placements (lower is better; ratio = placement / afc)", title_justify="left")
-    for col in ("placement", "inter-node", "hop-bytes", "max node out", "pred. time",
-                "critical", "time ratio"):
+    if s.get("volume") and s["volume"] != "bytes of one exchange as given":
+        console.print(f"volumes: {s['volume']}")
+    t = Table(title="placements (lower is better; ratio = placement / afc)",
+              title_justify="left")
+    for col in ("placement", "inter-node", "hop-bytes", "max node sent", "max node recv",
+                "pred. time", "critical", "time ratio"):
         t.add_column(col, justify="left" if col == "placement" else "right")
+    chosen = (s.get("chosen") or {}).get("placement", "afc")
     for m in s["comparison"]:
         r = s["ratio_to_afc"].get(m["placement"], {}).get("predicted_time_s")
-        t.add_row(m["placement"], _fmt_bytes(m["bytes_inter_node"]), f"{m['hop_bytes']:.3g}",
-                  _fmt_bytes(m["max_node_out_bytes"]), f"{m['predicted_time_s'] * 1e3:.3f} ms",
+        sent = m.get("max_node_sent_bytes", m.get("max_node_out_bytes", 0.0))
+        recv = m.get("max_node_received_bytes", sent)
+        t.add_row(m["placement"],
+                  _fmt_bytes(m["bytes_inter_node"]), f"{m['hop_bytes']:.3g}",
+                  _fmt_bytes(sent), _fmt_bytes(recv), f"{m['predicted_time_s'] * 1e3:.3f} ms",
                   m.get("critical", ""),
                   "1.00" if r is None and m["placement"] == "afc" else
                   (f"{r:.2f}" if r is not None else "-"))
     console.print(t)
+    note = (s.get("chosen") or {}).get("note")
+    if note:
+        console.print(note)
+    elif s.get("chosen"):
+        console.print(f"placement written: {chosen} (the model's best)")
 
 
 def main(args, argv: list[str]) -> int:
@@ -139,6 +160,10 @@ def main(args, argv: list[str]) -> int:
     if command and not args.launch:
         raise TiersError(f"a command ({command[0]}) goes with --launch: tiers map ... "
                          "--launch -- CMD")
+    forced = getattr(args, "placement", None)
+    if forced is not None and forced not in placement.NAMES:
+        raise TiersError(f"--placement: unknown placement {forced!r} (choose among "
+                         f"{', '.join(placement.NAMES)})")
     hostfile = args.hostfile
     vcluster = getattr(args, "vcluster", False)
     if vcluster:
@@ -161,14 +186,15 @@ def main(args, argv: list[str]) -> int:
     g = load_graph(args.comm, args.stencil, numbering)
     out = plan(g, topo_doc, nodes=args.nodes, hostfile=hostfile, seed=args.seed,
                oversubscribe=args.oversubscribe, allow_disconnected=args.allow_disconnected,
-               layer_costs=args.layer_cost, links=args.links)
+               layer_costs=args.layer_cost, links=args.links,
+               forced=getattr(args, "placement", None))
     params = {"comm": args.comm, "stencil": args.stencil, "vcluster": vcluster, "numbering": numbering,
               "machine": args.machine,
               "nodes": args.nodes, "hostfile": args.hostfile, "seed": args.seed,
               "oversubscribe": args.oversubscribe, "layer_cost": args.layer_cost,
-              "links": args.links}
+              "links": args.links, "placement": getattr(args, "placement", None)}
     doc = document(g, out, params, argv)
-    best, mach = out["placements"][0], out["machine"]
+    best, mach = out["chosen"], out["machine"]
     paths = {}
     if args.rankfile:
         paths["rankfile"] = str(writers.write_rankfile(args.rankfile, best, mach))

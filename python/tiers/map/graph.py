@@ -43,6 +43,16 @@ class Graph:
     adjncy: np.ndarray  # int32
     adjwgt: np.ndarray  # float64
     source: str = ""
+    #: per CSR entry, the bytes rank v sends to ``adjncy[e]`` (the rest of
+    #: ``adjwgt[e]`` goes the other way); None: half each way
+    adjsent: np.ndarray | None = None
+    #: per rank, its subdomain's position on the grid (n x dim), or None
+    coords: np.ndarray | None = None
+    #: with ``coords``: subdomains per axis, and the bytes of one face
+    #: neighbour pair across each axis (both directions)
+    grid: tuple | None = None
+    #: how the volumes were derived (e.g. per exchange of a trace), or ""
+    volume_note: str = ""
 
     @property
     def edges(self) -> int:
@@ -58,6 +68,16 @@ class Graph:
     def total_bytes(self) -> float:
         """Return the bytes of all edges (each edge once)."""
         return float(self.adjwgt.sum() / 2)
+
+    def sent(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return ``(src, dst, bytes)`` of every direction of every edge
+        with traffic: ``src`` sends ``bytes`` to ``dst`` in one exchange
+        (half of the pair's bytes each way when the input gave no
+        direction)."""
+        src = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.xadj))
+        dst = self.adjncy.astype(np.int64)
+        out = self.adjwgt / 2 if self.adjsent is None else self.adjsent
+        return src, dst, out
 
     def permuted(self, perm: np.ndarray) -> "Graph":
         """Return the graph with rank v renamed ``perm[v]``."""
@@ -88,18 +108,22 @@ def from_coo(n: int, rows, cols, weights, *, source: str = "", symmetric: bool =
     r = np.concatenate([rows, cols])
     c = np.concatenate([cols, rows])
     ww = np.concatenate([w, w])
+    # what row r sends to c: the entry as given, nothing for its mirror
+    sw = np.concatenate([w / 2, w / 2]) if symmetric else np.concatenate([w, np.zeros_like(w)])
     key = r * n + c
     order = np.argsort(key, kind="stable")
-    key, ww = key[order], ww[order]
+    key, ww, sw = key[order], ww[order], sw[order]
     if key.size:
         first = np.concatenate([[True], key[1:] != key[:-1]])
         starts = np.flatnonzero(first)
         ww = np.add.reduceat(ww, starts)
+        sw = np.add.reduceat(sw, starts)
         key = key[starts]
     r, c = key // n, key % n
     xadj = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(r, minlength=n), out=xadj[1:])
-    return Graph(n, xadj, c.astype(np.int32), ww.astype(np.float64), source)
+    return Graph(n, xadj, c.astype(np.int32), ww.astype(np.float64), source,
+                 adjsent=None if symmetric else sw.astype(np.float64))
 
 
 def from_dense(matrix, source: str = "") -> Graph:
@@ -388,7 +412,8 @@ def _read_mtx(path: Path) -> Graph:
             k = np.arange(vals.size, dtype=np.int64)
             rows, cols, w = k % nr, k // nr, vals   # column-major
         keep = w != 0
-        return from_coo(nr, rows[keep], cols[keep], w[keep], source=str(path))
+        return from_coo(nr, rows[keep], cols[keep], w[keep], source=str(path),
+                        symmetric=sym == "symmetric")
     nnz = _int(size[2], path, size_line, "the entry count", 0)
     if nnz != len(entries):
         raise _fail(path, size_line, f"the size line says {nnz} entries, the file has "
@@ -428,7 +453,7 @@ def _read_mtx(path: Path) -> Graph:
     if sym == "symmetric":
         # one triangle is stored; entry (i, j) stands for both i -> j and j -> i
         w = np.where(r != c, 2 * w, w)
-    return from_coo(nr, r, c, w, source=str(path))
+    return from_coo(nr, r, c, w, source=str(path), symmetric=sym == "symmetric")
 
 
 def _numbers_checked(toks: list[str], where: list[int], path: Path) -> np.ndarray:
@@ -497,6 +522,7 @@ def _read_metis(path: Path) -> Graph:
                          "(each edge is listed from both ends)")
     g = from_coo(n, rows, cols, ws, source=str(path))
     g.adjwgt = g.adjwgt / 2   # each edge was listed from both ends: from_coo summed them
+    g.adjsent = None          # an undirected graph: half each way
     return g
 
 
@@ -566,11 +592,50 @@ def _read_scotch(path: Path) -> Graph:
         raise _fail(path, line_of(pos), f"more values than its {n} vertices hold")
     g = from_coo(n, rows, cols, ws, source=str(path))
     g.adjwgt = g.adjwgt / 2   # each arc is listed from both ends: from_coo summed them
+    g.adjsent = None          # an undirected graph: half each way
     return g
 
 
 _READERS = {".json": "json", ".csv": "csv", ".txt": "csv", ".mtx": "mtx", ".mm": "mtx",
             ".graph": "metis", ".metis": "metis", ".grf": "scotch", ".src": "scotch"}
+
+
+def read_trace_folder(folder: Path) -> Graph:
+    """Return the graph of a ``tiers trace`` folder (its ``summary.json``),
+    with the bytes of one exchange when the iteration count shows in the
+    trace -- every communicating pair exchanged the same number k of
+    messages each way, so the program ran k exchanges -- and the total of
+    the run otherwise.  ``volume_note`` says which."""
+    summary = folder / "summary.json"
+    if not summary.is_file():
+        raise TiersError(f"{folder} is a folder without summary.json: give a tiers trace "
+                         "folder (tiers trace --out DIR) or a communication file")
+    g = _read_json(summary)
+    doc = load_json(summary)
+    cm = doc.get("comm_matrix") or (doc.get("summary") or {}).get("comm_matrix") or {}
+    msgs = cm.get("messages") if isinstance(cm, dict) else None
+    counts = None
+    if isinstance(msgs, list) and len(msgs) == g.n:
+        try:
+            m = np.asarray(msgs, dtype=np.float64)
+            b = np.asarray(cm["bytes"], dtype=np.float64)
+            if m.shape == (g.n, g.n):
+                counts = m[b > 0]
+        except (TypeError, ValueError):
+            counts = None
+    if counts is not None and counts.size and np.all(counts == counts[0]) and counts[0] >= 1:
+        k = int(counts[0])
+        g.adjwgt = g.adjwgt / k
+        if g.adjsent is not None:
+            g.adjsent = g.adjsent / k
+        g.volume_note = (f"bytes of one exchange: every communicating pair sent {k} "
+                         f"message{'s' if k != 1 else ''} each way, taken as {k} iteration"
+                         f"{'s' if k != 1 else ''} of the traced run")
+    else:
+        g.volume_note = ("bytes of the whole traced run: the iteration count is unknown "
+                         "(pairs exchanged different numbers of messages)")
+    g.source = str(folder)
+    return g
 
 
 def read(path: str) -> Graph:
@@ -579,6 +644,8 @@ def read(path: str) -> Graph:
     TiersError (one line naming the file and the line or field at fault)
     for a missing file, an unknown format or bad contents."""
     p = Path(path)
+    if p.is_dir():
+        return read_trace_folder(p)
     kind = _READERS.get(p.suffix.lower())
     if kind is None:
         raise TiersError(f"unknown communication file format '{p.suffix or p.name}': use "
@@ -665,4 +732,8 @@ def stencil(parts, points, bytes_per_point: int = BYTES_PER_POINT, *,
         g = Graph(n, np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0))
     g.source = f"{dim}d:{','.join(map(str, parts))}:{','.join(map(str, points))}" + \
         (" (cart numbering)" if numbering == "cart" else "")
+    g.coords = np.stack(coords, axis=1).astype(np.int32)
+    g.grid = (tuple(parts), tuple(
+        2.0 * int(np.prod([points[b] for b in range(dim) if b != a])) * bytes_per_point
+        for a in range(dim)))
     return g

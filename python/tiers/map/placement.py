@@ -4,8 +4,9 @@ A placement gives every rank a node and a slot (a core of that node, in
 hwloc logical order).  :func:`strategies` builds the ones seed 002 §4.1
 compares -- the launcher's default (block), the mapped one (AFC), the
 mapped grouping without the intra-node step (AFC-NB), a random one -- and
-Open MPI's ``--map-by node`` and ``--map-by package``; :func:`metrics`
-measures each on the communication graph.
+Open MPI's ``--map-by node`` and ``--map-by package``, plus a geometric
+box tiling for graphs with grid coordinates; :func:`metrics` measures each
+on the communication graph and :func:`choose` picks the one to write.
 """
 
 from __future__ import annotations
@@ -123,6 +124,129 @@ def mapped(graph: Graph, machine: Machine, seed: int, *, intra: bool = True) -> 
     return Placement("afc", node, slot, "grouped and placed with Scotch")
 
 
+# --------------------------------------------------------------------------
+# Geometric: box tiling and recursive coordinate bisection of a grid
+
+
+def _rcb(coords: np.ndarray, idx: np.ndarray, sizes: list[int], pair: np.ndarray,
+         out: np.ndarray, first: int) -> None:
+    """Give the ranks ``idx`` (positions ``coords[idx]``) the parts
+    ``first, first + 1, ...`` of ``sizes`` ranks each, by recursive
+    coordinate bisection: each cut goes across the axis whose cut plane
+    carries the fewest bytes (cross-section x ``pair`` bytes of that
+    axis)."""
+    if len(sizes) == 1 or idx.size == 0:
+        out[idx] = first
+        return
+    k = len(sizes) // 2
+    left = int(sum(sizes[:k]))
+    sub = coords[idx]
+    best, best_cost = None, None
+    for a in range(sub.shape[1]):
+        extent = int(sub[:, a].max() - sub[:, a].min()) + 1
+        if extent < 2:
+            continue
+        cost = idx.size / extent * pair[a]
+        if best_cost is None or cost < best_cost - 1e-12 * cost:
+            best, best_cost = a, cost
+    if best is None:
+        order = np.arange(idx.size)
+    else:
+        keys = [sub[:, b] for b in range(sub.shape[1]) if b != best][::-1] + [sub[:, best]]
+        order = np.lexsort(keys)
+    _rcb(coords, idx[order[:left]], sizes[:k], pair, out, first)
+    _rcb(coords, idx[order[left:]], sizes[k:], pair, out, first + k)
+
+
+def _box_tiling(parts, pair, size: int):
+    """Return the box shape of ``size`` subdomains that tiles the grid of
+    ``parts`` exactly with the fewest bytes crossing boxes (then the
+    smallest box surface), or None when no box of that size tiles it."""
+    import itertools
+
+    dim = len(parts)
+    total = int(np.prod(parts))
+    divs = [[d for d in range(1, p + 1) if p % d == 0] for p in parts]
+    best, best_key = None, None
+    for shape in itertools.product(*divs):
+        if int(np.prod(shape)) != size:
+            continue
+        cut = sum((parts[a] // shape[a] - 1) * total // parts[a] * pair[a] for a in range(dim))
+        surface = sum(2 * size // shape[a] * pair[a] for a in range(dim))
+        key = (cut, surface)
+        if best_key is None or key < best_key:
+            best, best_key = shape, key
+    return best
+
+
+def _fill_sizes(count: int, capacities: list[int]) -> list[int]:
+    """Return how many of ``count`` ranks each container holds when they are
+    filled in order."""
+    out = []
+    for c in capacities:
+        take = min(c, count)
+        out.append(take)
+        count -= take
+    return out
+
+
+def geometric(graph: Graph, machine: Machine) -> Placement | None:
+    """Return the geometric placement of a graph with grid coordinates
+    (a ``--stencil``), or None for a graph without: the grid tiled into
+    node-sized boxes of the least cut bytes when such boxes tile it
+    exactly, recursive coordinate bisection otherwise; inside a node the
+    same bisection splits the node's box over the node tree's objects
+    (packages, then what is below), one cut per level."""
+    if graph.coords is None or graph.grid is None:
+        return None
+    parts, pair = graph.grid
+    pair = np.asarray(pair, dtype=np.float64)
+    coords = graph.coords
+    n = graph.n
+    cap = list(machine.capacity)
+    node = np.empty(n, dtype=np.int32)
+    size = cap[0]
+    shape = None
+    if all(c == size for c in cap) and n % size == 0 and n // size <= len(cap):
+        shape = _box_tiling(parts, pair, size)
+    if shape is not None:
+        boxes = [parts[a] // shape[a] for a in range(len(parts))]
+        box = coords // np.asarray(shape)
+        lin = np.zeros(n, dtype=np.int64)
+        for a in reversed(range(len(parts))):
+            lin = lin * boxes[a] + box[:, a]
+        node[:] = lin
+        how = f"grid tiled into {'x'.join(map(str, shape))} boxes, one per node"
+    else:
+        sizes = [s for s in _fill_sizes(n, cap)]
+        used = [i for i, s in enumerate(sizes) if s > 0]
+        tmp = np.empty(n, dtype=np.int64)
+        _rcb(coords, np.arange(n), [sizes[i] for i in used], pair, tmp, 0)
+        node[:] = np.asarray(used, dtype=np.int32)[tmp]
+        how = "recursive coordinate bisection of the grid over the nodes"
+    slot = np.empty(n, dtype=np.int32)
+    strides = machine.strides
+
+    def inside(idx: np.ndarray, level: int, base: int) -> None:
+        if level >= len(machine.arity) or idx.size <= 1:
+            slot[idx] = base + np.arange(idx.size)
+            return
+        stride = strides[level]
+        sizes = [s for s in _fill_sizes(idx.size, [stride] * machine.arity[level]) if s > 0]
+        part = np.empty(idx.size, dtype=np.int64)
+        _rcb(coords[idx], np.arange(idx.size), sizes, pair, part, 0)
+        for c in range(len(sizes)):
+            inside(idx[part == c], level + 1, base + c * stride)
+
+    order = np.argsort(node, kind="stable")
+    bounds = np.searchsorted(node[order], np.arange(machine.nodes + 1))
+    for i in range(machine.nodes):
+        idx = order[bounds[i]:bounds[i + 1]]
+        if idx.size:
+            inside(idx, 0, 0)
+    return Placement("geometric", node, slot, how + "; inside a node, bisection per level")
+
+
 def strategies(graph: Graph, machine: Machine, seed: int = 1) -> list[Placement]:
     """Return the placements to compare, the mapped one ("afc") first."""
     n = graph.n
@@ -131,6 +255,9 @@ def strategies(graph: Graph, machine: Machine, seed: int = 1) -> list[Placement]
            by_node(n, machine), random(n, machine, seed)]
     if machine.arity and machine.arity[0] > 1:
         out.append(by_package(n, machine))
+    geo = geometric(graph, machine)
+    if geo is not None:
+        out.append(geo)
     for p in out:
         p.check(machine)
     return out
@@ -155,71 +282,193 @@ def edge_layers(graph: Graph, machine: Machine, p: Placement):
     return u, v, w, level
 
 
+def hop_weights(machine: Machine) -> dict:
+    """Return the hop weight of each layer: the links of the machine tree a
+    message crosses between two cores joined at that layer (up to the
+    joining object and down again); a pair on two nodes goes up to the
+    node's root, through the network switch and down: 2 (levels + 1)."""
+    levels = len(machine.arity)
+    out = {"core": 0}
+    for i, name in enumerate(machine.level_layers):
+        out.setdefault(name, 2 * (levels - i))
+    out["node"] = 2 * (levels + 1)
+    return out
+
+
 def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
     """Return the costs of placement ``p`` for one exchange of the graph
-    (every edge's bytes, half each way):
+    (each edge's bytes in the directions the input gave, half each way
+    when it gave none):
 
-    - ``bytes_inter_node``, ``bytes_per_layer``, ``hop_bytes`` (bytes times
-      the links of the machine tree between the two cores, a node switch
-      counting as one more level), ``max_node_out_bytes`` (the most bytes
-      one node sends to others);
+    - ``bytes_inter_node``: bytes crossing nodes, both directions summed;
+    - ``max_node_sent_bytes`` / ``max_node_received_bytes``: the most bytes
+      one node sends to (receives from) other nodes, with the node
+      (``max_node_sent_node``, ``max_node_received_node``);
+    - ``bytes_per_layer``: bytes (both directions) per layer joining the
+      two ranks (``node`` = different nodes; ``core`` = one core shared);
+    - ``hop_bytes``: bytes x the hop weight of the joining layer
+      (:func:`hop_weights`, written as ``hop_weights``);
     - the predicted time, from two resources that work at the same time:
-      ``predicted_rank_s``, the largest over ranks of its serial cost
-      (per neighbour latency + bytes / bandwidth of the joining layer, or
-      of the link for a neighbour on another node), and
-      ``predicted_link_s``, the largest over nodes of the time its network
-      link needs for its outgoing bytes (sum over destination nodes of bytes
-      / bandwidth of that node pair; with no measured links every pair has
-      the ``node`` layer's bandwidth, so it is outgoing bytes / link
-      bandwidth).  ``predicted_time_s`` is the larger of the two: the
-      critical resource sets the step time.  ``critical`` says which."""
+      ``predicted_rank_s``, the largest over ranks of the serial cost of
+      the messages it sends (per neighbour it sends to: latency + bytes /
+      bandwidth of the joining layer, or of the link for a neighbour on
+      another node), and ``predicted_link_s``, the largest over nodes of
+      the time its network link needs for the bytes it sends (sum over
+      destination nodes of bytes / bandwidth of that node pair).
+      ``predicted_time_s`` is the larger; ``critical`` says which
+      (``rank`` or ``link``) and ``critical_detail`` which rank or node,
+      in words.
+    - ``max_node_out_bytes``: deprecated, the same as
+      ``max_node_sent_bytes``."""
     u, v, w, level = edge_layers(graph, machine, p)
     levels = len(machine.arity)
     names = np.array(list(machine.level_layers) + ["core", "node"], dtype=object)
-    layer = np.where(level < 0, "node",
-                     names[np.clip(level, 0, levels)] if levels else "core")
+
+    def layer_of(lv):
+        return np.where(lv < 0, "node", names[np.clip(lv, 0, levels)] if levels else "core")
+
+    layer = layer_of(level)
     per_layer: dict[str, float] = {}
     for name in ("node", "machine", "numa", "package", "cache", "core"):
         sel = layer == name
         if sel.any():
             per_layer[name] = float(w[sel].sum())
+    weights = hop_weights(machine)
     hops = np.where(level < 0, 2 * (levels + 1), 2 * (levels - level))
     cross = level < 0
-    nu, nv = p.node[u], p.node[v]
-    out_node = np.bincount(nu[cross], weights=w[cross] / 2, minlength=machine.nodes) + \
-        np.bincount(nv[cross], weights=w[cross] / 2, minlength=machine.nodes)
-    lat = np.array([machine.layer_costs[str(x)][0] for x in layer]) if layer.size else np.zeros(0)
-    bw = np.array([machine.layer_costs[str(x)][1] for x in layer]) if layer.size else np.ones(0)
+
+    # every direction with traffic: src sends b bytes to dst
+    src, dst, b = graph.sent()
+    has = b > 0
+    src, dst, b = src[has], dst[has], b[has]
+    ns, nd = p.node[src], p.node[dst]
+    ss, sd = p.slot[src].astype(np.int64), p.slot[dst].astype(np.int64)
+    dlevel = np.full(src.size, levels, dtype=np.int64)
+    for i in range(levels - 1, -1, -1):
+        dlevel[(ss // machine.strides[i]) != (sd // machine.strides[i])] = i
+    dcross = ns != nd
+    dlevel[dcross] = -1
+    dlayer = layer_of(dlevel)
+    sent_node = np.bincount(ns[dcross], weights=b[dcross], minlength=machine.nodes)
+    recv_node = np.bincount(nd[dcross], weights=b[dcross], minlength=machine.nodes)
+    lat = np.array([machine.layer_costs[str(x)][0] for x in dlayer]) if dlayer.size \
+        else np.zeros(0)
+    bw = np.array([machine.layer_costs[str(x)][1] for x in dlayer]) if dlayer.size \
+        else np.ones(0)
     links = getattr(machine, "links", None)
-    if links is not None and cross.any():
-        lat = lat.copy()
-        bw = bw.copy()
-        lat[cross] = links.latency[nu[cross], nv[cross]]
-        bw[cross] = links.bandwidth[nu[cross], nv[cross]]
-    # per rank: serial cost of its own messages, at the joining layer's (or
-    # the link's) latency and bandwidth; a node's link, shared by its ranks,
-    # is the second resource below
-    t_edge = lat + (w / 2) / bw
-    t_rank = np.bincount(u, weights=t_edge, minlength=graph.n) + \
-        np.bincount(v, weights=t_edge, minlength=graph.n)
-    t_link_edge = np.where(cross, (w / 2) / bw, 0.0)
-    t_link = np.bincount(nu, weights=t_link_edge, minlength=machine.nodes) + \
-        np.bincount(nv, weights=t_link_edge, minlength=machine.nodes)
+    if links is not None and dcross.any():
+        lat[dcross] = links.latency[ns[dcross], nd[dcross]]
+        bw[dcross] = links.bandwidth[ns[dcross], nd[dcross]]
+    # per rank: serial cost of the messages it sends, at the joining layer's
+    # (or the link's) latency and bandwidth; a node's link, shared by its
+    # ranks, is the second resource
+    t_rank = np.bincount(src, weights=lat + b / bw, minlength=graph.n)
+    t_link = np.bincount(ns, weights=np.where(dcross, b / bw, 0.0), minlength=machine.nodes)
     rank_s = float(t_rank.max()) if t_rank.size else 0.0
     link_s = float(t_link.max()) if t_link.size else 0.0
+    critical = "link" if link_s > rank_s else "rank"
+    if critical == "link":
+        i = int(np.argmax(t_link))
+        detail = (f"the network link of node {i} ({machine.hosts[i]}): "
+                  f"{_fmt(sent_node[i])} sent to other nodes")
+    else:
+        r = int(np.argmax(t_rank)) if t_rank.size else 0
+        mine = src == r
+        detail = (f"rank {r}: {int(mine.sum())} messages, {_fmt(float(b[mine].sum()))} sent, "
+                  f"{int((mine & dcross).sum())} of them to other nodes")
+    sent_max = float(sent_node.max()) if sent_node.size else 0.0
     return {
         "placement": p.name,
         "bytes_total": float(w.sum()),
         "bytes_inter_node": float(w[cross].sum()),
         "bytes_per_layer": per_layer,
         "hop_bytes": float((w * hops).sum()),
-        "max_node_out_bytes": float(out_node.max()) if out_node.size else 0.0,
+        "hop_weights": weights,
+        "max_node_sent_bytes": sent_max,
+        "max_node_sent_node": int(np.argmax(sent_node)) if sent_node.size else 0,
+        "max_node_received_bytes": float(recv_node.max()) if recv_node.size else 0.0,
+        "max_node_received_node": int(np.argmax(recv_node)) if recv_node.size else 0,
+        "max_node_out_bytes": sent_max,
         "predicted_rank_s": rank_s,
         "predicted_link_s": link_s,
         "predicted_time_s": max(rank_s, link_s),
-        "critical": "link" if link_s > rank_s else "rank",
+        "critical": critical,
+        "critical_detail": detail,
         "nodes_used": int(np.unique(p.node).size),
     }
+
+
+def _fmt(x: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(x) < 1024 or unit == "GiB":
+            return f"{x:.0f} B" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{x}"
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def better(a: dict, b: dict) -> bool:
+    """Return whether metrics ``a`` beat ``b``: a lower predicted time, ties
+    (within 1e-9 relative) broken by the bytes the busiest node sends, then
+    by the inter-node bytes."""
+    for key in ("predicted_time_s", "max_node_sent_bytes", "bytes_inter_node"):
+        if not _close(a[key], b[key]):
+            return a[key] < b[key]
+    return False
+
+
+#: Every placement :func:`strategies` can build (``geometric`` only for a
+#: graph with grid coordinates, ``map-by-package`` only for nodes with
+#: several packages).
+NAMES = ("afc", "afc-nb", "block", "map-by-node", "map-by-package", "geometric", "random")
+
+#: Placements that are references only, never chosen.
+REFERENCE_ONLY = ("random",)
+
+
+def choose(mets: list[dict], forced: str | None = None) -> tuple[int, str]:
+    """Return ``(index, note)``: the placement to write -- the model's
+    best (:func:`better`) among the candidates, or ``forced`` -- and a one
+    line note when it is not ``afc`` or the forced one is not the best
+    ("" otherwise).  Raise TiersError for an unknown ``forced`` name."""
+    best = None
+    for i, m in enumerate(mets):
+        if m["placement"] in REFERENCE_ONLY:
+            continue
+        if best is None or better(m, mets[best]):
+            best = i
+    b = mets[best]
+    if forced is not None:
+        names = [m["placement"] for m in mets]
+        if forced not in names:
+            raise TiersError(f"--placement: unknown placement {forced!r} (choose among "
+                             f"{', '.join(names)})")
+        i = names.index(forced)
+        m = mets[i]
+        if i != best and better(b, m):
+            return i, (f"placement {forced} forced by --placement; the model predicts it "
+                       f"slower than {b['placement']} ({m['predicted_time_s'] * 1e3:.3f} vs "
+                       f"{b['predicted_time_s'] * 1e3:.3f} ms)")
+        return i, ""
+    if b["placement"] == "afc":
+        return best, ""
+    afc = next((m for m in mets if m["placement"] == "afc"), None)
+    if afc is None:
+        return best, f"chose {b['placement']}: the model's best"
+    if _close(afc["predicted_time_s"], b["predicted_time_s"]):
+        if not _close(afc["max_node_sent_bytes"], b["max_node_sent_bytes"]):
+            why = (f"same predicted time, its busiest node sends {_fmt(b['max_node_sent_bytes'])}"
+                   f" vs {_fmt(afc['max_node_sent_bytes'])}")
+        else:
+            why = (f"same predicted time and busiest node, {_fmt(b['bytes_inter_node'])} "
+                   f"inter-node vs {_fmt(afc['bytes_inter_node'])}")
+    else:
+        why = (f"the model predicts {b['predicted_time_s'] * 1e3:.3f} ms per exchange vs "
+               f"{afc['predicted_time_s'] * 1e3:.3f} ms for afc")
+    return best, f"chose {b['placement']} over afc: {why}"
 
 
 def permutation(p: Placement) -> np.ndarray:
