@@ -209,8 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("map", help="place ranks so that heavy traffic stays on fast layers "
                        "(Scotch grouping and tleaf mapping, seed 002)")
     p.add_argument("--comm", metavar="FILE", type=V.path("--comm"),
-                   help="communication pattern: a tiers trace "
+                   help="communication pattern: a tiers trace folder or its "
                    "summary.json, a CSV or Matrix Market matrix of bytes, or a METIS/Scotch graph")
+    p.add_argument("--placement", metavar="NAME", help="write/launch this placement instead "
+                   "of the model's best: afc, afc-nb, block, map-by-node, map-by-package, "
+                   "geometric, random")
     p.add_argument("--stencil", metavar="SPEC", help="structured grid: 3d:NX,NY,NZ:gx,gy,gz or "
                    "2d:NX,NY:gx,gy (subdomains per axis : grid points per subdomain)")
     p.add_argument("--numbering", choices=["x-fastest", "cart"], default="x-fastest",
