@@ -209,6 +209,81 @@ FORTRAN_MANGLINGS = ("{l}__", "{l}", "{u}")   # aliases of {l}_
 # point with a local ierror, and records the same events.
 
 
+# Per MPI: does the tracer need its own Fortran entry points?  Chosen when
+# wrappers.c is compiled, from the macros of the mpi.h it is compiled with
+# (CMake's TIERS_MPI picks that mpi.h).
+#
+# - Open MPI: libmpi_mpifh's mpi_send_ and libmpi_usempif08's mpi_send_f08_
+#   call PMPI_Send in C (F08_NOTE): the tracer exports its own entry points.
+# - MPICH (4.0, libmpichfort): mpif.h's mpi_send_ (an alias of pmpi_send_)
+#   and the mpi_f08 procedures with a choice buffer (mpi_send_f08ts_) call
+#   MPI_Send & co. in C, so the C wrappers above record them, once, after
+#   MPICH's own Fortran layer has converted MPI_STATUS_IGNORE, MPI_IN_PLACE
+#   and the rest: the tracer has no mpi_send_ of its own there.  The mpi_f08
+#   procedures without one (mpi_barrier_f08_, mpi_wait_f08_, mpi_init_f08_,
+#   mpi_finalize_f08_...) call PMPI_ in C instead; the tracer's
+#   mpi_barrier_f08_ hands the call to MPICH's mpif.h binding (pmpi_barrier_,
+#   which calls MPI_Barrier: recorded by the C wrapper), after turning the
+#   f08 module's MPI_STATUS(ES)_IGNORE objects into mpif.h's and a left-out
+#   ierror into a local one.  Handles (TYPE(MPI_Comm)...: one INTEGER) and
+#   TYPE(MPI_Status) (5 INTEGERs, as mpif.h's status array) need nothing.
+# Any other MPI gets Open MPI's entry points.
+FORTRAN_ENTRIES_BY_MPI = (
+    ("defined(MPICH)", "mpich"),
+    ("defined(OPEN_MPI)", "openmpi"),
+)
+
+
+def fortran_guard() -> list[str]:
+    """Return the preprocessor lines that set TIERS_FORTRAN_ENTRIES per MPI
+    (1: the Open MPI entry points, 2: the MPICH mpi_f08 forwarders)."""
+    code = {"openmpi": 1, "mpich": 2}
+    out = []
+    for i, (cond, kind) in enumerate(FORTRAN_ENTRIES_BY_MPI):
+        out.append(f"#{'if' if i == 0 else 'elif'} {cond}")
+        out.append(f"#define TIERS_FORTRAN_ENTRIES {code[kind]}")
+    out += ["#else", "#define TIERS_FORTRAN_ENTRIES 1", "#endif"]
+    return out
+
+
+def generate_mpich_f08(entries: list[dict]) -> list[str]:
+    """Return the MPICH mpi_f08 forwarders (see FORTRAN_ENTRIES_BY_MPI)."""
+    out = ["#elif TIERS_FORTRAN_ENTRIES == 2",
+           "/* the mpi_f08 module's MPI_STATUS(ES)_IGNORE become mpif.h's (MPI-4 names) */",
+           "static MPI_Fint *tiers_f08_status_(MPI_Fint *st, int many)",
+           "{",
+           "  if (st != NULL && ((void *)st == (void *)MPI_F08_STATUS_IGNORE ||",
+           "                     (void *)st == (void *)MPI_F08_STATUSES_IGNORE))",
+           "    return many ? MPI_F_STATUSES_IGNORE : MPI_F_STATUS_IGNORE;",
+           "  return st;",
+           "}"]
+    for e in entries:
+        name = e["name"]
+        fps = fparams(e["params"])
+        low = f"mpi_{name.lower()}"
+        many = {f"f_{n}": ("1" if arr or "statuses" in n else "0")
+                for t, n, arr in e["params"] if "MPI_Status" in t}
+        args = [f"tiers_f08_status_({n}, {many[n]})" if n in many else n for _, n in fps[:-1]]
+        out.append("")
+        out.append(f"typedef void (*tiers_ft_{name})({', '.join(t.strip() for t, _ in fps)});")
+        out.append(f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});")
+        out.append(f"void {low}_f08_({fdecl(fps)})")
+        out.append("{")
+        out.append("  static void *tiers_slot_;")
+        out.append(f"  tiers_ft_{name} tiers_real_ = (tiers_ft_{name})tiers_trace_freal("
+                   f"&tiers_slot_, \"pmpi_{name.lower()}\");")
+        out.append("  MPI_Fint tiers_ierr_;")
+        out.append("  if (!ierr)")
+        out.append("    ierr = &tiers_ierr_;")
+        out.append("  if (!tiers_real_) {")
+        out.append("    *ierr = MPI_ERR_INTERN;")
+        out.append("    return;")
+        out.append("  }")
+        out.append(f"  tiers_real_({', '.join(args + ['ierr'])});")
+        out.append("}")
+    return out
+
+
 def fparams(params) -> list[tuple[str, str]]:
     """Return the Fortran entry point's parameters as (C type, name): every
     argument by reference, argc/argv dropped, ierr appended."""
@@ -363,7 +438,8 @@ def fbody(e: dict, fid: str) -> str:
 def generate_fortran(entries: list[dict]) -> list[str]:
     """Return the lines of the Fortran entry points (appended to wrappers.c)."""
     out = ["", "/* ------------------------------------------------------------------ */",
-           "/* Fortran entry points (mpif.h and `use mpi`), see wrapgen.py */"]
+           "/* Fortran entry points (mpif.h and `use mpi`), see wrapgen.py */",
+           *fortran_guard(), "#if TIERS_FORTRAN_ENTRIES == 1"]
     for e in entries:
         name = e["name"]
         fps = fparams(e["params"])
@@ -386,6 +462,8 @@ def generate_fortran(entries: list[dict]) -> list[str]:
         out.append(f"  {low}_({', '.join(n for _, n in fps[:-1])}{', ' if len(fps) > 1 else ''}"
                    "ierr ? ierr : &tiers_ierr_);")
         out.append("}")
+    out += generate_mpich_f08(entries)
+    out.append("#endif /* TIERS_FORTRAN_ENTRIES */")
     return out
 
 

@@ -746,6 +746,14 @@ TIERS_EXPORT int MPI_Comm_free(MPI_Comm *comm)
 
 /* ------------------------------------------------------------------ */
 /* Fortran entry points (mpif.h and `use mpi`), see wrapgen.py */
+#if defined(MPICH)
+#define TIERS_FORTRAN_ENTRIES 2
+#elif defined(OPEN_MPI)
+#define TIERS_FORTRAN_ENTRIES 1
+#else
+#define TIERS_FORTRAN_ENTRIES 1
+#endif
+#if TIERS_FORTRAN_ENTRIES == 1
 
 typedef void (*tiers_ft_Init)(MPI_Fint *);
 TIERS_EXPORT void mpi_init_(MPI_Fint *ierr);
@@ -2516,3 +2524,813 @@ void mpi_comm_free_f08_(MPI_Fint *f_comm, MPI_Fint *ierr)
   MPI_Fint tiers_ierr_;
   mpi_comm_free_(f_comm, ierr ? ierr : &tiers_ierr_);
 }
+#elif TIERS_FORTRAN_ENTRIES == 2
+/* the mpi_f08 module's MPI_STATUS(ES)_IGNORE become mpif.h's (MPI-4 names) */
+static MPI_Fint *tiers_f08_status_(MPI_Fint *st, int many)
+{
+  if (st != NULL && ((void *)st == (void *)MPI_F08_STATUS_IGNORE ||
+                     (void *)st == (void *)MPI_F08_STATUSES_IGNORE))
+    return many ? MPI_F_STATUSES_IGNORE : MPI_F_STATUS_IGNORE;
+  return st;
+}
+
+typedef void (*tiers_ft_Init)(MPI_Fint *);
+TIERS_EXPORT void mpi_init_f08_(MPI_Fint *ierr);
+void mpi_init_f08_(MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Init tiers_real_ = (tiers_ft_Init)tiers_trace_freal(&tiers_slot_, "pmpi_init");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(ierr);
+}
+
+typedef void (*tiers_ft_Init_thread)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_init_thread_f08_(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr);
+void mpi_init_thread_f08_(MPI_Fint *f_required, MPI_Fint *f_provided, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Init_thread tiers_real_ = (tiers_ft_Init_thread)tiers_trace_freal(&tiers_slot_, "pmpi_init_thread");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_required, f_provided, ierr);
+}
+
+typedef void (*tiers_ft_Finalize)(MPI_Fint *);
+TIERS_EXPORT void mpi_finalize_f08_(MPI_Fint *ierr);
+void mpi_finalize_f08_(MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Finalize tiers_real_ = (tiers_ft_Finalize)tiers_trace_freal(&tiers_slot_, "pmpi_finalize");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(ierr);
+}
+
+typedef void (*tiers_ft_Abort)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_abort_f08_(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr);
+void mpi_abort_f08_(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Abort tiers_real_ = (tiers_ft_Abort)tiers_trace_freal(&tiers_slot_, "pmpi_abort");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_errorcode, ierr);
+}
+
+typedef void (*tiers_ft_Send)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_send_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_send_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Send tiers_real_ = (tiers_ft_Send)tiers_trace_freal(&tiers_slot_, "pmpi_send");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Ssend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ssend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_ssend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ssend tiers_real_ = (tiers_ft_Ssend)tiers_trace_freal(&tiers_slot_, "pmpi_ssend");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Bsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_bsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_bsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Bsend tiers_real_ = (tiers_ft_Bsend)tiers_trace_freal(&tiers_slot_, "pmpi_bsend");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Rsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_rsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rsend tiers_real_ = (tiers_ft_Rsend)tiers_trace_freal(&tiers_slot_, "pmpi_rsend");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Recv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_recv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_recv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Recv tiers_real_ = (tiers_ft_Recv)tiers_trace_freal(&tiers_slot_, "pmpi_recv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Isend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_isend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_isend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Isend tiers_real_ = (tiers_ft_Isend)tiers_trace_freal(&tiers_slot_, "pmpi_isend");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Issend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_issend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_issend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Issend tiers_real_ = (tiers_ft_Issend)tiers_trace_freal(&tiers_slot_, "pmpi_issend");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ibsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ibsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ibsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ibsend tiers_real_ = (tiers_ft_Ibsend)tiers_trace_freal(&tiers_slot_, "pmpi_ibsend");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Irsend)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_irsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_irsend_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Irsend tiers_real_ = (tiers_ft_Irsend)tiers_trace_freal(&tiers_slot_, "pmpi_irsend");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Irecv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_irecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_irecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Irecv tiers_real_ = (tiers_ft_Irecv)tiers_trace_freal(&tiers_slot_, "pmpi_irecv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Sendrecv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_sendrecv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_sendrecv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Sendrecv tiers_real_ = (tiers_ft_Sendrecv)tiers_trace_freal(&tiers_slot_, "pmpi_sendrecv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_dest, f_sendtag, f_recvbuf, f_recvcount, f_recvtype, f_source, f_recvtag, f_comm, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Sendrecv_replace)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_sendrecv_replace_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_sendrecv_replace_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_sendtag, MPI_Fint *f_source, MPI_Fint *f_recvtag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Sendrecv_replace tiers_real_ = (tiers_ft_Sendrecv_replace)tiers_trace_freal(&tiers_slot_, "pmpi_sendrecv_replace");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_sendtag, f_source, f_recvtag, f_comm, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Wait)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_wait_f08_(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_wait_f08_(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Wait tiers_real_ = (tiers_ft_Wait)tiers_trace_freal(&tiers_slot_, "pmpi_wait");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_request, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Test)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_test_f08_(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_test_f08_(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Test tiers_real_ = (tiers_ft_Test)tiers_trace_freal(&tiers_slot_, "pmpi_test");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_request, f_flag, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Waitall)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_waitall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+void mpi_waitall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Waitall tiers_real_ = (tiers_ft_Waitall)tiers_trace_freal(&tiers_slot_, "pmpi_waitall");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_count, f_array_of_requests, tiers_f08_status_(f_array_of_statuses, 1), ierr);
+}
+
+typedef void (*tiers_ft_Testall)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_testall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+void mpi_testall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_flag, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Testall tiers_real_ = (tiers_ft_Testall)tiers_trace_freal(&tiers_slot_, "pmpi_testall");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_count, f_array_of_requests, f_flag, tiers_f08_status_(f_array_of_statuses, 1), ierr);
+}
+
+typedef void (*tiers_ft_Waitany)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_waitany_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_waitany_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Waitany tiers_real_ = (tiers_ft_Waitany)tiers_trace_freal(&tiers_slot_, "pmpi_waitany");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_count, f_array_of_requests, f_index, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Testany)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_testany_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_testany_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_index, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Testany tiers_real_ = (tiers_ft_Testany)tiers_trace_freal(&tiers_slot_, "pmpi_testany");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_count, f_array_of_requests, f_index, f_flag, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Waitsome)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_waitsome_f08_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+void mpi_waitsome_f08_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Waitsome tiers_real_ = (tiers_ft_Waitsome)tiers_trace_freal(&tiers_slot_, "pmpi_waitsome");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, tiers_f08_status_(f_array_of_statuses, 1), ierr);
+}
+
+typedef void (*tiers_ft_Testsome)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_testsome_f08_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr);
+void mpi_testsome_f08_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint *f_outcount, MPI_Fint *f_array_of_indices, MPI_Fint *f_array_of_statuses, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Testsome tiers_real_ = (tiers_ft_Testsome)tiers_trace_freal(&tiers_slot_, "pmpi_testsome");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, tiers_f08_status_(f_array_of_statuses, 1), ierr);
+}
+
+typedef void (*tiers_ft_Probe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_probe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_probe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Probe tiers_real_ = (tiers_ft_Probe)tiers_trace_freal(&tiers_slot_, "pmpi_probe");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_source, f_tag, f_comm, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Iprobe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iprobe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_iprobe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iprobe tiers_real_ = (tiers_ft_Iprobe)tiers_trace_freal(&tiers_slot_, "pmpi_iprobe");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_source, f_tag, f_comm, f_flag, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Request_free)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_request_free_f08_(MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_request_free_f08_(MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Request_free tiers_real_ = (tiers_ft_Request_free)tiers_trace_freal(&tiers_slot_, "pmpi_request_free");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_request, ierr);
+}
+
+typedef void (*tiers_ft_Cancel)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_cancel_f08_(MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_cancel_f08_(MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Cancel tiers_real_ = (tiers_ft_Cancel)tiers_trace_freal(&tiers_slot_, "pmpi_cancel");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_request, ierr);
+}
+
+typedef void (*tiers_ft_Barrier)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_barrier_f08_(MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_barrier_f08_(MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Barrier tiers_real_ = (tiers_ft_Barrier)tiers_trace_freal(&tiers_slot_, "pmpi_barrier");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Bcast)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_bcast_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_bcast_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Bcast tiers_real_ = (tiers_ft_Bcast)tiers_trace_freal(&tiers_slot_, "pmpi_bcast");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Reduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_reduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_reduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Reduce tiers_real_ = (tiers_ft_Reduce)tiers_trace_freal(&tiers_slot_, "pmpi_reduce");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Allreduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_allreduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_allreduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Allreduce tiers_real_ = (tiers_ft_Allreduce)tiers_trace_freal(&tiers_slot_, "pmpi_allreduce");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Scan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_scan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_scan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Scan tiers_real_ = (tiers_ft_Scan)tiers_trace_freal(&tiers_slot_, "pmpi_scan");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Exscan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_exscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_exscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Exscan tiers_real_ = (tiers_ft_Exscan)tiers_trace_freal(&tiers_slot_, "pmpi_exscan");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Gather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_gather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_gather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Gather tiers_real_ = (tiers_ft_Gather)tiers_trace_freal(&tiers_slot_, "pmpi_gather");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Gatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_gatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_gatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Gatherv tiers_real_ = (tiers_ft_Gatherv)tiers_trace_freal(&tiers_slot_, "pmpi_gatherv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Scatter)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_scatter_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_scatter_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Scatter tiers_real_ = (tiers_ft_Scatter)tiers_trace_freal(&tiers_slot_, "pmpi_scatter");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Scatterv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_scatterv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_scatterv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Scatterv tiers_real_ = (tiers_ft_Scatterv)tiers_trace_freal(&tiers_slot_, "pmpi_scatterv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Allgather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Allgather tiers_real_ = (tiers_ft_Allgather)tiers_trace_freal(&tiers_slot_, "pmpi_allgather");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Allgatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Allgatherv tiers_real_ = (tiers_ft_Allgatherv)tiers_trace_freal(&tiers_slot_, "pmpi_allgatherv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Alltoall)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Alltoall tiers_real_ = (tiers_ft_Alltoall)tiers_trace_freal(&tiers_slot_, "pmpi_alltoall");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Alltoallv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Alltoallv tiers_real_ = (tiers_ft_Alltoallv)tiers_trace_freal(&tiers_slot_, "pmpi_alltoallv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Reduce_scatter)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_reduce_scatter_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_reduce_scatter_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Reduce_scatter tiers_real_ = (tiers_ft_Reduce_scatter)tiers_trace_freal(&tiers_slot_, "pmpi_reduce_scatter");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Reduce_scatter_block)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_reduce_scatter_block_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_reduce_scatter_block_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Reduce_scatter_block tiers_real_ = (tiers_ft_Reduce_scatter_block)tiers_trace_freal(&tiers_slot_, "pmpi_reduce_scatter_block");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Comm_dup)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_dup_f08_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_dup_f08_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_dup tiers_real_ = (tiers_ft_Comm_dup)tiers_trace_freal(&tiers_slot_, "pmpi_comm_dup");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_newcomm, ierr);
+}
+
+typedef void (*tiers_ft_Comm_split)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_split_f08_(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_split_f08_(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_split tiers_real_ = (tiers_ft_Comm_split)tiers_trace_freal(&tiers_slot_, "pmpi_comm_split");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_color, f_key, f_newcomm, ierr);
+}
+
+typedef void (*tiers_ft_Comm_split_type)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_split_type_f08_(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_split_type_f08_(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_key, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_split_type tiers_real_ = (tiers_ft_Comm_split_type)tiers_trace_freal(&tiers_slot_, "pmpi_comm_split_type");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_split_type, f_key, f_info, f_newcomm, ierr);
+}
+
+typedef void (*tiers_ft_Comm_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_create_f08_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_create_f08_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_create tiers_real_ = (tiers_ft_Comm_create)tiers_trace_freal(&tiers_slot_, "pmpi_comm_create");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_group, f_newcomm, ierr);
+}
+
+typedef void (*tiers_ft_Cart_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_cart_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr);
+void mpi_cart_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims, MPI_Fint *f_periods, MPI_Fint *f_reorder, MPI_Fint *f_comm_cart, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Cart_create tiers_real_ = (tiers_ft_Cart_create)tiers_trace_freal(&tiers_slot_, "pmpi_cart_create");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm_old, f_ndims, f_dims, f_periods, f_reorder, f_comm_cart, ierr);
+}
+
+typedef void (*tiers_ft_Comm_free)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_free_f08_(MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_comm_free_f08_(MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_free tiers_real_ = (tiers_ft_Comm_free)tiers_trace_freal(&tiers_slot_, "pmpi_comm_free");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, ierr);
+}
+#endif /* TIERS_FORTRAN_ENTRIES */
