@@ -1,0 +1,267 @@
+/*
+ * A reference for OpenMP synchronisation overheads, written from the
+ * published method of the EPCC OpenMP micro-benchmarks (syncbench):
+ *
+ *  - delay(n) is a loop of n dependent additions; n is grown by 10 % + 1
+ *    until one call lasts at least the requested delay time;
+ *  - a test runs `innerreps` constructs, each around one delay(); a
+ *    reference runs the same delays with no construct on one thread;
+ *  - innerreps starts at 10 and doubles until one run of the test lasts at
+ *    least the target test time; every test (and reference) finds its own;
+ *  - each is run outerreps + 1 times (the first is a warm-up and dropped);
+ *    one run's time is its elapsed time / innerreps;
+ *  - the mean and standard deviation over the outer repetitions are
+ *    reported; runs further than 3 standard deviations from the mean are
+ *    counted as outliers (the suite reports them and keeps them);
+ *  - overhead = mean test time - mean reference time.
+ *
+ * CRITICAL, LOCK/UNLOCK and ATOMIC share innerreps among the threads; ATOMIC
+ * and REDUCTION have references of their own (an addition loop; delay() and
+ * an addition).
+ *
+ *   OMP_NUM_THREADS=T ref_syncbench [DELAY_US [OUTERREPS [TEST_US]]]
+ *
+ * prints one line per construct:
+ *   NAME OVERHEAD_US MEAN_US SD_US REF_US OUTLIERS INNERREPS
+ * and first a line "delay DELAY_LENGTH MEASURED_US".
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int delaylength;
+static long innerreps;
+static int nthreads;
+static double test_us = 1000.0;
+static int outerreps = 20;
+static omp_lock_t lock;
+static volatile double sink;
+
+static void __attribute__((noinline)) delay(int n)
+{
+  float a = 0.0f;
+  for (int i = 0; i < n; i++)
+    a += (float)i;
+  if (a < 0)
+    sink = a;
+}
+
+static void calibrate(double delay_us)
+{
+  const int reps = 1000;
+  double actual = 0;
+  delaylength = 0;
+  delay(delaylength);
+  while (actual < delay_us) {
+    delaylength = (int)(delaylength * 1.1) + 1;
+    double t0 = omp_get_wtime();
+    for (int i = 0; i < reps; i++)
+      delay(delaylength);
+    actual = (omp_get_wtime() - t0) * 1e6 / reps;
+  }
+}
+
+/* references */
+static void refer(void)
+{
+  for (long j = 0; j < innerreps; j++)
+    delay(delaylength);
+}
+
+static void referatom(void)
+{
+  double a = 0.0, b = 1.0, c = 1.0 + 1.0e-15;
+  for (long j = 0; j < innerreps; j++) {
+    a += b;
+    b *= c;
+  }
+  if (a < 0.0)
+    sink = a;
+}
+
+static void referred(void)
+{
+  int a = 0;
+  for (long j = 0; j < innerreps; j++) {
+    delay(delaylength);
+    a += 1;
+  }
+  sink = a;
+}
+
+/* tests */
+static void testpr(void)
+{
+  for (long j = 0; j < innerreps; j++) {
+#pragma omp parallel
+    delay(delaylength);
+  }
+}
+
+static void testfor(void)
+{
+#pragma omp parallel
+  for (long j = 0; j < innerreps; j++) {
+#pragma omp for
+    for (int i = 0; i < nthreads; i++)
+      delay(delaylength);
+  }
+}
+
+static void testbar(void)
+{
+#pragma omp parallel
+  for (long j = 0; j < innerreps; j++) {
+    delay(delaylength);
+#pragma omp barrier
+  }
+}
+
+static void testsing(void)
+{
+#pragma omp parallel
+  for (long j = 0; j < innerreps; j++) {
+#pragma omp single
+    delay(delaylength);
+  }
+}
+
+static void testcrit(void)
+{
+#pragma omp parallel
+  for (long j = 0; j < innerreps / nthreads; j++) {
+#pragma omp critical
+    delay(delaylength);
+  }
+}
+
+static void testlock(void)
+{
+#pragma omp parallel
+  for (long j = 0; j < innerreps / nthreads; j++) {
+    omp_set_lock(&lock);
+    delay(delaylength);
+    omp_unset_lock(&lock);
+  }
+}
+
+static void testatom(void)
+{
+  double a = 0.0, c = 1.0 + 1.0e-15;
+#pragma omp parallel shared(a)
+  {
+    double b = 1.0;
+    for (long j = 0; j < innerreps / nthreads; j++) {
+#pragma omp atomic
+      a += b;
+      b *= c;
+    }
+  }
+  if (a < 0.0)
+    sink = a;
+}
+
+static void testred(void)
+{
+  int a = 0;
+  for (long j = 0; j < innerreps; j++) {
+#pragma omp parallel reduction(+ : a)
+    {
+      delay(delaylength);
+      a += 1;
+    }
+  }
+  sink = a;
+}
+
+static void getinnerreps(void (*fn)(void))
+{
+  innerreps = 10;
+  double t = 0;
+  while (t < test_us) {
+    double t0 = omp_get_wtime();
+    fn();
+    t = (omp_get_wtime() - t0) * 1e6;
+    if (t < test_us)
+      innerreps *= 2;
+    if (innerreps > 1L << 40) {
+      fprintf(stderr, "ref_syncbench: error: a test never reaches %g us\n", test_us);
+      exit(1);
+    }
+  }
+}
+
+typedef struct {
+  double mean, sd;
+  int outliers;
+  long innerreps;
+} result_t;
+
+static result_t bench(void (*fn)(void))
+{
+  getinnerreps(fn);
+  double *times = malloc(sizeof(double) * (size_t)(outerreps + 1));
+  if (!times) {
+    fprintf(stderr, "ref_syncbench: error: out of memory\n");
+    exit(1);
+  }
+  for (int k = 0; k <= outerreps; k++) {
+    double t0 = omp_get_wtime();
+    fn();
+    times[k] = (omp_get_wtime() - t0) * 1e6 / (double)innerreps;
+  }
+  result_t r = {0, 0, 0, innerreps};
+  for (int k = 1; k <= outerreps; k++)
+    r.mean += times[k];
+  r.mean /= outerreps;
+  double ss = 0;
+  for (int k = 1; k <= outerreps; k++)
+    ss += (times[k] - r.mean) * (times[k] - r.mean);
+  r.sd = outerreps > 1 ? sqrt(ss / (outerreps - 1)) : 0;
+  for (int k = 1; k <= outerreps; k++)
+    if (fabs(times[k] - r.mean) > 3.0 * r.sd)
+      r.outliers++;
+  free(times);
+  return r;
+}
+
+int main(int argc, char **argv)
+{
+  double delay_us = argc > 1 ? atof(argv[1]) : 0.1;
+  if (argc > 2)
+    outerreps = atoi(argv[2]);
+  if (argc > 3)
+    test_us = atof(argv[3]);
+  if (!(delay_us > 0) || outerreps < 2 || !(test_us > 0)) {
+    fprintf(stderr, "ref_syncbench: error: DELAY_US and TEST_US must be positive and "
+                    "OUTERREPS at least 2\n");
+    return 2;
+  }
+#pragma omp parallel
+#pragma omp master
+  nthreads = omp_get_num_threads();
+  omp_init_lock(&lock);
+  calibrate(delay_us);
+  double t0 = omp_get_wtime();
+  for (int i = 0; i < 10000; i++)
+    delay(delaylength);
+  printf("delay %d %.6f\n", delaylength, (omp_get_wtime() - t0) * 1e6 / 10000);
+
+  result_t ref = bench(refer), refatom = bench(referatom), refred = bench(referred);
+  struct {
+    const char *name;
+    void (*fn)(void);
+    const result_t *ref;
+  } tests[] = {{"parallel", testpr, &ref},   {"for", testfor, &ref},
+               {"barrier", testbar, &ref},   {"single", testsing, &ref},
+               {"critical", testcrit, &ref}, {"lock", testlock, &ref},
+               {"atomic", testatom, &refatom}, {"reduction", testred, &refred}};
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+    result_t r = bench(tests[i].fn);
+    printf("%s %.6f %.6f %.6f %.6f %d %ld\n", tests[i].name, r.mean - tests[i].ref->mean, r.mean,
+           r.sd, tests[i].ref->mean, r.outliers, r.innerreps);
+  }
+  omp_destroy_lock(&lock);
+  return 0;
+}
