@@ -100,3 +100,27 @@ def test_report_screenshot_is_not_blank(report, tmp_path):
     assert len(colours) > 50, f"only {len(colours)} colours: a blank or broken page"
     inked = np.any(rgb < 200, axis=1).mean()
     assert inked > 0.01, f"only {inked:.2%} of the page is drawn on"
+
+
+def test_survey_report_renders_every_section(tmp_path):
+    """tiers survey ends with the path of its report.html, and Chromium
+    renders a section for the index and for every section of the survey,
+    each linked from the contents."""
+    _chromium()
+    out = tmp_path / "survey"
+    run = run_tiers("survey", "--out", str(out), timeout=900)
+    assert run.returncode == 0, run.stderr
+    page = out / "report.html"
+    assert run.stdout.rstrip().splitlines()[-1] == f"Report: {page.resolve()}"
+    index = json.loads((out / "survey.json").read_text())
+    shown = _browser(tmp_path / "profile", "--dump-dom", page.as_uri())
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    files = re.findall(r'<h2>\d+\. [^<]*<span class="file">([^<]+)</span>', shown.stdout)
+    assert files == ["survey.json", *(s["json"] for s in index["samples"])]
+    for i in range(1, len(files) + 1):
+        assert f'href="#sec-{i}"' in shown.stdout
+    # every survey section's own title is in the index's links
+    for s in index["samples"]:
+        assert f'>{html.escape(s["title"])}</a>' in shown.stdout
+    assert shown.stdout.count('<img src="data:image/png;base64,') == \
+        sum(1 for s in index["samples"] if s["plot"])
