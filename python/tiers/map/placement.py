@@ -406,15 +406,23 @@ def _fmt(x: float) -> str:
     return f"{x}"
 
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+#: Predicted times closer than this (relative) are a tie: the model's
+#: inputs (per-layer latencies and bandwidths) are not known better, and a
+#: sub-percent difference must not beat a placement that sends less.
+TIME_TIE = 0.01
+
+
+def _close(a: float, b: float, rel: float = 1e-9) -> bool:
+    return abs(a - b) <= rel * max(abs(a), abs(b))
 
 
 def better(a: dict, b: dict) -> bool:
-    """Return whether metrics ``a`` beat ``b``: a lower predicted time, ties
-    (within 1e-9 relative) broken by the bytes the busiest node sends, then
-    by the inter-node bytes."""
-    for key in ("predicted_time_s", "max_node_sent_bytes", "bytes_inter_node"):
+    """Return whether metrics ``a`` beat ``b``: a lower predicted time (by
+    more than TIME_TIE), ties broken by the bytes the busiest node sends,
+    then by the inter-node bytes."""
+    if not _close(a["predicted_time_s"], b["predicted_time_s"], TIME_TIE):
+        return a["predicted_time_s"] < b["predicted_time_s"]
+    for key in ("max_node_sent_bytes", "bytes_inter_node"):
         if not _close(a[key], b[key]):
             return a[key] < b[key]
     return False
@@ -431,15 +439,25 @@ REFERENCE_ONLY = ("random",)
 
 def choose(mets: list[dict], forced: str | None = None) -> tuple[int, str]:
     """Return ``(index, note)``: the placement to write -- the model's
-    best (:func:`better`) among the candidates, or ``forced`` -- and a one
-    line note when it is not ``afc`` or the forced one is not the best
-    ("" otherwise).  Raise TiersError for an unknown ``forced`` name."""
-    best = None
-    for i, m in enumerate(mets):
-        if m["placement"] in REFERENCE_ONLY:
-            continue
-        if best is None or better(m, mets[best]):
-            best = i
+    best, or ``forced`` -- and a one line note when it is not ``afc`` or
+    the forced one is not the best ("" otherwise).  The best: among the
+    candidates (not ``random``) whose predicted time is within TIME_TIE of
+    the lowest, the one whose busiest node sends least, then the one with
+    the fewest inter-node bytes, then the first listed.  Raise TiersError
+    for an unknown ``forced`` name."""
+    cands = [i for i, m in enumerate(mets) if m["placement"] not in REFERENCE_ONLY]
+    fastest = min(mets[i]["predicted_time_s"] for i in cands)
+    tied = [i for i in cands
+            if mets[i]["predicted_time_s"] <= fastest * (1 + TIME_TIE) or
+            _close(mets[i]["predicted_time_s"], fastest)]
+    best = tied[0]
+    for i in tied[1:]:
+        m, b = mets[i], mets[best]
+        for key in ("max_node_sent_bytes", "bytes_inter_node"):
+            if not _close(m[key], b[key]):
+                if m[key] < b[key]:
+                    best = i
+                break
     b = mets[best]
     if forced is not None:
         names = [m["placement"] for m in mets]
@@ -458,12 +476,13 @@ def choose(mets: list[dict], forced: str | None = None) -> tuple[int, str]:
     afc = next((m for m in mets if m["placement"] == "afc"), None)
     if afc is None:
         return best, f"chose {b['placement']}: the model's best"
-    if _close(afc["predicted_time_s"], b["predicted_time_s"]):
+    if _close(afc["predicted_time_s"], b["predicted_time_s"], TIME_TIE):
+        same = f"predicted time within {TIME_TIE:.0%} of afc's"
         if not _close(afc["max_node_sent_bytes"], b["max_node_sent_bytes"]):
-            why = (f"same predicted time, its busiest node sends {_fmt(b['max_node_sent_bytes'])}"
+            why = (f"{same}, its busiest node sends {_fmt(b['max_node_sent_bytes'])}"
                    f" vs {_fmt(afc['max_node_sent_bytes'])}")
         else:
-            why = (f"same predicted time and busiest node, {_fmt(b['bytes_inter_node'])} "
+            why = (f"{same}, same busiest node, {_fmt(b['bytes_inter_node'])} "
                    f"inter-node vs {_fmt(afc['bytes_inter_node'])}")
     else:
         why = (f"the model predicts {b['predicted_time_s'] * 1e3:.3f} ms per exchange vs "
