@@ -479,7 +479,13 @@ def test_unknown_option_is_refused():
 
 
 def test_missing_launcher(tmp_path):
-    run = run_tiers("probe", "net", "-n", "2", env={"TIERS_LAUNCHER": "mpich"})
+    import shutil
+    # a PATH holding Open MPI's mpirun only, whether MPICH is installed or not
+    only = tmp_path / "ompi"
+    only.mkdir()
+    (only / "mpirun").symlink_to(shutil.which("mpirun.openmpi") or shutil.which("mpirun"))
+    run = run_tiers("probe", "net", "-n", "2", env={"TIERS_LAUNCHER": "mpich",
+                                                    "PATH": str(only)})
     assert_one_line_error(run, "MPICH")
     run = run_tiers("probe", "net", "-n", "2", env={"PATH": str(tmp_path),
                                                     "TIERS_LAUNCHER": ""})
