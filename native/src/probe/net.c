@@ -1032,7 +1032,7 @@ static void allreduce_series(int p, allreduce_row_t *row)
     return;
   long per_block = opt.barrier_iters / 10 > 10 ? opt.barrier_iters / 10 : 10;
   double in = 1.0 + rank, out = 0;
-  for (long i = 0; i < opt.barrier_warmup; i++)
+  for (long i = 0; i < (opt.barrier_warmup > 0 ? opt.barrier_warmup : 1); i++)
     MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
   if (out != (double)p * (p + 1) / 2)
     fail_here("MPI_Allreduce over %d ranks gave %g, not %g", p, out, (double)p * (p + 1) / 2);
