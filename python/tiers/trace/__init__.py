@@ -458,7 +458,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         from . import profile
         from .. import validate as V
         p = _sub_parser("stats")
-        p.add_argument("dir", metavar="DIR", help="a trace folder")
+        p.add_argument("dir", help="a trace folder (DIR)")
         p.add_argument("--sort", choices=profile.SORT_KEYS, default="time",
                        help="order of the functions: time (default), calls, bytes or name")
         p.add_argument("--top", type=V.count("--top"), metavar="N",
@@ -474,7 +474,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         _deprecated(p, "--chrome", "--format chrome", dest="format", const="chrome")
         p.add_argument("--output", "-o", metavar="FILE",
                        help="the file to write (default DIR/trace.chrome.json)")
-        p.add_argument("dir", metavar="DIR", help="a trace folder")
+        p.add_argument("dir", help="a trace folder (DIR)")
         a = p.parse_args(rest)
         if a.format is None:
             raise TiersError("no format given: add --format chrome (the old --chrome "
