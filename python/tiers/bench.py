@@ -28,7 +28,7 @@ from typing import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from . import launch, native, plot as tplot, result
+from . import launch, native, result
 from .registry import APPS, App  # noqa: F401 - the apps live in the registry
 from .errors import TiersError
 
@@ -503,6 +503,8 @@ def plot(doc: dict, path) -> Path | None:
     rows = doc["summary"]["rows"]
     if not rows:
         return None
+    from . import plot as tplot  # matplotlib only when a plot is drawn
+
     fig, axes = tplot.figure(ncols=2)
     ax = axes[0][0]
     hollow = False
@@ -573,6 +575,8 @@ def main(args, argv: list[str]) -> int:
     if args.json:
         result.write(doc, args.json)
         console.print(f"Wrote {args.json}")
+    from . import plot as tplot
+
     plot_path = tplot.default_plot_path(args.json, getattr(args, "plot", None))
     if plot_path is not None:
         with tplot.stamping(doc):

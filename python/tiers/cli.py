@@ -193,9 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default 60)")
     _deprecated(p, "--time-limit", "--timeout", dest="time_limit",
                 type=V.duration("--time-limit"))
-    p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm (default: "
+    p.add_argument("--launcher", metavar="KIND", type=V.launcher_kind(),
+                   help="openmpi, mpich or slurm (default: "
                    "$TIERS_LAUNCHER, else detected)")
-    p.add_argument("--hostfile", metavar="FILE", type=V.path("--hostfile"),
+    p.add_argument("--hostfile", metavar="FILE", type=V.input_file("--hostfile"),
                    help="hostfile for the launcher")
     p.add_argument("--launcher-args", metavar="ARGS", type=V.args_string("--launcher-args"),
                    help="extra launcher options, one quoted string, e.g. "
@@ -223,9 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one node: 'this' (default), an hwloc XML file, or 'synthetic:DESC'")
     p.add_argument("--nodes", type=V.count("--nodes", 1, 1 << 20),
                    metavar="N", help="number of such nodes (default 1)")
-    p.add_argument("--hostfile", metavar="FILE", type=V.path("--hostfile"),
+    p.add_argument("--hostfile", metavar="FILE", type=V.input_file("--hostfile"),
                    help="hosts and their slots (Open MPI syntax)")
-    p.add_argument("--links", metavar="FILE", type=V.path("--links"),
+    p.add_argument("--links", metavar="FILE", type=V.input_file("--links"),
                    help="measured inter-node costs: a 'tiers probe "
                    "net --all-pairs' JSON; groups go to cheap node pairs when costs differ")
     p.add_argument("--layer-cost", metavar="LIST", help="per-layer LAYER=LAT_US/BW_MBPS for the "
@@ -249,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="then run the command after -- with the placement applied: a "
                    "launcher line (mpirun/mpiexec/srun ... ./app) or the program alone "
                    "(tiers launches it)")
-    p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm: the launcher "
+    p.add_argument("--launcher", metavar="KIND", type=V.launcher_kind(),
+                   help="openmpi, mpich or slurm: the launcher "
                    "for a program given alone to --launch (default: detected)")
     p.add_argument("--vcluster", action="store_true",
                    help="map onto the nodes of 'tiers vcluster up' and launch the program "
@@ -350,9 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "none when oversubscribed)")
     p.add_argument("--timeout", type=V.duration("--timeout"), metavar="S",
                    help="time limit of each run in seconds (default 600)")
-    p.add_argument("--launcher", metavar="KIND", help="openmpi, mpich or slurm (default: "
+    p.add_argument("--launcher", metavar="KIND", type=V.launcher_kind(),
+                   help="openmpi, mpich or slurm (default: "
                    "$TIERS_LAUNCHER, else detected)")
-    p.add_argument("--hostfile", metavar="FILE", type=V.path("--hostfile"),
+    p.add_argument("--hostfile", metavar="FILE", type=V.input_file("--hostfile"),
                    help="hostfile for the launcher")
     p.add_argument("--vcluster", action="store_true",
                    help="run on the virtual cluster of 'tiers vcluster up' (Open MPI)")

@@ -214,6 +214,20 @@ def parse_path(text, option: str) -> str:
     return s
 
 
+def parse_input_file(text, option: str) -> str:
+    """Return the path of a file to read: non-empty, existing, a regular
+    file (or a device such as /dev/stdin), readable."""
+    s = parse_path(text, option)
+    p = Path(s)
+    if not p.exists():
+        raise _fail(option, f"{s}: no such file")
+    if p.is_dir():
+        raise _fail(option, f"{s} is a folder, not a file")
+    if not os.access(p, os.R_OK):
+        raise _fail(option, f"{s}: permission denied")
+    return s
+
+
 def parse_seed(text, option: str = "--seed") -> int:
     """Return a random seed: a whole number from 0 to 2^31 - 1."""
     return parse_int(text, option, minimum=0, maximum=MAX_SEED,
@@ -475,6 +489,11 @@ def path(option: str) -> Callable[[str], str]:
     return _typed(lambda t: parse_path(t, option), "path")
 
 
+def input_file(option: str) -> Callable[[str], str]:
+    """argparse type: an existing, readable file."""
+    return _typed(lambda t: parse_input_file(t, option), "file")
+
+
 def args_string(option: str) -> Callable[[str], str]:
     """argparse type: a shell-quoted option string that splits cleanly."""
     def conv(t):
@@ -530,3 +549,9 @@ def check_topology_source(source: str, option: str = "--input") -> str:
                         f"than the limit of {limit} on this machine (its PU-pair matrices "
                         f"must fit in the {human_bytes(machine_memory())} of memory)")
     return source
+
+
+def launcher_kind(option: str = "--launcher") -> Callable[[str], str]:
+    """argparse type: an MPI launcher kind (openmpi, mpich or slurm)."""
+    return _typed(lambda t: parse_word(str(t).lower(), option, ("openmpi", "mpich", "slurm")),
+                  "launcher")

@@ -26,12 +26,20 @@ __all__ = ["plan", "main", "core", "graph_mod", "links_mod", "machine_mod", "pla
            "writers"]
 
 
-def load_graph(comm: str | None, stencil: str | None, numbering: str = "x-fastest"):
-    """Return the communication graph of ``--comm FILE`` or ``--stencil SPEC``
-    (its subdomains numbered as ``numbering`` says)."""
+def check_pattern(comm: str | None, stencil: str | None) -> None:
+    """Raise TiersError unless exactly one of ``comm`` and ``stencil`` is
+    given and ``stencil`` (if given) is well formed."""
     if bool(comm) == bool(stencil):
         raise TiersError("give the communication pattern with either --comm FILE or "
                          "--stencil 3d:NX,NY,NZ:gx,gy,gz")
+    if stencil:
+        graph_mod.parse_stencil(stencil)
+
+
+def load_graph(comm: str | None, stencil: str | None, numbering: str = "x-fastest"):
+    """Return the communication graph of ``--comm FILE`` or ``--stencil SPEC``
+    (its subdomains numbered as ``numbering`` says)."""
+    check_pattern(comm, stencil)
     if stencil:
         parts, points = graph_mod.parse_stencil(stencil)
         return graph_mod.stencil(parts, points, numbering=numbering)
@@ -150,6 +158,7 @@ def main(args, argv: list[str]) -> int:
     from rich.console import Console
 
     numbering = getattr(args, "numbering", None) or "x-fastest"
+    check_pattern(args.comm, args.stencil)  # before the machine is read
     if args.nodes is not None and args.hostfile:
         raise TiersError("give either --nodes or --hostfile, not both")
     command = list(getattr(args, "cmd", None) or [])
