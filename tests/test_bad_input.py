@@ -224,6 +224,10 @@ case("--hostfile", "bench", "jacobi3d", "--hostfile", "/nonexistent/hosts")
 case("do not give --hostfile", "bench", "jacobi3d", "--vcluster", "--hostfile", "{data}/hosts2")
 case("--ranks", "bench", "jacobi3d", "--ranks", "1000", "--hostfile", "{data}/hosts2")
 case("threads per rank exceed", "bench", "jacobi3d", "--threads", "1000")
+for v in ("99999999999", "99999999999,2,2", "0", "1,,2", "2,2,2,2", "x", "-4"):
+    case("--size", "bench", "jacobi3d", "--size", v)
+case("--size", "bench", "laplace2d", "--size", "2000000,2")
+case("--size", "bench", "radixsort", "--size", "99999999999")
 case("--json", "bench", "jacobi3d", "--json", "")
 case("APP", "bench")
 

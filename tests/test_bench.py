@@ -129,7 +129,7 @@ def test_too_many_threads_is_one_line(tiers):
 
 
 def test_unknown_app_and_class_are_one_line(tiers):
-    assert_one_line_error(tiers("bench", "nosuch", "--quick"), "unknown application 'nosuch'")
+    assert_one_line_error(tiers("bench", "nosuch", "--quick"), "invalid choice: 'nosuch'")
     assert_one_line_error(tiers("bench", "jacobi3d", "--class", "A"), "has no problem classes")
 
 

@@ -28,7 +28,7 @@ from typing import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from . import launch, native, result
+from . import launch, native, result, validate
 from .registry import APPS, App  # noqa: F401 - the apps live in the registry
 from .errors import TiersError
 
@@ -36,6 +36,8 @@ DEFAULT_RANKS = (1, 2, 4)
 DEFAULT_THREADS = (1, 2)
 DEFAULT_TIMEOUT_S = 600.0
 PHASES = ("compute", "comm", "sync")
+GRID_APPS = ("jacobi3d", "laplace2d")  # --size: grid points per axis
+GRID_AXIS_MAX = 1 << 20
 OVER_MARK = "(over)"  # table marker of an oversubscribed configuration
 
 
@@ -134,6 +136,17 @@ def app_args(app: App, *, quick: bool = False, size=None, iters=None, overlap: b
     if size is not None:
         if not app.size_option:
             raise TiersError(f"{app.name} takes no --size")
+        # each item a count (K/M suffixes allowed); grid apps multiply up to
+        # three of them, so an axis stays below 2^20 points: no 64-bit overflow
+        grid = app.name in GRID_APPS
+        top = GRID_AXIS_MAX if grid else validate.INT_MAX
+        for item in validate.split_list(str(size), "--size", max_items=3):
+            n = validate.parse_size(item, "--size")
+            if n < 1:
+                raise TiersError(f"--size: {item} must be at least 1")
+            if n > top:
+                raise TiersError(f"--size: {item} is more than the limit of {top}"
+                                 + (" grid points per axis" if grid else ""))
         args += ["--size", str(size)]
     if iters is not None:
         if not app.iters_option:
