@@ -121,4 +121,4 @@ def test_swap_every_bad_input(tmp_path):
     assert_one_line_error(run, "--swap-every must be a positive count")
     run = run_tiers("trace", "--swap-every", "3", "--policy", "full", "--out",
                     str(tmp_path / "t"), "--", "true")
-    assert_one_line_error(run, "--swap-every goes with --policy sync")
+    assert_one_line_error(run, "--swap-every goes with --policy auto or sync")

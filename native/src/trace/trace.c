@@ -11,11 +11,15 @@
  * - Swap-out appends the buffer to DIR/raw/rank-NNNNNN.tev.  Records are
  *   whole and self-describing, so a file cut short by kill -9 reads back up
  *   to the last swap-out.
- * - Policies: sync (the seed's method: after each collective on
+ * - Policies: auto (the default: sync, and when the buffer fills between
+ *   two collectives on MPI_COMM_WORLD this rank swaps out there, alone,
+ *   and marks it: no event is lost), sync (after each collective on
  *   MPI_COMM_WORLD one MPI_Allreduce on a private communicator decides
  *   whether all ranks swap out; each swap-out is padded to tau), full
  *   (write when this rank's buffer is full), off (grow in memory, write at
  *   the end).
+ * - Memory follows use: the budget is reserved at MPI_Init but made
+ *   resident in chunks (1 MiB, then doubling) as the records reach them.
  * - Thread safety: with MPI_THREAD_MULTIPLE one mutex serialises the
  *   recording (documented lock); records carry the thread's index.
  * - Failures (no space, write error, buffer overflow under sync) stop the
@@ -45,7 +49,7 @@ enum {
   REC_ENTER = 1, REC_LEAVE = 2, REC_SEND = 3, REC_RECV = 4, REC_ISEND = 5,
   REC_ISEND_DONE = 6, REC_IRECV_POST = 7, REC_IRECV_DONE = 8, REC_COLL_BEGIN = 9,
   REC_COLL_END = 10, REC_COMM = 11, REC_SWAP = 12, REC_CLOCK = 13, REC_STOP = 14,
-  REC_INFO = 15
+  REC_INFO = 15, REC_MEM = 16
 };
 #define FN_SWAPOUT 0xFFFFu /* region id of the tracer's own swap-out */
 
@@ -62,12 +66,17 @@ typedef struct { rec_head_t h; int32_t id, parent, size, flags; } rec_comm_t; /*
 typedef struct { rec_head_t h; uint64_t bytes, write_ns, total_ns, tau_ns; } rec_swap_t;
 typedef struct { rec_head_t h; int64_t offset_ns, rtt_ns; int32_t phase, pad; } rec_clock_t;
 typedef struct { rec_head_t h; int32_t reason, pad; } rec_stop_t;
+typedef struct { rec_head_t h; uint64_t resident, cap; } rec_mem_t; /* buffer bytes resident at the end, reserved */
 typedef struct { rec_head_t h; int32_t provided, policy; uint64_t budget; double tau, threshold; uint64_t swap_every; } rec_info_t;
 
 #define RAW_MAGIC "TIERSTEV"
 #define RAW_VERSION 1u
 
-enum { POLICY_SYNC = 0, POLICY_FULL = 1, POLICY_OFF = 2 };
+enum { POLICY_SYNC = 0, POLICY_FULL = 1, POLICY_OFF = 2, POLICY_AUTO = 3 };
+/* REC_SWAP flags: padded to tau, equalised over all ranks (a sync swap-out),
+ * unsynchronised (auto: the buffer filled between two world collectives) */
+enum { SWAP_PADDED = 1, SWAP_EQUAL = 2, SWAP_UNSYNC = 4 };
+#define GROW_FIRST (1u << 20) /* the first chunk of the buffer made resident */
 enum { STOP_WRITE = 1, STOP_OVERFLOW = 2, STOP_NOMEM = 3, STOP_SIGNAL = 4, STOP_ABORT = 5,
        STOP_PEER = 6 };
 
@@ -90,6 +99,8 @@ static struct {
   uint64_t file_bytes; /* length of the file's whole, written part */
   uint8_t *buf;
   size_t cap;        /* bytes; records use at most cap - HEADROOM */
+  size_t resident;   /* bytes of buf made resident so far (<= cap) */
+  uint64_t unsync_swapouts; /* auto: swap-outs made alone on overflow */
   size_t limit;      /* cap - HEADROOM while recording, 0 once stopped: one
                         compare in put() covers both */
   int mapped;        /* buf comes from mmap (sync, full), not malloc (off) */
@@ -382,15 +393,41 @@ static void swapout(int64_t tau_ns, int equalise)
     return;
   rec_head_t leave = { REC_LEAVE, 0, (uint16_t)thread_index(), FN_SWAPOUT, 2, t2 };
   put(&leave, sizeof leave);
-  rec_swap_t sw = { { REC_SWAP, (uint8_t)((tau_ns > 0) | (equalise ? 2 : 0)),
+  rec_swap_t sw = { { REC_SWAP, (uint8_t)((tau_ns > 0 ? SWAP_PADDED : 0) |
+                                           (equalise ? SWAP_EQUAL : 0) |
+                                           (S.policy == POLICY_AUTO && !equalise ? SWAP_UNSYNC : 0)),
                       (uint16_t)thread_index(), 0, sizeof(rec_swap_t) / 8, t0 },
                     bytes, (uint64_t)(t1 - t0), (uint64_t)(t2 - t0), (uint64_t)tau_ns };
   put(&sw, sizeof sw);
 }
 
+/* Make the buffer resident up to `upto` bytes, or the next chunk (twice
+ * what is resident) when that is more, at most cap; limit follows. */
+static void grow_resident(size_t upto)
+{
+  size_t want = S.resident * 2;
+  if (want < upto)
+    want = upto;
+  if (want > S.cap)
+    want = S.cap;
+  if (want <= S.resident)
+    return;
+  /* touch the new pages now, so that no page fault lands inside a later
+   * traced call (a write per page: the pages are private and zero) */
+  long pg = sysconf(_SC_PAGESIZE);
+  size_t step = pg > 0 ? (size_t)pg : 4096;
+  for (size_t o = S.resident; o < want; o += step)
+    ((volatile uint8_t *)S.buf)[o] = 0;
+  S.resident = want;
+  if (!S.stopped)
+    S.limit = S.resident - HEADROOM;
+}
+
 /* Make room for len bytes by the policy; 0 when there is room now. */
 static int make_room(size_t len)
 {
+  if (S.mapped && S.used + len + HEADROOM > S.resident && S.resident < S.cap)
+    grow_resident(S.used + len + HEADROOM);
   if (S.used + len + HEADROOM <= S.cap)
     return 0;
   if (S.policy == POLICY_OFF) {
@@ -407,7 +444,9 @@ static int make_room(size_t len)
     S.limit = cap - HEADROOM;
     return 0;
   }
-  if (S.policy == POLICY_FULL) {
+  if (S.policy == POLICY_FULL || S.policy == POLICY_AUTO) {
+    if (S.policy == POLICY_AUTO)
+      S.unsync_swapouts++;
     swapout(0, 0);
     return S.stopped ? -1 : 0;
   }
@@ -1179,7 +1218,9 @@ static void at_exit(void)
 
 static int parse_policy(const char *s)
 {
-  if (!s || !*s || strcmp(s, "sync") == 0)
+  if (!s || !*s || strcmp(s, "auto") == 0)
+    return POLICY_AUTO;
+  if (strcmp(s, "sync") == 0)
     return POLICY_SYNC;
   if (strcmp(s, "full") == 0)
     return POLICY_FULL;
@@ -1259,7 +1300,7 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
    * locally, so that the sync reductions always match up. */
   int bad = 0;
   if (S.policy < 0) {
-    say("unknown policy '%s' (use sync, full or off); tracing is off", getenv(TIERS_TRACE_ENV_POLICY));
+    say("unknown policy '%s' (use auto, sync, full or off); tracing is off", getenv(TIERS_TRACE_ENV_POLICY));
     bad = 1;
     S.policy = POLICY_FULL;
   }
@@ -1273,7 +1314,7 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
     S.stopped = 1;
     return;
   }
-  S.sync_active = S.policy == POLICY_SYNC;
+  S.sync_active = S.policy == POLICY_SYNC || S.policy == POLICY_AUTO;
   if (!bad) {
     S.fd = open_file(dir);
     if (S.fd < 0) {
@@ -1289,11 +1330,16 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
     if (S.policy == POLICY_OFF) {
       S.buf = malloc(S.cap);
     } else {
-      /* the whole budget, touched now: no page fault lands inside a traced call */
-      void *p = mmap(NULL, S.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+      /* the whole budget reserved; its first chunk made resident now, the
+       * rest chunk by chunk as the records reach it (grow_resident) */
+      void *p = mmap(NULL, S.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                      -1, 0);
       S.buf = p == MAP_FAILED ? NULL : p;
       S.mapped = S.buf != NULL;
+      if (S.buf) {
+        S.resident = 0;
+        grow_resident(S.cap < GROW_FIRST ? S.cap : GROW_FIRST);
+      }
     }
     if (!S.buf) {
       say("cannot allocate the trace buffer of %llu bytes; tracing is off",
@@ -1322,7 +1368,7 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
   info.threshold = S.threshold;
   info.swap_every = S.swap_every;
   tsize_init();
-  S.limit = S.cap - HEADROOM;
+  S.limit = (S.mapped ? S.resident : S.cap) - HEADROOM;
   lock();
   put(&info, sizeof info);
   comm_register(MPI_COMM_WORLD, -1); /* id 0 */
@@ -1376,8 +1422,11 @@ void tiers_trace_after_finalize(int func, int began)
   if (!S.initialised || S.fd < 0)
     return;
   lock();
-  if (!S.stopped)
+  if (!S.stopped) {
+    rec_mem_t m = { head(REC_MEM, 0, sizeof m, now_ns()), S.mapped ? S.resident : S.cap, S.cap };
+    put(&m, sizeof m);
     write_buffer();
+  }
   close(S.fd);
   S.fd = -1;
   unlock();

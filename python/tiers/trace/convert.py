@@ -21,9 +21,44 @@ from pathlib import Path
 from ..errors import TiersError
 from . import raw
 from .raw import (COLL_BEGIN, COLL_END, ENTER, FN_SWAPOUT, IRECV_DONE, IRECV_POST, ISEND,
-                  ISEND_DONE, LEAVE, RECV, SEND, SWAP)
+                  ISEND_DONE, LEAVE, RECV, SEND, SWAP, SWAP_UNSYNC)
 
 ARCHIVE_NAME = "traces"
+#: The zero-length region that marks, at its last time stamp, a rank whose
+#: tracing ended early (stopped, killed, or no MPI_Finalize).
+STOPPED_NAME = "tiers_rank_stopped"
+
+
+def rank_stopped(log: raw.RankLog) -> bool:
+    """Return whether ``log``'s rank stopped tracing before MPI_Finalize
+    ended it: a STOP record, or no finalize clock step (killed)."""
+    return bool(log.stopped) or (1 not in log.clocks and bool(log.events))
+
+
+def close_open(log: raw.RankLog) -> tuple[list, int]:
+    """Return ``(closing, last)``: the regions still open at the end of
+    ``log`` (a rank killed inside calls), as ``(thread, func)`` innermost
+    first per thread, and the rank's last local time stamp, where they are
+    closed."""
+    stacks = collections.defaultdict(list)
+    last = None
+    for kind, th, func, t, _ in log.events:
+        last = t if last is None or t > last else last
+        if kind == ENTER:
+            stacks[th].append(func)
+        elif kind == LEAVE and stacks[th] and stacks[th][-1] == func:
+            stacks[th].pop()
+    closing = [(th, f) for th in sorted(stacks) for f in reversed(stacks[th])]
+    return closing, last if last is not None else 0
+
+
+def otf2_event_count(log: raw.RankLog) -> int:
+    """Return how many OTF2 events :func:`write_otf2` writes for ``log``:
+    every event record but the swap-out statistics, plus the Leaves that
+    close regions left open and the stopped mark (an Enter and a Leave)."""
+    n = sum(1 for e in log.events if e[0] != SWAP)
+    n += len(close_open(log)[0])
+    return n + (2 if rank_stopped(log) else 0)
 
 
 def unify_comms(logs: list[raw.RankLog]) -> tuple[dict, dict]:
@@ -155,6 +190,8 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
             g = log.to_global
             last = collections.defaultdict(int)
             for kind, th, func, t, p in log.events:
+                if kind == SWAP:
+                    continue
                 w = writers[th]
                 ts = max(g(t), last[th])  # OTF2 wants non-decreasing time per location
                 last[th] = ts
@@ -180,6 +217,20 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
                     root = p[1] if p[1] >= 0 else undefined_root
                     w.mpi_collective_end(ts, CollectiveOp(p[2]),
                                          otf2_comms[gid_of[(log.rank, p[0])]], root, p[3], p[4])
+            # a killed rank: close what it left open at its last time stamp
+            closing, t_last = close_open(log)
+            end = max([g(t_last)] + list(last.values()))
+            for th, func in closing:
+                writers[th].leave(max(end, last[th]), region(log, func))
+                last[th] = max(end, last[th])
+            if rank_stopped(log):
+                if STOPPED_NAME not in regions:
+                    regions[STOPPED_NAME] = defs.region(
+                        STOPPED_NAME, region_role=RegionRole.ARTIFICIAL,
+                        paradigm=Paradigm.MEASUREMENT_SYSTEM)
+                ts = max(end, last[0])
+                writers[0].enter(ts, regions[STOPPED_NAME])
+                writers[0].leave(ts, regions[STOPPED_NAME])
     return folder / f"{ARCHIVE_NAME}.otf2"
 
 
@@ -192,7 +243,7 @@ def overhead_spread(logs: list[raw.RankLog], accumulated: dict, duration: float)
     None unless the policy is sync and every rank made the same number of
     swap-outs (otherwise the k-th swap-outs are not the same point)."""
     seqs = [accumulated.get(log.rank, []) for log in logs]
-    if (not seqs or any(log.info.get("policy") != "sync" for log in logs)
+    if (not seqs or any(log.info.get("policy") not in ("sync", "auto") for log in logs)
             or len({len(s) for s in seqs}) != 1):
         return {"spread_s": None, "spread_share": None}
     worst = max((max(s[k] for s in seqs) - min(s[k] for s in seqs)
@@ -232,7 +283,7 @@ def summarize(logs: list[raw.RankLog]) -> dict:
         fn = {}
         stacks = collections.defaultdict(list)  # thread -> [(func, t_enter)]
         posted = {}
-        swaps = {"count": 0, "bytes": 0, "time_s": 0.0, "write_s": 0.0}
+        swaps = {"count": 0, "bytes": 0, "time_s": 0.0, "write_s": 0.0, "unsynchronised": 0}
         acc = accumulated.setdefault(log.rank, [])
         for kind, th, func, t, p in log.events:
             gt = g(t)
@@ -278,6 +329,8 @@ def summarize(logs: list[raw.RankLog]) -> dict:
                 swaps["bytes"] += p[0]
                 swaps["write_s"] += p[1] * 1e-9
                 swaps["time_s"] += p[2] * 1e-9
+                if p[3] & SWAP_UNSYNC:
+                    swaps["unsynchronised"] += 1
                 acc.append((acc[-1] if acc else 0) + p[2])
             if nbytes and current is not None:
                 e = fn.setdefault(log.region_name(current), {"calls": 0, "bytes": 0, "time_s": 0.0})
@@ -287,13 +340,15 @@ def summarize(logs: list[raw.RankLog]) -> dict:
             for k in t:
                 t[k] += e[k]
         ranks_out.append({
-            "rank": log.rank, "host": log.host, "events": len(log.events),
+            "rank": log.rank, "host": log.host, "events": otf2_event_count(log),
             "functions": dict(sorted(fn.items())), "swapouts": swaps,
             "clock_offset_ns": {"init": log.clocks.get(0, (None,))[0],
                                 "finalize": log.clocks.get(1, (None,))[0]},
             "thread_level": log.info.get("thread_level"),
             "stopped": log.stopped, "truncated": log.truncated,
             "finalized": 1 in log.clocks,
+            "policy": log.info.get("policy"),
+            "memory": log.memory or None,
         })
     matched = rf_bytes = 0
     for key, slist in sends.items():
@@ -306,7 +361,7 @@ def summarize(logs: list[raw.RankLog]) -> dict:
     p2p_msgs = sum(map(sum, mmsgs))
     duration = ((last - first) * 1e-9) if first is not None else 0.0
     swap_tot = {k: sum(r["swapouts"][k] for r in ranks_out)
-                for k in ("count", "bytes", "time_s", "write_s")}
+                for k in ("count", "bytes", "time_s", "write_s", "unsynchronised")}
     swap_tot.update(overhead_spread(logs, accumulated, duration))
     return {
         "ranks": n,
@@ -320,7 +375,7 @@ def summarize(logs: list[raw.RankLog]) -> dict:
         "receiver_first_share": rf_bytes / matched if matched else None,
         "matched_p2p_bytes": matched,
         "swapouts": swap_tot,
-        "stopped_ranks": [r["rank"] for r in ranks_out if r["stopped"]],
+        "stopped_ranks": [log.rank for log in logs if rank_stopped(log)],
         "functions": dict(sorted(total_fn.items())),
         "comm_matrix": {"ranks": n, "bytes": mbytes, "messages": mmsgs},
         "per_rank": ranks_out,

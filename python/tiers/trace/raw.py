@@ -16,10 +16,13 @@ MAGIC = b"TIERSTEV"
 VERSION = 1
 
 ENTER, LEAVE, SEND, RECV, ISEND, ISEND_DONE, IRECV_POST, IRECV_DONE, COLL_BEGIN, \
-    COLL_END, COMM, SWAP, CLOCK, STOP, INFO = range(1, 16)
+    COLL_END, COMM, SWAP, CLOCK, STOP, INFO, MEM = range(1, 17)
 FN_SWAPOUT = 0xFFFF
 SWAPOUT_NAME = "tiers_swapout"
-POLICIES = {0: "sync", 1: "full", 2: "off"}
+POLICIES = {0: "sync", 1: "full", 2: "off", 3: "auto"}
+#: SWAP flags: padded to tau, equalised across ranks, unsynchronised (the
+#: auto policy's swap-out alone when the buffer filled between collectives)
+SWAP_PADDED, SWAP_EQUAL, SWAP_UNSYNC = 1, 2, 4
 STOP_REASONS = {1: "write error", 2: "buffer overflow between collectives", 3: "out of memory",
                 4: "signal", 5: "MPI_Abort", 6: "another rank stopped"}
 
@@ -33,6 +36,7 @@ _CLOCK = struct.Struct("<qqii")
 _STOP = struct.Struct("<ii")
 _INFO = struct.Struct("<iiQdd")
 _U64 = struct.Struct("<Q")
+_MEM = struct.Struct("<QQ")
 
 
 @dataclass
@@ -45,8 +49,10 @@ class RankLog:
     SEND/RECV/ISEND/IRECV_DONE ``(comm, peer, tag, bytes, req)``,
     ISEND_DONE/IRECV_POST ``(req,)``, COLL_END ``(comm, root, op, sent,
     recvd)``, SWAP ``(bytes, write_ns, total_ns, flags, tau_ns)`` (flags: 1
-    padded to tau, 2 equalised across ranks; tau_ns None in files of older
-    tracers), others ``()``."""
+    padded to tau, 2 equalised across ranks, 4 unsynchronised; tau_ns None
+    in files of older tracers), others ``()``.  ``memory`` holds the trace
+    buffer's bytes resident at the end and reserved (the budget), when the
+    rank finalized."""
 
     rank: int
     size: int
@@ -57,6 +63,7 @@ class RankLog:
     comm_order: list = field(default_factory=list)  # local ids in definition order
     clocks: dict = field(default_factory=dict)  # phase -> (offset_ns, rtt_ns, t_ns)
     info: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
     stopped: str | None = None
     truncated: bool = False
 
@@ -85,7 +92,8 @@ class RankLog:
 _PAYLOAD = {ENTER: 0, LEAVE: 0, COLL_BEGIN: 0, SEND: _MSG.size, RECV: _MSG.size,
             ISEND: _MSG.size, IRECV_DONE: _MSG.size, ISEND_DONE: _REQ.size,
             IRECV_POST: _REQ.size, COLL_END: _COLL.size, COMM: _COMM.size,
-            SWAP: _SWAP.size, CLOCK: _CLOCK.size, STOP: _STOP.size, INFO: _INFO.size}
+            SWAP: _SWAP.size, CLOCK: _CLOCK.size, STOP: _STOP.size, INFO: _INFO.size,
+            MEM: _MEM.size}
 
 
 def read(path: str | Path) -> RankLog:
@@ -182,6 +190,9 @@ def read(path: str | Path) -> RankLog:
                         "budget": budget, "tau_s": tau, "threshold": threshold, "t0": t,
                         "swap_every": (_U64.unpack_from(data, b + 32)[0]
                                        if length >= 16 + 40 else 0)}
+        elif kind == MEM:
+            resident, reserved = _MEM.unpack_from(data, b)
+            log.memory = {"buffer_resident_bytes": resident, "buffer_reserved_bytes": reserved}
         pos += length
     if 0 < n - pos < 16:
         log.truncated = True        # cut inside a record's head
