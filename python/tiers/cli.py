@@ -269,10 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", metavar="BYTES", default="64M",
                    type=V.buffer_size("--budget", minimum=64 << 10),
                    help="trace buffer per rank, e.g. 64M (default 64M, at least 64K)")
-    p.add_argument("--policy", choices=["sync", "full", "off"], default="sync",
-                   help="swap-out policy: sync (after collectives on MPI_COMM_WORLD, padded "
-                   "to tau; default), full (when a rank's buffer is full), off (keep all "
-                   "in memory)")
+    p.add_argument("--policy", choices=["auto", "sync", "full", "off"], default="auto",
+                   help="swap-out policy: auto (default: as sync, and a rank whose buffer "
+                   "fills between collectives swaps out alone there, marked; no event lost), "
+                   "sync (after collectives on MPI_COMM_WORLD, padded to tau; tracing stops "
+                   "when the buffer fills between them), full (when a rank's buffer is "
+                   "full), off (keep all in memory)")
     p.add_argument("--tau", type=V.duration("--tau", maximum=3600, allow_zero=True), metavar="S",
                    help="sync: length of every swap-out in seconds (default: automatic)")
     p.add_argument("--threshold", type=V.real("--threshold", above=0, maximum=1), metavar="F",

@@ -1,6 +1,6 @@
 """``tiers trace``: bounded-memory MPI tracing of unmodified programs.
 
-    tiers trace [--budget 64M] [--policy sync|full|off] [--tau S] [--swap-every F]
+    tiers trace [--budget 64M] [--policy auto|sync|full|off] [--tau S] [--swap-every F]
                 [--out DIR] -- CMD...
     tiers trace stats DIR [--sort time|calls|bytes|name] [--top N]
     tiers trace export DIR --format chrome [-o FILE]
@@ -28,7 +28,7 @@ from . import convert, raw
 
 MIN_BUDGET = 64 * 1024          # TIERS_TRACE_MIN_BUDGET in tiers/trace.h
 DEFAULT_BUDGET = "64M"
-POLICIES = ("sync", "full", "off")
+POLICIES = ("auto", "sync", "full", "off")
 LIBRARY = "libtiers-trace.so"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -267,7 +267,7 @@ def build_summary(folder: Path, params: dict, argv: list[str] | None = None,
 
 
 def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUDGET,
-        policy: str = "sync", tau: float | None = None, threshold: float | None = None,
+        policy: str = "auto", tau: float | None = None, threshold: float | None = None,
         swap_every: int | None = None, force: bool = False, timeout: float | None = None, argv: list[str] | None = None,
         stream: bool = True, vcluster: bool = False,
         ranks: int | None = None) -> tuple[int, dict | None, Path]:
@@ -290,8 +290,8 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
     if swap_every is not None:
         if swap_every < 1:
             raise TiersError(f"--swap-every must be a positive count (got {swap_every})")
-        if policy != "sync":
-            raise TiersError("--swap-every goes with --policy sync")
+        if policy not in ("sync", "auto"):
+            raise TiersError("--swap-every goes with --policy auto or sync")
     if ranks is not None and not vcluster:
         raise TiersError("-n goes with --vcluster; otherwise give it to your launcher")
     if vcluster:
@@ -385,6 +385,8 @@ def format_stats(doc: dict, folder: str | Path | None = None, *, sort: str = "ti
              f"collective bytes {_human(s['coll_bytes'])}",
              f"swap-outs {s['swapouts']['count']}   {_human(s['swapouts']['bytes'])}   "
              f"{s['swapouts']['time_s']:.6f} s"
+             + (f"   {s['swapouts']['unsynchronised']} unsynchronised (buffer full between "
+                "collectives)" if s["swapouts"].get("unsynchronised") else "")
              + ("" if s["swapouts"].get("spread_s") is None or not s["swapouts"]["count"] else
                 f"   spread between ranks {1e6 * s['swapouts']['spread_s']:.0f} us"
                 + ("" if s["swapouts"].get("spread_share") is None else
