@@ -146,12 +146,15 @@ def render(doc: dict, console) -> None:
     document.  Returns nothing."""
     from rich.table import Table
 
+    from .render import MICRO
+
     noise = doc["noise"]
     console.print(noise["summary"], markup=False)
     fwq = noise["fwq"]
-    table = Table(title=f"Fixed work quantum ({fwq['quantum_us']:g} us, {fwq['quanta']} quanta "
+    table = Table(title=f"Fixed work quantum ({fwq['quantum_us']:g} {MICRO}s, {fwq['quanta']} quanta "
                   "per PU)")
-    for col in ("PU", "min us", "median us", "p99 us", "max us", "noisy quanta", "time lost"):
+    for col in ("PU", f"min {MICRO}s", f"median {MICRO}s", f"p99 {MICRO}s", f"max {MICRO}s",
+                "noisy quanta", "time lost"):
         table.add_column(col, justify="right")
     for p in fwq["pus"]:
         table.add_row(str(p["pu"]), f"{p['min_us']:.1f}", f"{p['median_us']:.1f}",

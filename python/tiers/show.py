@@ -85,6 +85,7 @@ KINDS: dict[str, Kind] = {
     "probe.mem": Kind("Memory bandwidth (tiers probe mem)", ".probe.mem", plot="plot"),
     "probe.sync": Kind("Synchronisation costs (tiers probe sync)", ".probe.sync", plot="plot"),
     "probe.net": Kind("Messages between processes (tiers probe net)", ".probe.net", plot="plot"),
+    "probe.noise": Kind("Machine noise (tiers probe noise)", ".noise"),
     "map": Kind("Placement (tiers map)", ".map"),
     "bench": Kind("Reference application (tiers bench)", ".bench", plot="plot"),
     "trace": Kind("Trace summary (tiers trace)", ".show", render="_render_trace"),
