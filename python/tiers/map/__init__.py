@@ -20,7 +20,7 @@ from .. import result, topo
 from ..errors import TiersError
 from ..render import plural
 from . import apply, core, graph as graph_mod, links as links_mod, machine as machine_mod, \
-    placement, writers
+    placement, refine as refine_mod, writers
 
 __all__ = ["plan", "main", "core", "graph_mod", "links_mod", "machine_mod", "placement",
            "writers"]
@@ -72,8 +72,20 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
                              layer_costs=machine_mod.parse_layer_costs(layer_costs), links=links)
     start = time.perf_counter()
     places = placement.strategies(g, mach, seed)
-    seconds = time.perf_counter() - start
     mets = [placement.metrics(g, mach, p) for p in places]
+    # the refinement pass, on the model's best; kept only when its
+    # predicted time is not higher and it does not rank worse
+    best, _ = placement.choose(mets)
+    refined = refine_mod.swaps(g, mach, places[best])
+    if refined is not None:
+        refined.check(mach)
+        m = placement.metrics(g, mach, refined)
+        b = mets[best]
+        if m["predicted_time_s"] <= b["predicted_time_s"] * (1 + 1e-12) and \
+                not placement.better(b, m):
+            places.append(refined)
+            mets.append(m)
+    seconds = time.perf_counter() - start
     index, note = placement.choose(mets, forced)
     return {"machine": mach, "placements": places, "metrics": mets,
             "chosen": places[index], "chosen_note": note,

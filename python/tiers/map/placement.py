@@ -431,7 +431,8 @@ def better(a: dict, b: dict) -> bool:
 #: Every placement :func:`strategies` can build (``geometric`` only for a
 #: graph with grid coordinates, ``map-by-package`` only for nodes with
 #: several packages).
-NAMES = ("afc", "afc-nb", "block", "map-by-node", "map-by-package", "geometric", "random")
+NAMES = ("afc", "afc-nb", "block", "map-by-node", "map-by-package", "geometric", "refined",
+         "random")
 
 #: Placements that are references only, never chosen.
 REFERENCE_ONLY = ("random",)
