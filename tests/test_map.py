@@ -853,3 +853,11 @@ def test_plan_keeps_a_refined_placement_only_when_the_model_agrees(stencil, node
     # whatever is written, no candidate beats it
     chosen = mets[out["chosen"].name]
     assert not any(_beats(m, chosen) for name, m in mets.items() if name != "random")
+
+
+def test_placement_that_the_input_cannot_have_is_one_line(tmp_path):
+    csv = tmp_path / "ring.csv"
+    csv.write_text("0,5,5\n5,0,5\n5,5,0\n")
+    run = run_tiers("map", "--comm", str(csv), "--machine", NODE8, "--nodes", "1",
+                    "--placement", "geometric")
+    assert_one_line_error(run, "geometric is not a candidate for this input")

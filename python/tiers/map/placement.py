@@ -463,7 +463,8 @@ def choose(mets: list[dict], forced: str | None = None) -> tuple[int, str]:
     if forced is not None:
         names = [m["placement"] for m in mets]
         if forced not in names:
-            raise TiersError(f"--placement: unknown placement {forced!r} (choose among "
+            why = "is not a candidate for this input" if forced in NAMES else "is unknown"
+            raise TiersError(f"--placement: {forced} {why} (the candidates here: "
                              f"{', '.join(names)})")
         i = names.index(forced)
         m = mets[i]
