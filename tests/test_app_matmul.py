@@ -71,7 +71,7 @@ def test_bench_grid_verifies_and_tabulates(tiled_grid):
         assert d["threads"] == s["threads"]
         assert d["result"]["algo"] == "tiled"
         _assert_verified(d, QUICK_N, s["ranks"])
-    # the table of seed 004 Table 5, speed-up and efficiency by definition
+    # the table of the COMPaS paper's Table 5, speed-up and efficiency by definition
     assert "speed-up and efficiency" in run.stdout and "GFLOP/s" in run.stdout
     s = doc["summary"]
     base = s["baseline"]["time_s"]

@@ -4,7 +4,7 @@ vector exchange and dot products of cg and the count and key exchanges of
 radixsort go through tiers/mbc.h and must give what MPI gives (bit for bit
 where the arithmetic does not depend on a reduction order, within 1e-12
 where MPI chooses its own summation order), with the Table 3 statistics of
-seed 001 (remote-write share, data and message rates) in the document."""
+the MPI/MBCF paper (remote-write share, data and message rates) in the document."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_bad_comm_value_is_one_line():
 # ---------------------------------------------------------------- tiers bench --comm
 
 def test_bench_compares_mpi_and_mbc(tiers, tmp_path):
-    """seed 001 Tables 4-10: the grid runs once per messaging mode and the
+    """the MPI/MBCF paper's Tables 4-10: the grid runs once per messaging mode and the
     comparison rows are the samples' own figures."""
     out = tmp_path / "bench.json"
     # faces of 80 x 80 doubles (50 KiB) reach the direct-write threshold

@@ -3,13 +3,13 @@ and hybrid, over a grid of process and thread counts.
 
 Every application (``tiers-jacobi3d``, ``tiers-laplace2d``, ...) is an MPI
 program built on ``libtiers-hybrid``: one thread team per process (the
-COMPaS model of seed 004 §4).  It verifies its own result and prints one
+COMPaS model of the COMPaS paper's §4).  It verifies its own result and prints one
 ``tiers.app/1`` document with its time, the compute / communication /
 synchronisation breakdown of every process and its figure of merit.
 
 This module runs one application for every pair (ranks, threads) of the
 grid through the launching module (:mod:`tiers.launch`), then derives,
-as seed 004 Table 5 does, the speed-up against the 1 x 1 run (or the
+as the COMPaS paper's Table 5 does, the speed-up against the 1 x 1 run (or the
 smallest run of the grid) and the parallel efficiency
 speed-up / (ranks x threads).  Ranks get ``threads`` cores each when the
 machine has enough (``--map-by slot:PE=T``); otherwise the run is
@@ -293,7 +293,7 @@ def analyse(samples: list[dict]) -> dict:
 
 
 def compare_comms(samples: list[dict], by_comm: dict) -> list[dict]:
-    """Return seed 001 Tables 4-10 for the samples of both modes: per
+    """Return the MPI/MBCF paper's Tables 4-10 for the samples of both modes: per
     (ranks, threads) that ran over MPI and over MBC, ``time_mpi_s``,
     ``time_mbc_s``, ``speedup_mpi`` and ``speedup_mbc`` (each against its
     own mode's baseline, from ``by_comm[mode]["rows"]``), ``ratio`` =
@@ -481,7 +481,7 @@ def render(doc: dict, console: Console) -> None:
         _render_grid(p, s, console, f" over {modes[0].upper()}" if modes == ["mbc"] else "")
     comp = s.get("comm_comparison")
     if comp:
-        c = Table(title=f"{p['app']}: MPI vs MBC (seed 001 Tables 4-10; S = speed-up "
+        c = Table(title=f"{p['app']}: MPI vs MBC (the MPI/MBCF paper's Tables 4-10; S = speed-up "
                   "against the mode's own baseline, direct = remote-write share of bytes)")
         for col in ("config", "MPI s", "S MPI", "MBC s", "S MBC", "MBC/MPI", "direct %",
                     "path"):
@@ -512,7 +512,7 @@ def render(doc: dict, console: Console) -> None:
 def plot(doc: dict, path) -> Path | None:
     """Draw speed-up against cores (one line per thread count, with the
     ideal line) and the stacked compute / comm / sync breakdown per
-    configuration (seed 004 Figs. 8-13); return the PNG path."""
+    configuration (the COMPaS paper's Figs. 8-13); return the PNG path."""
     rows = doc["summary"]["rows"]
     if not rows:
         return None

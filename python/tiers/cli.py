@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MPI ranks (default: the cores of this machine, at least 2)")
     p.add_argument("--all-pairs", action="store_true",
                    help="also measure every pair of ranks in parallel and fit latency and "
-                   "bandwidth per pair (seed 002's XOR schedule)")
+                   "bandwidth per pair (XOR all-pairs schedule; see docs/references.md)")
     p.add_argument("--tests", metavar="LIST",
                    type=V.word_list("--tests", ("pingpong", "allpairs", "barrier", "allreduce")),
                    help="among pingpong, allpairs, barrier, allreduce (default: "
@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(p, plot=True)
 
     p = sub.add_parser("map", help="place ranks so that heavy traffic stays on fast layers "
-                       "(Scotch grouping and tleaf mapping, seed 002)")
+                       "(AFC mapping: Scotch grouping and tleaf mapping)")
     p.add_argument("--comm", metavar="FILE", type=V.path("--comm"),
                    help="communication pattern: a tiers trace folder or its "
                    "summary.json, a CSV or Matrix Market matrix of bytes, or a METIS/Scotch graph")
@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "2d:NX,NY:gx,gy (subdomains per axis : grid points per subdomain)")
     p.add_argument("--numbering", choices=["x-fastest", "cart"], default="x-fastest",
                    help="how the program numbers the stencil's subdomains: x-fastest "
-                   "(default, as seed 002) or cart (last axis fastest, as MPI_Cart_create)")
+                   "(default, as the AFC mapping code) or cart (last axis fastest, as MPI_Cart_create)")
     p.add_argument("--machine", metavar="SRC", default="this",
                    help="one node: 'this' (default), an hwloc XML file, or 'synthetic:DESC'")
     p.add_argument("--nodes", type=V.count("--nodes", 1, 1 << 20),
@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measured inter-node costs: a 'tiers probe "
                    "net --all-pairs' JSON; groups go to cheap node pairs when costs differ")
     p.add_argument("--layer-cost", metavar="LIST", help="per-layer LAYER=LAT_US/BW_MBPS for the "
-                   "predicted time, e.g. node=77/2227 (node: one node's link; default: seed 002 Table 5)")
+                   "predicted time, e.g. node=77/2227 (node: one node's link; default: the AFC mapping paper's Table 5)")
     p.add_argument("--seed", type=V.seed("--seed"),
                    default=1, help="seed of Scotch and of the random "
                    "placement (default 1)")
@@ -332,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="run a reference application of the hybrid runtime, "
                        "flat and hybrid, over ranks x threads: time, speed-up, efficiency "
-                       "and the compute/comm/sync breakdown (seed 004)")
+                       "and the compute/comm/sync breakdown (COMPaS hybrid model)")
     p.add_argument("app", metavar="APP", choices=registry.app_names(),
                    help="the application: " + "; ".join(
                        f"{a.name}: {a.description}" for a in registry.APPS.values()))

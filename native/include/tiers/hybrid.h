@@ -1,6 +1,6 @@
 /**
  * @file tiers/hybrid.h
- * @brief The hybrid shared/distributed runtime (COMPaS model, seed 004):
+ * @brief The hybrid shared/distributed runtime (COMPaS model, the COMPaS paper):
  *        thread-level synchronisation used inside one MPI process.
  *
  * For now this holds the spin barrier of the COMPaS paper §2; the hybrid
@@ -167,7 +167,7 @@ TIERS_API int tiers_barrier_destroy(tiers_barrier_t *barrier);
  */
 TIERS_API int tiers_split_range(long n, int parts, int index, long *lo, long *hi);
 
-/** The three parts every run's time is split into (seed 004 Fig. 13). */
+/** The three parts every run's time is split into (the COMPaS paper's Fig. 13). */
 typedef enum tiers_phase {
   TIERS_PHASE_COMPUTE = 0, /**< local computation (step 3) */
   TIERS_PHASE_COMM = 1,    /**< messages: halo exchange, reductions (step 4) */
@@ -193,7 +193,7 @@ typedef enum tiers_op {
  * libtiers-hybrid (link it and libtiers), built only where CMake found
  * MPI.  libtiers itself stays MPI-free.
  *
- * The model (seed 004 §4):
+ * The model (the COMPaS paper's §4):
  *  1. split the data over the processes (tiers_decomp_create,
  *     tiers_split_range);
  *  2. start a team of threads in every process and split each process's

@@ -1,6 +1,6 @@
 /**
  * @file tiers/map.h
- * @brief Process placement (seed 002 §2): group the ranks of a
+ * @brief Process placement (the AFC mapping paper's §2): group the ranks of a
  *        communication graph into one part per node so that few bytes cross
  *        nodes, then place each group on its node's cores so that heavy
  *        pairs share the closest layers.  Both steps use Scotch.
@@ -65,7 +65,7 @@ typedef struct tiers_map_node {
 TIERS_API int tiers_map_check(const tiers_map_graph_t *g, int *components, int *component);
 
 /**
- * @brief Step 3 of seed 002: groups ranks into nodes, minimising the bytes
+ * @brief Step 3 of the AFC mapping paper: groups ranks into nodes, minimising the bytes
  *        that cross nodes (Scotch k-way mapping onto a weighted complete
  *        graph), with every group within its node's capacity.
  *
@@ -88,7 +88,7 @@ TIERS_API int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *
 
 /**
  * @brief Step 3 with measured, non-uniform costs between nodes (step 5 of
- *        seed 002 §5, "map the grouped subdomains onto the node graph"):
+ *        the AFC mapping paper's §5, "map the grouped subdomains onto the node graph"):
  *        groups ranks into nodes so that the bytes that cross nodes travel
  *        on the cheapest node pairs.
  *
@@ -121,7 +121,7 @@ TIERS_API int tiers_map_group_costs(const tiers_map_graph_t *g, int nodes, const
                                     const double *link_cost, uint64_t seed, int *node_of);
 
 /**
- * @brief Step 4 of seed 002: places each node's group on the node's cores
+ * @brief Step 4 of the AFC mapping paper: places each node's group on the node's cores
  *        (Scotch static mapping of the group's induced subgraph onto the
  *        node's tleaf tree), one rank per core.
  * @param g the graph

@@ -1,6 +1,6 @@
 /**
  * @file tiers/mbc.h
- * @brief Memory-based message passing (MPI/MBCF, seed 001 §2): MPI-style
+ * @brief Memory-based message passing (MPI/MBCF, the MPI/MBCF paper's §2): MPI-style
  *        point-to-point messages that travel through memory instead of
  *        through a message channel.
  *
@@ -144,7 +144,7 @@ enum tiers_mbc_scope {
 };
 
 /**
- * Message-path counters and the traffic statistics of seed 001 Table 3.
+ * Message-path counters and the traffic statistics of the MPI/MBCF paper's Table 3.
  * Counts include the messages of tiers_mbc_barrier() and
  * tiers_mbc_allreduce(), which are built on the point-to-point layer.
  */

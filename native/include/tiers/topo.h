@@ -86,7 +86,7 @@ TIERS_API hwloc_obj_t tiers_topo_pu(tiers_topo_t topo, int pu);
 
 /**
  * @brief Depth of the common ancestor of two PUs (root = 0), as in the
- *        processor graph of seed 002 §2.2 where the pair weighs 10^d.
+ *        processor graph of the AFC mapping paper's §2.2 where the pair weighs 10^d.
  * @return the depth, or -1 when an index is out of range.
  */
 TIERS_API int tiers_topo_common_depth(tiers_topo_t topo, int pu_a, int pu_b);

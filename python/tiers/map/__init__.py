@@ -1,5 +1,5 @@
 """``tiers map``: place processes so that heavy traffic stays on fast
-layers (seed 002 §2).
+layers (the AFC mapping paper's §2).
 
 1. machine: the hwloc tree of a node (this machine, an XML file or a
    synthetic string) times ``--nodes`` (or a hostfile's hosts);

@@ -111,7 +111,7 @@ def check(graph) -> tuple[int, np.ndarray]:
 
 
 def group(graph, capacity, seed: int = 1, link_cost=None) -> np.ndarray:
-    """Return, per rank, the node it is grouped on (seed 002 step 3).
+    """Return, per rank, the node it is grouped on (the AFC mapping paper's step 3).
     With ``link_cost`` (nodes x nodes, cost per byte of each node pair,
     only ratios matter) the groups are also mapped onto the node graph so
     that heavy group pairs sit on cheap node pairs (step 5)."""
@@ -134,7 +134,7 @@ def group(graph, capacity, seed: int = 1, link_cost=None) -> np.ndarray:
 
 
 def place(graph, node_of, nodes: int, arity, cost, seed: int = 1) -> np.ndarray:
-    """Return, per rank, its core within its node (seed 002 step 4): the
+    """Return, per rank, its core within its node (the AFC mapping paper's step 4): the
     group of each node mapped onto the node's tree of ``arity`` children
     per level with ``cost`` per level (root first)."""
     g, keep = _graph(graph)

@@ -682,7 +682,7 @@ def parse_stencil(spec: str) -> tuple[list[int], list[int]]:
 
 
 #: How subdomains are numbered: ``x-fastest`` (rank = x + NX*(y + NY*z), as a
-#: Fortran code or seed 002 numbers them) or ``cart`` (the last axis fastest,
+#: Fortran code or the AFC mapping paper numbers them) or ``cart`` (the last axis fastest,
 #: rank = z + NZ*(y + NY*x), as MPI_Cart_create numbers them).
 NUMBERINGS = ("x-fastest", "cart")
 

@@ -3,7 +3,7 @@ levels above its cores (from ``tiers.topo.measure``), the slots ranks may
 use per node, and the cost of each layer.
 
 Inside a node a pair of cores is joined at the depth ``d`` of its common
-ancestor (seed 002 §2.2 weighs it 10^d, higher = closer); tiers turns that
+ancestor (the AFC mapping paper's §2.2 weighs it 10^d, higher = closer); tiers turns that
 into a cost per level, ``10^(dmax - d)`` (the closest level costs 1, each
 level up 10 times more) and an inter-node cost ten times the dearest
 intra-node one, unless per-layer latency and bandwidth are given.
@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import TiersError
 
 #: Per-layer (latency s, bandwidth B/s) used to predict communication time
-#: when none is measured, from seed 002 Table 5 (RICC): inside a node the
+#: when none is measured, from the AFC mapping paper's Table 5 (RICC): inside a node the
 #: per-pair figures at 4 nodes (intra-CPU 19 us / 2740 MB/s, inter-CPU
 #: 33 us / 1420 MB/s); for ``node`` the latency at 4 nodes (77 us) and the
 #: bandwidth of one node's network link, measured with a single pair alone

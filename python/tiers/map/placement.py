@@ -1,7 +1,7 @@
 """Placements and what they cost.
 
 A placement gives every rank a node and a slot (a core of that node, in
-hwloc logical order).  :func:`strategies` builds the ones seed 002 §4.1
+hwloc logical order).  :func:`strategies` builds the ones the AFC mapping paper's §4.1
 compares -- the launcher's default (block), the mapped one (AFC), the
 mapped grouping without the intra-node step (AFC-NB), a random one -- and
 Open MPI's ``--map-by node`` and ``--map-by package``, plus a geometric
@@ -106,7 +106,7 @@ def random(n: int, machine: Machine, seed: int) -> Placement:
 
 
 def mapped(graph: Graph, machine: Machine, seed: int, *, intra: bool = True) -> Placement:
-    """Return the seed 002 placement: ranks grouped per node with Scotch
+    """Return the AFC mapping placement: ranks grouped per node with Scotch
     (step 3), then, with ``intra``, each group mapped onto its node's tree
     (step 4, "AFC"); without, ranks fill their node in rank order
     ("AFC-NB")."""

@@ -7,7 +7,7 @@ module (:mod:`tiers.launch`), measures
   one-way latency (round trip / 2) and the streaming bandwidth of a window
   of non-blocking sends (as ``osu_latency`` and ``osu_bw`` do), warm-up
   iterations skipped;
-- **all pairs in parallel** (``--all-pairs``; seed 002 §3.2): at step k rank
+- **all pairs in parallel** (``--all-pairs``; the AFC mapping paper's §3.2): at step k rank
   i exchanges with rank i XOR k, so every pair meets once in 2^m - 1 steps;
   between nodes one core per node takes part (``--cores-per-node c``: c
   steps at once); each pair exchanges sizes around a centre (1.5 MB x
@@ -468,9 +468,9 @@ def _cell(v, fmt) -> str:
 
 def render(doc: dict, console: Console) -> None:
     """Print a document: the ping-pong round-trip and bandwidth tables (the
-    layout of seed 001's Tables 1 and 2), the all-pairs run and its
-    per-layer summary (seed 002's Table 5) and the barrier times over rank
-    counts (seed 004's Tables 3 and 4)."""
+    layout of the MPI/MBCF paper's Tables 1 and 2), the all-pairs run and its
+    per-layer summary (the AFC mapping paper's Table 5) and the barrier times over rank
+    counts (the COMPaS paper's Tables 3 and 4)."""
     p = doc["params"]
     s = doc["summary"]
     console.print(f"{p['ranks']} ranks, {p.get('mpi_library', '').split(',')[0]}; "

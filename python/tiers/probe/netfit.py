@@ -5,13 +5,13 @@ Plain functions on plain data (numpy inside), so that they can be tested on
 synthetic timings and synthetic topologies without running MPI:
 
 - :func:`fit_line` fits time = latency + size / bandwidth to one pair's
-  times (seed 002, §3.1: the inverse slope is the bandwidth, the intercept
+  times (the AFC mapping paper's §3.1: the inverse slope is the bandwidth, the intercept
   the latency); :func:`robust_fit` does it on the best time per size, with
   sanity checks, and gives only physically possible figures;
 - :func:`classify` gives the layer that joins two ranks, from their hosts
   and the PUs they are bound to;
 - :func:`layer_summary` gives mean and standard deviation of bandwidth and
-  latency per layer (seed 002, Table 5);
+  latency per layer (the AFC mapping paper's Table 5);
 - :func:`pair_matrices` builds the rank x rank latency and bandwidth
   matrices that ``tiers map`` takes as measured link costs;
 - :func:`xor_schedule` is the schedule itself, for documentation and checks.
@@ -303,7 +303,7 @@ def classify(a: dict, b: dict, layer_matrix: Sequence[Sequence[str]],
 def layer_summary(pairs: Sequence[dict]) -> list[dict]:
     """Return, per layer (nearest first), the number of pairs and the mean
     and standard deviation (population) of their fitted bandwidth (MB/s) and
-    latency (us), as Table 5 of seed 002.  Each pair needs ``layer``,
+    latency (us), as Table 5 of the AFC mapping paper.  Each pair needs ``layer``,
     ``bandwidth_mbps`` and ``latency_us`` (None values are left out of
     the figures)."""
     groups: dict[str, list[dict]] = {}
