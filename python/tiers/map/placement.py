@@ -227,23 +227,36 @@ def geometric(graph: Graph, machine: Machine) -> Placement | None:
     slot = np.empty(n, dtype=np.int32)
     strides = machine.strides
 
-    def inside(idx: np.ndarray, level: int, base: int) -> None:
+    def inside(pos: np.ndarray, idx: np.ndarray, out: np.ndarray, level: int, base: int):
+        """Give the ranks ``idx`` (grid positions ``pos[idx]``) of one node
+        the slots from ``base`` on, one bisection per level of the tree."""
         if level >= len(machine.arity) or idx.size <= 1:
-            slot[idx] = base + np.arange(idx.size)
+            out[idx] = base + np.arange(idx.size)
             return
         stride = strides[level]
         sizes = [s for s in _fill_sizes(idx.size, [stride] * machine.arity[level]) if s > 0]
         part = np.empty(idx.size, dtype=np.int64)
-        _rcb(coords[idx], np.arange(idx.size), sizes, pair, part, 0)
+        _rcb(pos[idx], np.arange(idx.size), sizes, pair, part, 0)
         for c in range(len(sizes)):
-            inside(idx[part == c], level + 1, base + c * stride)
+            inside(pos, idx[part == c], out, level + 1, base + c * stride)
 
-    order = np.argsort(node, kind="stable")
-    bounds = np.searchsorted(node[order], np.arange(machine.nodes + 1))
-    for i in range(machine.nodes):
-        idx = order[bounds[i]:bounds[i + 1]]
-        if idx.size:
-            inside(idx, 0, 0)
+    if shape is not None:
+        # every node holds the same box: split one box, apply it to all
+        in_box = np.stack(np.unravel_index(np.arange(size), shape[::-1])[::-1], axis=1)
+        of_pos = np.empty(size, dtype=np.int32)
+        inside(in_box, np.arange(size), of_pos, 0, 0)
+        rel = coords % np.asarray(shape)
+        at = np.zeros(n, dtype=np.int64)
+        for a in reversed(range(len(parts))):
+            at = at * shape[a] + rel[:, a]
+        slot[:] = of_pos[at]
+    else:
+        order = np.argsort(node, kind="stable")
+        bounds = np.searchsorted(node[order], np.arange(machine.nodes + 1))
+        for i in range(machine.nodes):
+            idx = order[bounds[i]:bounds[i + 1]]
+            if idx.size:
+                inside(coords, idx, slot, 0, 0)
     return Placement("geometric", node, slot, how + "; inside a node, bisection per level")
 
 
@@ -351,10 +364,11 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
     dlayer = layer_of(dlevel)
     sent_node = np.bincount(ns[dcross], weights=b[dcross], minlength=machine.nodes)
     recv_node = np.bincount(nd[dcross], weights=b[dcross], minlength=machine.nodes)
-    lat = np.array([machine.layer_costs[str(x)][0] for x in dlayer]) if dlayer.size \
-        else np.zeros(0)
-    bw = np.array([machine.layer_costs[str(x)][1] for x in dlayer]) if dlayer.size \
-        else np.ones(0)
+    lat = np.zeros(dlayer.size)
+    bw = np.ones(dlayer.size)
+    for name in np.unique(dlayer) if dlayer.size else ():
+        sel = dlayer == name
+        lat[sel], bw[sel] = machine.layer_costs[str(name)]
     links = getattr(machine, "links", None)
     if links is not None and dcross.any():
         lat[dcross] = links.latency[ns[dcross], nd[dcross]]
