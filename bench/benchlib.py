@@ -127,11 +127,14 @@ def run_json(cmd: list[str], path: str, timeout: float) -> dict:
         return json.load(f)
 
 
-def triad(tiers: list[str], threads: list[int], tmp: str, timeout: float) -> tuple[dict, int]:
+def triad(tiers: list[str], threads: list[int], tmp: str, timeout: float,
+          size: str | None = None) -> tuple[dict, int]:
     """STREAM Triad best rate in B/s per thread count (tiers probe mem,
-    regular stores, compact pinning, first touch), and the LLC bytes."""
+    regular stores, compact pinning, first touch; arrays of ``size`` bytes,
+    default probe mem's own), and the LLC bytes."""
     path = os.path.join(tmp, "mem.json")
-    doc = run_json([*tiers, "probe", "mem", "--threads", ",".join(map(str, threads)),
+    doc = run_json([*tiers, "probe", "mem", *(["--size", size] if size else []),
+                    "--threads", ",".join(map(str, threads)),
                     "--pin", "compact", "--placement", "first-touch", "--kernels", "triad",
                     "--stores", "regular", "--ntimes", "10", "--json", path,
                     "--plot", os.path.join(tmp, "mem.png")], path, timeout)

@@ -137,7 +137,7 @@ def main() -> int:
     ap.add_argument("--placement", default="master",
                     help="tiers placement; likwid -w initialises with one thread (default master)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw rates as JSON")
-    args = benchlib.parse_args(ap, {"rounds": 2, "array_bytes": 40_000_000, "ntimes": 10})
+    args = benchlib.parse_args(ap, {"rounds": 1, "array_bytes": 20_000_000, "ntimes": 10})
     if args.rounds < 1 or args.array_bytes < 1024 or args.ntimes < 1:
         fail("--rounds and --ntimes must be at least 1 and --array-bytes at least 1024")
     try:
