@@ -131,3 +131,40 @@ def test_error_codes_match_tiers_strerror():
     names = {registry.strerror(c["code"]) for c in codes}
     assert len(names) == len(codes) and "unknown error" not in names
     assert registry.strerror(len(codes) + 100) == "unknown error"
+
+
+def test_documents_record_the_commit_and_vcluster_has_the_envelope(tmp_path):
+    import json
+    import shutil
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    out = tmp_path / "topo.json"
+    run = run_tiers("topo", "--input", "synthetic:pack:2 core:2 pu:1", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    versions = json.loads(out.read_text())["versions"]
+    from tiers import __version__
+    assert versions["tiers"] == __version__
+    if head.returncode == 0 and (ROOT / "python" / "tiers").resolve() == \
+            Path(__import__("tiers").__file__).resolve().parent:
+        assert versions["tiers_commit"] == head.stdout.strip()   # runs from this checkout
+    else:
+        assert versions["tiers_commit"] is None or len(versions["tiers_commit"]) == 40
+    if shutil.which("ip") is None:
+        return
+    vc = tmp_path / "vc.json"
+    run = run_tiers("vcluster", "status", "--json", str(vc))
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(vc.read_text())
+    assert doc["schema"] == "tiers.vcluster/1"
+    assert {"created", "command", "machine", "versions", "params", "samples", "summary"} <= \
+        set(doc)
+    assert doc["command"][:3] == ["tiers", "vcluster", "status"]
+    assert doc["params"] == {"action": "status"} and "up" in doc["summary"]
+
+
+def test_version_lives_in_one_place():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in text and "\nversion =" not in text
+    assert 'file(STRINGS "${CMAKE_CURRENT_SOURCE_DIR}/python/tiers/__init__.py"' in \
+        (ROOT / "CMakeLists.txt").read_text()
+    assert "BSD 3-Clause" in (ROOT / "LICENSE").read_text()
