@@ -49,7 +49,7 @@ enum {
   REC_ENTER = 1, REC_LEAVE = 2, REC_SEND = 3, REC_RECV = 4, REC_ISEND = 5,
   REC_ISEND_DONE = 6, REC_IRECV_POST = 7, REC_IRECV_DONE = 8, REC_COLL_BEGIN = 9,
   REC_COLL_END = 10, REC_COMM = 11, REC_SWAP = 12, REC_CLOCK = 13, REC_STOP = 14,
-  REC_INFO = 15, REC_MEM = 16
+  REC_INFO = 15, REC_MEM = 16, REC_XFER = 17
 };
 #define FN_SWAPOUT 0xFFFFu /* region id of the tracer's own swap-out */
 
@@ -66,6 +66,9 @@ typedef struct { rec_head_t h; int32_t id, parent, size, flags; } rec_comm_t; /*
 typedef struct { rec_head_t h; uint64_t bytes, write_ns, total_ns, tau_ns; } rec_swap_t;
 typedef struct { rec_head_t h; int64_t offset_ns, rtt_ns; int32_t phase, pad; } rec_clock_t;
 typedef struct { rec_head_t h; int32_t reason, pad; } rec_stop_t;
+/* one-sided and file transfers: what (TIERS_XFER_*), target world rank or
+ * -1, flags (bit 0: a collective file call), bytes */
+typedef struct { rec_head_t h; int32_t what, target; uint32_t flags, pad; uint64_t bytes; } rec_xfer_t;
 typedef struct { rec_head_t h; uint64_t resident, cap; } rec_mem_t; /* buffer bytes resident at the end, reserved */
 typedef struct { rec_head_t h; int32_t provided, policy; uint64_t budget; double tau, threshold; uint64_t swap_every; } rec_info_t;
 
@@ -613,6 +616,9 @@ static int comm_register(MPI_Comm comm, int parent)
     int *out = (int *)(rec + sizeof(rec_comm_t));
     PMPI_Group_translate_ranks(g, n, ranks, world, out);
     PMPI_Group_free(&world);
+    for (int i = 0; i < n; i++)
+      if (out[i] == MPI_UNDEFINED) /* outside this run's world (MPI_Comm_spawn) */
+        c->flags |= 2;
   } else {
     c->flags |= 2; /* members left out */
   }
@@ -1276,6 +1282,11 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
   const char *dir = getenv(TIERS_TRACE_ENV_DIR);
   if (!dir || !*dir || S.initialised)
     return;
+  /* a process started by MPI_Comm_spawn inherits the settings but is not
+   * traced: its ranks would write over the parent's raw files */
+  MPI_Comm spawn_parent = MPI_COMM_NULL;
+  if (PMPI_Comm_get_parent(&spawn_parent) == MPI_SUCCESS && spawn_parent != MPI_COMM_NULL)
+    return;
   PMPI_Comm_rank(MPI_COMM_WORLD, &S.rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &S.size);
   clock_calibrate();
@@ -1443,6 +1454,154 @@ void tiers_trace_at_abort(void)
   S.limit = 0;
   S.stopped = 1;
   unlock();
+}
+
+/* ------------------------------------------------------------------ */
+/* Non-blocking collectives, persistent requests, one-sided and file
+ * transfers, MPI_Comm_spawn */
+
+/* A non-blocking collective, recorded when it starts (bytes and root as the
+ * call gives them).  It is not a point where the sync policy may swap out:
+ * the ranks need not be anywhere near each other until it completes. */
+void tiers_trace_icoll_end(int op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd)
+{
+  if (T.depth != 1)
+    return;
+  rec_coll_t r;
+  memset(&r, 0, sizeof r);
+  lock();
+  r.h = head(REC_COLL_END, 0, sizeof r, post_ns());
+  r.comm = comm_id(comm);
+  r.root = root;
+  r.op = (uint32_t)op;
+  r.sent = sent;
+  r.recvd = recvd;
+  put(&r, sizeof r);
+  unlock();
+}
+
+/* Persistent point-to-point requests: what *_init gave, kept until
+ * MPI_Request_free, so that each MPI_Start records an Isend (or a posted
+ * receive) as the non-blocking call would. */
+typedef struct { int recv, peer, tag; MPI_Comm comm; uint64_t bytes; } persist_t;
+static map_t persist;
+
+void tiers_trace_persist_init(int recv, int peer, int tag, MPI_Comm comm, int count,
+                              MPI_Datatype type, MPI_Request req)
+{
+  if (T.depth != 1 || req == MPI_REQUEST_NULL)
+    return;
+  persist_t *p = malloc(sizeof *p);
+  if (!p)
+    return;
+  p->recv = recv;
+  p->peer = peer;
+  p->tag = tag;
+  p->comm = comm;
+  p->bytes = (uint64_t)(count > 0 ? count : 0) * tiers_trace_type_size(type);
+  lock();
+  uint64_t key = hkey(&req, sizeof req);
+  slot_t *old = map_find(&persist, key);
+  if (old) {
+    free((void *)(uintptr_t)old->a);
+    map_remove(&persist, old);
+  }
+  if (map_put(&persist, key, (uint64_t)(uintptr_t)p, 0) != 0)
+    free(p);
+  unlock();
+}
+
+void tiers_trace_start(MPI_Request req)
+{
+  if (T.depth != 1 || req == MPI_REQUEST_NULL)
+    return;
+  lock();
+  slot_t *s = map_find(&persist, hkey(&req, sizeof req));
+  persist_t p;
+  int found = s != NULL;
+  if (found)
+    p = *(persist_t *)(uintptr_t)s->a;
+  unlock();
+  if (!found)
+    return;
+  if (p.recv) {
+    tiers_trace_irecv(p.comm, req);
+  } else if (p.peer != MPI_PROC_NULL) {
+    lock();
+    uint64_t id = ++S.next_req_id;
+    int cid = comm_id(p.comm);
+    map_put(&reqs, hkey(&req, sizeof req), id, ((uint64_t)REC_ISEND << 32) | (uint32_t)cid);
+    unlock();
+    msg(REC_ISEND, p.peer, p.tag, p.comm, p.bytes, id);
+  }
+}
+
+void tiers_trace_request_free(MPI_Request req)
+{
+  if (req == MPI_REQUEST_NULL || !S.initialised)
+    return;
+  lock();
+  uint64_t key = hkey(&req, sizeof req);
+  slot_t *s = map_find(&persist, key);
+  if (s) {
+    free((void *)(uintptr_t)s->a);
+    map_remove(&persist, s);
+  }
+  unlock();
+}
+
+/* The world rank of rank `target` of window `win`'s group (-1: none). */
+static int win_world_rank(MPI_Win win, int target)
+{
+  if (target == MPI_PROC_NULL || target < 0)
+    return -1;
+  MPI_Group g, world;
+  if (PMPI_Win_get_group(win, &g) != MPI_SUCCESS)
+    return -1;
+  int out = -1;
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  PMPI_Group_translate_ranks(g, 1, &target, world, &out);
+  PMPI_Group_free(&world);
+  PMPI_Group_free(&g);
+  return out == MPI_UNDEFINED ? -1 : out;
+}
+
+static void xfer(int what, int target, uint64_t bytes, int flags)
+{
+  rec_xfer_t r;
+  memset(&r, 0, sizeof r);
+  lock();
+  r.h = head(REC_XFER, 0, sizeof r, post_ns());
+  r.what = what;
+  r.target = target;
+  r.flags = (uint32_t)flags;
+  r.bytes = bytes;
+  put(&r, sizeof r);
+  unlock();
+}
+
+void tiers_trace_rma(int what, MPI_Win win, int target, uint64_t bytes)
+{
+  if (T.depth != 1)
+    return;
+  xfer(what, win_world_rank(win, target), bytes, 0);
+}
+
+void tiers_trace_io(int what, int collective, uint64_t bytes)
+{
+  if (T.depth != 1)
+    return;
+  xfer(what, -1, bytes, collective ? 1 : 0);
+}
+
+void tiers_trace_spawn_refused(void)
+{
+  static int said;
+  if (!said && S.initialised) {
+    said = 1;
+    say("MPI_Comm_spawn: the tracer does not follow spawned processes; it keeps tracing "
+        "this one");
+  }
 }
 
 /* ------------------------------------------------------------------ */

@@ -42,6 +42,18 @@ TIERS_HIDDEN void tiers_trace_end(int func);
 TIERS_HIDDEN void tiers_trace_coll_begin(void);
 TIERS_HIDDEN void tiers_trace_coll_end(int op, MPI_Comm comm, int root, uint64_t sent,
                                        uint64_t recvd);
+TIERS_HIDDEN void tiers_trace_icoll_end(int op, MPI_Comm comm, int root, uint64_t sent,
+                                        uint64_t recvd);
+TIERS_HIDDEN void tiers_trace_persist_init(int recv, int peer, int tag, MPI_Comm comm, int count,
+                                           MPI_Datatype type, MPI_Request req);
+TIERS_HIDDEN void tiers_trace_start(MPI_Request req);
+TIERS_HIDDEN void tiers_trace_request_free(MPI_Request req);
+/* what: the TIERS_XFER_ kinds of one-sided and file transfers */
+enum { TIERS_XFER_PUT = 1, TIERS_XFER_GET = 2, TIERS_XFER_ACC = 3, TIERS_XFER_GET_ACC = 4,
+       TIERS_XFER_FETCH_OP = 5, TIERS_XFER_CAS = 6, TIERS_XFER_READ = 7, TIERS_XFER_WRITE = 8 };
+TIERS_HIDDEN void tiers_trace_rma(int what, MPI_Win win, int target, uint64_t bytes);
+TIERS_HIDDEN void tiers_trace_io(int what, int collective, uint64_t bytes);
+TIERS_HIDDEN void tiers_trace_spawn_refused(void);
 TIERS_HIDDEN void tiers_trace_send(int dest, int tag, MPI_Comm comm, int count,
                                    MPI_Datatype type);
 TIERS_HIDDEN void tiers_trace_recv(const MPI_Status *st, MPI_Comm comm);

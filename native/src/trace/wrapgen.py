@@ -69,7 +69,7 @@ def coll_expr(expr: str, comm: str) -> str:
 
 
 
-def coll_code(o: dict, pre: list, post: list) -> None:
+def coll_code(o: dict, pre: list, post: list, nonblocking: bool = False) -> None:
     """Append the code a collective's wrapper runs before and after the
     call (C and Fortran 2008 alike: both have the C communicator in
     `comm`): begin, the bytes sent and received, end with the root."""
@@ -85,8 +85,41 @@ def coll_code(o: dict, pre: list, post: list) -> None:
     pre.append(f"  uint64_t tiers_recv_ = {coll_expr(o['recv'], comm)};")
     if "tiers_np_" in "".join(pre) and "tiers_np_" not in coll_expr(uses, comm):
         pre.append("  (void)tiers_np_;")
-    post.append(f"  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "
+    end = "tiers_trace_icoll_end" if nonblocking else "tiers_trace_coll_end"
+    post.append(f"  {end}(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "
                 f"{root if root != '-' else 'OTF2_UNDEFINED_UINT32'}, tiers_sent_, tiers_recv_);")
+
+def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -> bool:
+    """Append the recording code of the kinds added for non-blocking
+    collectives, persistent requests, one-sided and file calls and spawn;
+    ``req`` is the C expression of the request made (``*request``),
+    ``reqs`` that of the i-th request of an array.  Return False for other
+    kinds."""
+    if kind == "icoll":
+        coll_code(o, pre, post, nonblocking=True)
+    elif kind in ("send_init", "recv_init"):
+        peer = "source" if kind == "recv_init" else "dest"
+        post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_persist_init("
+                    f"{1 if kind == 'recv_init' else 0}, {peer}, tag, comm, count, datatype, {req});")
+    elif kind == "start":
+        post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_start({req});")
+    elif kind == "startall":
+        post.append(f"  if (rc == MPI_SUCCESS)\n    for (int tiers_i_ = 0; tiers_i_ < count; tiers_i_++)\n"
+                    f"      tiers_trace_start({reqs});")
+    elif kind == "req_free":
+        pre.append(f"  tiers_trace_request_free({req});")
+    elif kind == "rma":
+        post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_rma(TIERS_XFER_{o['what']}, win, "
+                    f"{o['target']}, {coll_expr(o['bytes'], 'MPI_COMM_NULL')});")
+    elif kind == "io":
+        post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_io(TIERS_XFER_{o['what']}, "
+                    f"{o.get('coll', '0')}, {coll_expr(o['bytes'], 'MPI_COMM_NULL')});")
+    elif kind == "spawn":
+        pre.append("  tiers_trace_spawn_refused();")
+    else:
+        return False
+    return True
+
 
 def body(e: dict, fid: str) -> str:
     kind, name, params, o = e["kind"], e["name"], e["params"], e["opts"]
@@ -170,6 +203,8 @@ def body(e: dict, fid: str) -> str:
     elif kind == "comm_free":
         pre.append("  tiers_trace_comm_free(*comm);")
     elif kind == "plain":
+        pass
+    elif extra_code(kind, o, pre, post, "*request", "array_of_requests[tiers_i_]"):
         pass
     else:
         raise SystemExit(f"{TABLE.name}: unknown kind '{kind}' for {name}")
@@ -320,6 +355,8 @@ def flocals(params, code: str) -> list[str]:
             out.append(f"  MPI_Datatype {n} = PMPI_Type_f2c(*f_{n});")
         elif t == "MPI_Comm":
             out.append(f"  MPI_Comm {n} = PMPI_Comm_f2c(*f_{n});")
+        elif t == "MPI_Win":
+            out.append(f"  MPI_Win {n} = PMPI_Win_f2c(*f_{n});")
     return out
 
 
@@ -421,6 +458,11 @@ def fbody(e: dict, fid: str) -> str:
                     f"      tiers_trace_comm_new({parent}, tiers_new_);\n  }}")
     elif kind == "comm_free":
         pre.append("  tiers_trace_comm_free(PMPI_Comm_f2c(*f_comm));")
+    elif kind == "req_free":
+        pre.append("  tiers_trace_request_free(PMPI_Request_f2c(*f_request));")
+    elif extra_code(kind, o, pre, post, "PMPI_Request_f2c(*f_request)",
+                    "PMPI_Request_f2c(f_array_of_requests[tiers_i_])"):
+        pass
     elif kind != "plain":
         raise SystemExit(f"{TABLE.name}: unknown kind '{kind}' for {name}")
     code = "\n".join(pre + post)
@@ -440,6 +482,9 @@ def generate_fortran(entries: list[dict]) -> list[str]:
     out = ["", "/* ------------------------------------------------------------------ */",
            "/* Fortran entry points (mpif.h and `use mpi`), see wrapgen.py */",
            *fortran_guard(), "#if TIERS_FORTRAN_ENTRIES == 1"]
+    # nofortran=1: a function with a string argument (its hidden length
+    # would have to be passed on), left to the Fortran library
+    entries = [e for e in entries if e["opts"].get("nofortran") != "1"]
     for e in entries:
         name = e["name"]
         fps = fparams(e["params"])

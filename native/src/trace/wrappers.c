@@ -57,6 +57,79 @@ enum {
   TIERS_FN_Comm_create = 47,
   TIERS_FN_Cart_create = 48,
   TIERS_FN_Comm_free = 49,
+  TIERS_FN_Ibarrier = 50,
+  TIERS_FN_Ibcast = 51,
+  TIERS_FN_Ireduce = 52,
+  TIERS_FN_Iallreduce = 53,
+  TIERS_FN_Igather = 54,
+  TIERS_FN_Igatherv = 55,
+  TIERS_FN_Iscatter = 56,
+  TIERS_FN_Iscatterv = 57,
+  TIERS_FN_Iallgather = 58,
+  TIERS_FN_Iallgatherv = 59,
+  TIERS_FN_Ialltoall = 60,
+  TIERS_FN_Ialltoallv = 61,
+  TIERS_FN_Ireduce_scatter = 62,
+  TIERS_FN_Ireduce_scatter_block = 63,
+  TIERS_FN_Send_init = 64,
+  TIERS_FN_Ssend_init = 65,
+  TIERS_FN_Bsend_init = 66,
+  TIERS_FN_Rsend_init = 67,
+  TIERS_FN_Recv_init = 68,
+  TIERS_FN_Start = 69,
+  TIERS_FN_Startall = 70,
+  TIERS_FN_Win_create = 71,
+  TIERS_FN_Win_allocate = 72,
+  TIERS_FN_Win_allocate_shared = 73,
+  TIERS_FN_Win_create_dynamic = 74,
+  TIERS_FN_Win_free = 75,
+  TIERS_FN_Win_fence = 76,
+  TIERS_FN_Win_post = 77,
+  TIERS_FN_Win_start = 78,
+  TIERS_FN_Win_complete = 79,
+  TIERS_FN_Win_wait = 80,
+  TIERS_FN_Win_lock = 81,
+  TIERS_FN_Win_unlock = 82,
+  TIERS_FN_Win_lock_all = 83,
+  TIERS_FN_Win_unlock_all = 84,
+  TIERS_FN_Win_flush = 85,
+  TIERS_FN_Win_flush_all = 86,
+  TIERS_FN_Win_flush_local = 87,
+  TIERS_FN_Win_flush_local_all = 88,
+  TIERS_FN_Win_sync = 89,
+  TIERS_FN_Put = 90,
+  TIERS_FN_Get = 91,
+  TIERS_FN_Accumulate = 92,
+  TIERS_FN_Get_accumulate = 93,
+  TIERS_FN_Fetch_and_op = 94,
+  TIERS_FN_Compare_and_swap = 95,
+  TIERS_FN_Rput = 96,
+  TIERS_FN_Rget = 97,
+  TIERS_FN_File_open = 98,
+  TIERS_FN_File_close = 99,
+  TIERS_FN_File_set_view = 100,
+  TIERS_FN_File_sync = 101,
+  TIERS_FN_File_read = 102,
+  TIERS_FN_File_read_all = 103,
+  TIERS_FN_File_read_at = 104,
+  TIERS_FN_File_read_at_all = 105,
+  TIERS_FN_File_iread = 106,
+  TIERS_FN_File_iread_at = 107,
+  TIERS_FN_File_write = 108,
+  TIERS_FN_File_write_all = 109,
+  TIERS_FN_File_write_at = 110,
+  TIERS_FN_File_write_at_all = 111,
+  TIERS_FN_File_iwrite = 112,
+  TIERS_FN_File_iwrite_at = 113,
+  TIERS_FN_Comm_dup_with_info = 114,
+  TIERS_FN_Comm_create_group = 115,
+  TIERS_FN_Cart_sub = 116,
+  TIERS_FN_Graph_create = 117,
+  TIERS_FN_Dist_graph_create_adjacent = 118,
+  TIERS_FN_Dist_graph_create = 119,
+  TIERS_FN_Intercomm_create = 120,
+  TIERS_FN_Intercomm_merge = 121,
+  TIERS_FN_Comm_spawn = 122,
 };
 
 const char *const tiers_trace_fn_names[] = {
@@ -110,8 +183,81 @@ const char *const tiers_trace_fn_names[] = {
   "MPI_Comm_create",
   "MPI_Cart_create",
   "MPI_Comm_free",
+  "MPI_Ibarrier",
+  "MPI_Ibcast",
+  "MPI_Ireduce",
+  "MPI_Iallreduce",
+  "MPI_Igather",
+  "MPI_Igatherv",
+  "MPI_Iscatter",
+  "MPI_Iscatterv",
+  "MPI_Iallgather",
+  "MPI_Iallgatherv",
+  "MPI_Ialltoall",
+  "MPI_Ialltoallv",
+  "MPI_Ireduce_scatter",
+  "MPI_Ireduce_scatter_block",
+  "MPI_Send_init",
+  "MPI_Ssend_init",
+  "MPI_Bsend_init",
+  "MPI_Rsend_init",
+  "MPI_Recv_init",
+  "MPI_Start",
+  "MPI_Startall",
+  "MPI_Win_create",
+  "MPI_Win_allocate",
+  "MPI_Win_allocate_shared",
+  "MPI_Win_create_dynamic",
+  "MPI_Win_free",
+  "MPI_Win_fence",
+  "MPI_Win_post",
+  "MPI_Win_start",
+  "MPI_Win_complete",
+  "MPI_Win_wait",
+  "MPI_Win_lock",
+  "MPI_Win_unlock",
+  "MPI_Win_lock_all",
+  "MPI_Win_unlock_all",
+  "MPI_Win_flush",
+  "MPI_Win_flush_all",
+  "MPI_Win_flush_local",
+  "MPI_Win_flush_local_all",
+  "MPI_Win_sync",
+  "MPI_Put",
+  "MPI_Get",
+  "MPI_Accumulate",
+  "MPI_Get_accumulate",
+  "MPI_Fetch_and_op",
+  "MPI_Compare_and_swap",
+  "MPI_Rput",
+  "MPI_Rget",
+  "MPI_File_open",
+  "MPI_File_close",
+  "MPI_File_set_view",
+  "MPI_File_sync",
+  "MPI_File_read",
+  "MPI_File_read_all",
+  "MPI_File_read_at",
+  "MPI_File_read_at_all",
+  "MPI_File_iread",
+  "MPI_File_iread_at",
+  "MPI_File_write",
+  "MPI_File_write_all",
+  "MPI_File_write_at",
+  "MPI_File_write_at_all",
+  "MPI_File_iwrite",
+  "MPI_File_iwrite_at",
+  "MPI_Comm_dup_with_info",
+  "MPI_Comm_create_group",
+  "MPI_Cart_sub",
+  "MPI_Graph_create",
+  "MPI_Dist_graph_create_adjacent",
+  "MPI_Dist_graph_create",
+  "MPI_Intercomm_create",
+  "MPI_Intercomm_merge",
+  "MPI_Comm_spawn",
 };
-const int tiers_trace_fn_count = 50;
+const int tiers_trace_fn_count = 123;
 
 TIERS_EXPORT int MPI_Init(int *argc, char ***argv)
 {
@@ -433,6 +579,7 @@ TIERS_EXPORT int MPI_Request_free(MPI_Request *request)
 {
   if (!tiers_trace_begin(TIERS_FN_Request_free))
     return PMPI_Request_free(request);
+  tiers_trace_request_free(*request);
   int rc = PMPI_Request_free(request);
   tiers_trace_end(TIERS_FN_Request_free);
   return rc;
@@ -741,6 +888,814 @@ TIERS_EXPORT int MPI_Comm_free(MPI_Comm *comm)
   tiers_trace_comm_free(*comm);
   int rc = PMPI_Comm_free(comm);
   tiers_trace_end(TIERS_FN_Comm_free);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ibarrier))
+    return PMPI_Ibarrier(comm, request);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = 0;
+  uint64_t tiers_recv_ = 0;
+  int rc = PMPI_Ibarrier(comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_BARRIER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ibarrier);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ibcast))
+    return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  uint64_t tiers_recv_ = (tiers_me_!=root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  int rc = PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_BCAST, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ibcast);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ireduce))
+    return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  int rc = PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_REDUCE, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ireduce);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Iallreduce))
+    return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  int rc = PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLREDUCE, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iallreduce);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Igather))
+    return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):0);
+  int rc = PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_GATHER, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Igather);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Igatherv))
+    return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):0);
+  (void)tiers_np_;
+  int rc = PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_GATHERV, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Igatherv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Iscatter))
+    return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcount*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  int rc = PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_SCATTER, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iscatter);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Iscatterv))
+    return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcounts[tiers_me_]*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  (void)tiers_np_;
+  int rc = PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_SCATTERV, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iscatterv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Iallgather))
+    return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  int rc = PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iallgather);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Iallgatherv))
+    return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  int rc = PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iallgatherv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ialltoall))
+    return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  int rc = PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ialltoall);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ialltoallv))
+    return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  int rc = PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ialltoallv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter))
+    return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(datatype);
+  (void)tiers_np_;
+  int rc = PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_REDUCE_SCATTER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ireduce_scatter);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter_block))
+    return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcount*tiers_trace_type_size(datatype);
+  int rc = PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ireduce_scatter_block);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Send_init))
+    return PMPI_Send_init(buf, count, datatype, dest, tag, comm, request);
+  int rc = PMPI_Send_init(buf, count, datatype, dest, tag, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(0, dest, tag, comm, count, datatype, *request);
+  tiers_trace_end(TIERS_FN_Send_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ssend_init))
+    return PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request);
+  int rc = PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(0, dest, tag, comm, count, datatype, *request);
+  tiers_trace_end(TIERS_FN_Ssend_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Bsend_init))
+    return PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request);
+  int rc = PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(0, dest, tag, comm, count, datatype, *request);
+  tiers_trace_end(TIERS_FN_Bsend_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Rsend_init))
+    return PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request);
+  int rc = PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(0, dest, tag, comm, count, datatype, *request);
+  tiers_trace_end(TIERS_FN_Rsend_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Recv_init))
+    return PMPI_Recv_init(buf, count, datatype, source, tag, comm, request);
+  int rc = PMPI_Recv_init(buf, count, datatype, source, tag, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(1, source, tag, comm, count, datatype, *request);
+  tiers_trace_end(TIERS_FN_Recv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Start(MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Start))
+    return PMPI_Start(request);
+  int rc = PMPI_Start(request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_start(*request);
+  tiers_trace_end(TIERS_FN_Start);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Startall(int count, MPI_Request array_of_requests[])
+{
+  if (!tiers_trace_begin(TIERS_FN_Startall))
+    return PMPI_Startall(count, array_of_requests);
+  int rc = PMPI_Startall(count, array_of_requests);
+  if (rc == MPI_SUCCESS)
+    for (int tiers_i_ = 0; tiers_i_ < count; tiers_i_++)
+      tiers_trace_start(array_of_requests[tiers_i_]);
+  tiers_trace_end(TIERS_FN_Startall);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_create))
+    return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+  int rc = PMPI_Win_create(base, size, disp_unit, info, comm, win);
+  tiers_trace_end(TIERS_FN_Win_create);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_allocate))
+    return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+  int rc = PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+  tiers_trace_end(TIERS_FN_Win_allocate);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_allocate_shared))
+    return PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
+  int rc = PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
+  tiers_trace_end(TIERS_FN_Win_allocate_shared);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_create_dynamic))
+    return PMPI_Win_create_dynamic(info, comm, win);
+  int rc = PMPI_Win_create_dynamic(info, comm, win);
+  tiers_trace_end(TIERS_FN_Win_create_dynamic);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_free(MPI_Win *win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_free))
+    return PMPI_Win_free(win);
+  int rc = PMPI_Win_free(win);
+  tiers_trace_end(TIERS_FN_Win_free);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_fence(int assert, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_fence))
+    return PMPI_Win_fence(assert, win);
+  int rc = PMPI_Win_fence(assert, win);
+  tiers_trace_end(TIERS_FN_Win_fence);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_post(MPI_Group group, int assert, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_post))
+    return PMPI_Win_post(group, assert, win);
+  int rc = PMPI_Win_post(group, assert, win);
+  tiers_trace_end(TIERS_FN_Win_post);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_start(MPI_Group group, int assert, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_start))
+    return PMPI_Win_start(group, assert, win);
+  int rc = PMPI_Win_start(group, assert, win);
+  tiers_trace_end(TIERS_FN_Win_start);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_complete(MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_complete))
+    return PMPI_Win_complete(win);
+  int rc = PMPI_Win_complete(win);
+  tiers_trace_end(TIERS_FN_Win_complete);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_wait(MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_wait))
+    return PMPI_Win_wait(win);
+  int rc = PMPI_Win_wait(win);
+  tiers_trace_end(TIERS_FN_Win_wait);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_lock))
+    return PMPI_Win_lock(lock_type, rank, assert, win);
+  int rc = PMPI_Win_lock(lock_type, rank, assert, win);
+  tiers_trace_end(TIERS_FN_Win_lock);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_unlock(int rank, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_unlock))
+    return PMPI_Win_unlock(rank, win);
+  int rc = PMPI_Win_unlock(rank, win);
+  tiers_trace_end(TIERS_FN_Win_unlock);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_lock_all(int assert, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_lock_all))
+    return PMPI_Win_lock_all(assert, win);
+  int rc = PMPI_Win_lock_all(assert, win);
+  tiers_trace_end(TIERS_FN_Win_lock_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_unlock_all(MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_unlock_all))
+    return PMPI_Win_unlock_all(win);
+  int rc = PMPI_Win_unlock_all(win);
+  tiers_trace_end(TIERS_FN_Win_unlock_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_flush(int rank, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_flush))
+    return PMPI_Win_flush(rank, win);
+  int rc = PMPI_Win_flush(rank, win);
+  tiers_trace_end(TIERS_FN_Win_flush);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_flush_all(MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_all))
+    return PMPI_Win_flush_all(win);
+  int rc = PMPI_Win_flush_all(win);
+  tiers_trace_end(TIERS_FN_Win_flush_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_flush_local(int rank, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_local))
+    return PMPI_Win_flush_local(rank, win);
+  int rc = PMPI_Win_flush_local(rank, win);
+  tiers_trace_end(TIERS_FN_Win_flush_local);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_flush_local_all(MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_local_all))
+    return PMPI_Win_flush_local_all(win);
+  int rc = PMPI_Win_flush_local_all(win);
+  tiers_trace_end(TIERS_FN_Win_flush_local_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_sync(MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_sync))
+    return PMPI_Win_sync(win);
+  int rc = PMPI_Win_sync(win);
+  tiers_trace_end(TIERS_FN_Win_sync);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Put))
+    return PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
+  int rc = PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_PUT, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Put);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Get))
+    return PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
+  int rc = PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_GET, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Get);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Accumulate))
+    return PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
+  int rc = PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_ACC, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Accumulate);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr, int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Get_accumulate))
+    return PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
+  int rc = PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_GET_ACC, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype)+(uint64_t)result_count*tiers_trace_type_size(result_datatype));
+  tiers_trace_end(TIERS_FN_Get_accumulate);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, MPI_Op op, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Fetch_and_op))
+    return PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
+  int rc = PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_FETCH_OP, win, target_rank, tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_Fetch_and_op);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Compare_and_swap(const void *origin_addr, const void *compare_addr, void *result_addr, MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, MPI_Win win)
+{
+  if (!tiers_trace_begin(TIERS_FN_Compare_and_swap))
+    return PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
+  int rc = PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_CAS, win, target_rank, tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_Compare_and_swap);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Rput(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Rput))
+    return PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
+  int rc = PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_PUT, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Rput);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Rget(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Rget))
+    return PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
+  int rc = PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_GET, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Rget);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_open))
+    return PMPI_File_open(comm, filename, amode, info, fh);
+  int rc = PMPI_File_open(comm, filename, amode, info, fh);
+  tiers_trace_end(TIERS_FN_File_open);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_close(MPI_File *fh)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_close))
+    return PMPI_File_close(fh);
+  int rc = PMPI_File_close(fh);
+  tiers_trace_end(TIERS_FN_File_close);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, const char *datarep, MPI_Info info)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_set_view))
+    return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+  int rc = PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+  tiers_trace_end(TIERS_FN_File_set_view);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_sync(MPI_File fh)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_sync))
+    return PMPI_File_sync(fh);
+  int rc = PMPI_File_sync(fh);
+  tiers_trace_end(TIERS_FN_File_sync);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read))
+    return PMPI_File_read(fh, buf, count, datatype, status);
+  int rc = PMPI_File_read(fh, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_all))
+    return PMPI_File_read_all(fh, buf, count, datatype, status);
+  int rc = PMPI_File_read_all(fh, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_at))
+    return PMPI_File_read_at(fh, offset, buf, count, datatype, status);
+  int rc = PMPI_File_read_at(fh, offset, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_at);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_at_all))
+    return PMPI_File_read_at_all(fh, offset, buf, count, datatype, status);
+  int rc = PMPI_File_read_at_all(fh, offset, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_at_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iread(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iread))
+    return PMPI_File_iread(fh, buf, count, datatype, request);
+  int rc = PMPI_File_iread(fh, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iread_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iread_at))
+    return PMPI_File_iread_at(fh, offset, buf, count, datatype, request);
+  int rc = PMPI_File_iread_at(fh, offset, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread_at);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write))
+    return PMPI_File_write(fh, buf, count, datatype, status);
+  int rc = PMPI_File_write(fh, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_all))
+    return PMPI_File_write_all(fh, buf, count, datatype, status);
+  int rc = PMPI_File_write_all(fh, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_at))
+    return PMPI_File_write_at(fh, offset, buf, count, datatype, status);
+  int rc = PMPI_File_write_at(fh, offset, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_at);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_at_all))
+    return PMPI_File_write_at_all(fh, offset, buf, count, datatype, status);
+  int rc = PMPI_File_write_at_all(fh, offset, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_at_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iwrite(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite))
+    return PMPI_File_iwrite(fh, buf, count, datatype, request);
+  int rc = PMPI_File_iwrite(fh, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iwrite_at(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_at))
+    return PMPI_File_iwrite_at(fh, offset, buf, count, datatype, request);
+  int rc = PMPI_File_iwrite_at(fh, offset, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite_at);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_dup_with_info))
+    return PMPI_Comm_dup_with_info(comm, info, newcomm);
+  int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+  if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
+    tiers_trace_comm_new(comm, *newcomm);
+  tiers_trace_end(TIERS_FN_Comm_dup_with_info);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_create_group))
+    return PMPI_Comm_create_group(comm, group, tag, newcomm);
+  int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+  if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
+    tiers_trace_comm_new(comm, *newcomm);
+  tiers_trace_end(TIERS_FN_Comm_create_group);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Cart_sub))
+    return PMPI_Cart_sub(comm, remain_dims, newcomm);
+  int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
+  if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
+    tiers_trace_comm_new(comm, *newcomm);
+  tiers_trace_end(TIERS_FN_Cart_sub);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm *comm_graph)
+{
+  if (!tiers_trace_begin(TIERS_FN_Graph_create))
+    return PMPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
+  int rc = PMPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
+  if (rc == MPI_SUCCESS && *comm_graph != MPI_COMM_NULL)
+    tiers_trace_comm_new(comm_old, *comm_graph);
+  tiers_trace_end(TIERS_FN_Graph_create);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[], int outdegree, const int destinations[], const int destweights[], MPI_Info info, int reorder, MPI_Comm *comm_dist_graph)
+{
+  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create_adjacent))
+    return PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
+  int rc = PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
+  if (rc == MPI_SUCCESS && *comm_dist_graph != MPI_COMM_NULL)
+    tiers_trace_comm_new(comm_old, *comm_dist_graph);
+  tiers_trace_end(TIERS_FN_Dist_graph_create_adjacent);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[], const int destinations[], const int weights[], MPI_Info info, int reorder, MPI_Comm *comm_dist_graph)
+{
+  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create))
+    return PMPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph);
+  int rc = PMPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph);
+  if (rc == MPI_SUCCESS && *comm_dist_graph != MPI_COMM_NULL)
+    tiers_trace_comm_new(comm_old, *comm_dist_graph);
+  tiers_trace_end(TIERS_FN_Dist_graph_create);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag, MPI_Comm *newintercomm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Intercomm_create))
+    return PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+  int rc = PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+  if (rc == MPI_SUCCESS && *newintercomm != MPI_COMM_NULL)
+    tiers_trace_comm_new(local_comm, *newintercomm);
+  tiers_trace_end(TIERS_FN_Intercomm_create);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Intercomm_merge))
+    return PMPI_Intercomm_merge(intercomm, high, newintracomm);
+  int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
+  if (rc == MPI_SUCCESS && *newintracomm != MPI_COMM_NULL)
+    tiers_trace_comm_new(intercomm, *newintracomm);
+  tiers_trace_end(TIERS_FN_Intercomm_merge);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[])
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_spawn))
+    return PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
+  tiers_trace_spawn_refused();
+  int rc = PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
+  tiers_trace_end(TIERS_FN_Comm_spawn);
   return rc;
 }
 
@@ -1656,6 +2611,7 @@ void mpi_request_free_(MPI_Fint *f_request, MPI_Fint *ierr)
     tiers_real_(f_request, ierr);
     return;
   }
+  tiers_trace_request_free(PMPI_Request_f2c(*f_request));
   tiers_real_(f_request, ierr);
   int rc = (int)*ierr;
   (void)rc;
@@ -2524,6 +3480,2335 @@ void mpi_comm_free_f08_(MPI_Fint *f_comm, MPI_Fint *ierr)
   MPI_Fint tiers_ierr_;
   mpi_comm_free_(f_comm, ierr ? ierr : &tiers_ierr_);
 }
+
+typedef void (*tiers_ft_Ibarrier)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ibarrier_(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ibarrier__(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ibarrier_")));
+TIERS_EXPORT void mpi_ibarrier(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ibarrier_")));
+TIERS_EXPORT void MPI_IBARRIER(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ibarrier_")));
+void mpi_ibarrier_(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ibarrier tiers_real_ = (tiers_ft_Ibarrier)tiers_trace_freal(&tiers_slot_, "pmpi_ibarrier");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ibarrier)) {
+    tiers_real_(f_comm, f_request, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = 0;
+  uint64_t tiers_recv_ = 0;
+  tiers_real_(f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_BARRIER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ibarrier);
+}
+TIERS_EXPORT void mpi_ibarrier_f08_(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ibarrier_f08_(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ibarrier_(f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ibcast)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ibcast_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ibcast__(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ibcast_")));
+TIERS_EXPORT void mpi_ibcast(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ibcast_")));
+TIERS_EXPORT void MPI_IBCAST(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ibcast_")));
+void mpi_ibcast_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ibcast tiers_real_ = (tiers_ft_Ibcast)tiers_trace_freal(&tiers_slot_, "pmpi_ibcast");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ibcast)) {
+    tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  uint64_t tiers_recv_ = (tiers_me_!=root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_BCAST, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ibcast);
+}
+TIERS_EXPORT void mpi_ibcast_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ibcast_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ibcast_(f_buffer, f_count, f_datatype, f_root, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ireduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ireduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ireduce__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ireduce_")));
+TIERS_EXPORT void mpi_ireduce(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ireduce_")));
+TIERS_EXPORT void MPI_IREDUCE(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ireduce_")));
+void mpi_ireduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ireduce tiers_real_ = (tiers_ft_Ireduce)tiers_trace_freal(&tiers_slot_, "pmpi_ireduce");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ireduce)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_REDUCE, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ireduce);
+}
+TIERS_EXPORT void mpi_ireduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ireduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ireduce_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Iallreduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iallreduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_iallreduce__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iallreduce_")));
+TIERS_EXPORT void mpi_iallreduce(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iallreduce_")));
+TIERS_EXPORT void MPI_IALLREDUCE(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iallreduce_")));
+void mpi_iallreduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iallreduce tiers_real_ = (tiers_ft_Iallreduce)tiers_trace_freal(&tiers_slot_, "pmpi_iallreduce");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Iallreduce)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLREDUCE, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iallreduce);
+}
+TIERS_EXPORT void mpi_iallreduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iallreduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_iallreduce_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Igather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_igather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_igather__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_igather_")));
+TIERS_EXPORT void mpi_igather(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_igather_")));
+TIERS_EXPORT void MPI_IGATHER(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_igather_")));
+void mpi_igather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Igather tiers_real_ = (tiers_ft_Igather)tiers_trace_freal(&tiers_slot_, "pmpi_igather");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Igather)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):0);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_GATHER, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Igather);
+}
+TIERS_EXPORT void mpi_igather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_igather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_igather_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Igatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_igatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_igatherv__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_igatherv_")));
+TIERS_EXPORT void mpi_igatherv(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_igatherv_")));
+TIERS_EXPORT void MPI_IGATHERV(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_igatherv_")));
+void mpi_igatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Igatherv tiers_real_ = (tiers_ft_Igatherv)tiers_trace_freal(&tiers_slot_, "pmpi_igatherv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Igatherv)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):0);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_GATHERV, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Igatherv);
+}
+TIERS_EXPORT void mpi_igatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_igatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_igatherv_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Iscatter)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iscatter_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_iscatter__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iscatter_")));
+TIERS_EXPORT void mpi_iscatter(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iscatter_")));
+TIERS_EXPORT void MPI_ISCATTER(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iscatter_")));
+void mpi_iscatter_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iscatter tiers_real_ = (tiers_ft_Iscatter)tiers_trace_freal(&tiers_slot_, "pmpi_iscatter");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Iscatter)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const void *recvbuf = tiers_trace_fbuf(f_recvbuf);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcount*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_SCATTER, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iscatter);
+}
+TIERS_EXPORT void mpi_iscatter_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iscatter_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_iscatter_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Iscatterv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iscatterv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_iscatterv__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iscatterv_")));
+TIERS_EXPORT void mpi_iscatterv(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iscatterv_")));
+TIERS_EXPORT void MPI_ISCATTERV(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iscatterv_")));
+void mpi_iscatterv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iscatterv tiers_real_ = (tiers_ft_Iscatterv)tiers_trace_freal(&tiers_slot_, "pmpi_iscatterv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Iscatterv)) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
+    return;
+  }
+  const int *sendcounts = (const int *)f_sendcounts;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const void *recvbuf = tiers_trace_fbuf(f_recvbuf);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcounts[tiers_me_]*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_SCATTERV, comm, root, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iscatterv);
+}
+TIERS_EXPORT void mpi_iscatterv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iscatterv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_iscatterv_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Iallgather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iallgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_iallgather__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iallgather_")));
+TIERS_EXPORT void mpi_iallgather(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iallgather_")));
+TIERS_EXPORT void MPI_IALLGATHER(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iallgather_")));
+void mpi_iallgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iallgather tiers_real_ = (tiers_ft_Iallgather)tiers_trace_freal(&tiers_slot_, "pmpi_iallgather");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Iallgather)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iallgather);
+}
+TIERS_EXPORT void mpi_iallgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iallgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_iallgather_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Iallgatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iallgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_iallgatherv__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iallgatherv_")));
+TIERS_EXPORT void mpi_iallgatherv(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iallgatherv_")));
+TIERS_EXPORT void MPI_IALLGATHERV(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iallgatherv_")));
+void mpi_iallgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iallgatherv tiers_real_ = (tiers_ft_Iallgatherv)tiers_trace_freal(&tiers_slot_, "pmpi_iallgatherv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Iallgatherv)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iallgatherv);
+}
+TIERS_EXPORT void mpi_iallgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iallgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_iallgatherv_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ialltoall)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ialltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ialltoall__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ialltoall_")));
+TIERS_EXPORT void mpi_ialltoall(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ialltoall_")));
+TIERS_EXPORT void MPI_IALLTOALL(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ialltoall_")));
+void mpi_ialltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ialltoall tiers_real_ = (tiers_ft_Ialltoall)tiers_trace_freal(&tiers_slot_, "pmpi_ialltoall");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ialltoall)) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ialltoall);
+}
+TIERS_EXPORT void mpi_ialltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ialltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ialltoall_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ialltoallv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ialltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ialltoallv__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ialltoallv_")));
+TIERS_EXPORT void mpi_ialltoallv(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ialltoallv_")));
+TIERS_EXPORT void MPI_IALLTOALLV(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ialltoallv_")));
+void mpi_ialltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ialltoallv tiers_real_ = (tiers_ft_Ialltoallv)tiers_trace_freal(&tiers_slot_, "pmpi_ialltoallv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ialltoallv)) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  const int *sendcounts = (const int *)f_sendcounts;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ialltoallv);
+}
+TIERS_EXPORT void mpi_ialltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ialltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ialltoallv_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ireduce_scatter)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ireduce_scatter_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ireduce_scatter__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ireduce_scatter_")));
+TIERS_EXPORT void mpi_ireduce_scatter(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ireduce_scatter_")));
+TIERS_EXPORT void MPI_IREDUCE_SCATTER(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ireduce_scatter_")));
+void mpi_ireduce_scatter_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ireduce_scatter tiers_real_ = (tiers_ft_Ireduce_scatter)tiers_trace_freal(&tiers_slot_, "pmpi_ireduce_scatter");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, f_request, ierr);
+    return;
+  }
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(datatype);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_REDUCE_SCATTER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ireduce_scatter);
+}
+TIERS_EXPORT void mpi_ireduce_scatter_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ireduce_scatter_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ireduce_scatter_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ireduce_scatter_block)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ireduce_scatter_block_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ireduce_scatter_block__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ireduce_scatter_block_")));
+TIERS_EXPORT void mpi_ireduce_scatter_block(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ireduce_scatter_block_")));
+TIERS_EXPORT void MPI_IREDUCE_SCATTER_BLOCK(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ireduce_scatter_block_")));
+void mpi_ireduce_scatter_block_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ireduce_scatter_block tiers_real_ = (tiers_ft_Ireduce_scatter_block)tiers_trace_freal(&tiers_slot_, "pmpi_ireduce_scatter_block");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter_block)) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, f_request, ierr);
+    return;
+  }
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcount*tiers_trace_type_size(datatype);
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ireduce_scatter_block);
+}
+TIERS_EXPORT void mpi_ireduce_scatter_block_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ireduce_scatter_block_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ireduce_scatter_block_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Send_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_send_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_send_init__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_send_init_")));
+TIERS_EXPORT void mpi_send_init(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_send_init_")));
+TIERS_EXPORT void MPI_SEND_INIT(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_send_init_")));
+void mpi_send_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Send_init tiers_real_ = (tiers_ft_Send_init)tiers_trace_freal(&tiers_slot_, "pmpi_send_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Send_init)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(0, dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Send_init);
+}
+TIERS_EXPORT void mpi_send_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_send_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_send_init_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ssend_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ssend_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ssend_init__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ssend_init_")));
+TIERS_EXPORT void mpi_ssend_init(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ssend_init_")));
+TIERS_EXPORT void MPI_SSEND_INIT(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ssend_init_")));
+void mpi_ssend_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ssend_init tiers_real_ = (tiers_ft_Ssend_init)tiers_trace_freal(&tiers_slot_, "pmpi_ssend_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ssend_init)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(0, dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Ssend_init);
+}
+TIERS_EXPORT void mpi_ssend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ssend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ssend_init_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Bsend_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_bsend_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_bsend_init__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_bsend_init_")));
+TIERS_EXPORT void mpi_bsend_init(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_bsend_init_")));
+TIERS_EXPORT void MPI_BSEND_INIT(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_bsend_init_")));
+void mpi_bsend_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Bsend_init tiers_real_ = (tiers_ft_Bsend_init)tiers_trace_freal(&tiers_slot_, "pmpi_bsend_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Bsend_init)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(0, dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Bsend_init);
+}
+TIERS_EXPORT void mpi_bsend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_bsend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_bsend_init_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Rsend_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rsend_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_rsend_init__(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rsend_init_")));
+TIERS_EXPORT void mpi_rsend_init(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rsend_init_")));
+TIERS_EXPORT void MPI_RSEND_INIT(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rsend_init_")));
+void mpi_rsend_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rsend_init tiers_real_ = (tiers_ft_Rsend_init)tiers_trace_freal(&tiers_slot_, "pmpi_rsend_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Rsend_init)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int dest = (int)*f_dest;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(0, dest, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Rsend_init);
+}
+TIERS_EXPORT void mpi_rsend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_rsend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_rsend_init_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Recv_init)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_recv_init_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_recv_init__(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_recv_init_")));
+TIERS_EXPORT void mpi_recv_init(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_recv_init_")));
+TIERS_EXPORT void MPI_RECV_INIT(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_recv_init_")));
+void mpi_recv_init_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Recv_init tiers_real_ = (tiers_ft_Recv_init)tiers_trace_freal(&tiers_slot_, "pmpi_recv_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Recv_init)) {
+    tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int source = (int)*f_source;
+  int tag = (int)*f_tag;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_persist_init(1, source, tag, comm, count, datatype, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Recv_init);
+}
+TIERS_EXPORT void mpi_recv_init_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_recv_init_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_recv_init_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Start)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_start_(MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_start__(MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_start_")));
+TIERS_EXPORT void mpi_start(MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_start_")));
+TIERS_EXPORT void MPI_START(MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_start_")));
+void mpi_start_(MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Start tiers_real_ = (tiers_ft_Start)tiers_trace_freal(&tiers_slot_, "pmpi_start");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Start)) {
+    tiers_real_(f_request, ierr);
+    return;
+  }
+  tiers_real_(f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_start(PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Start);
+}
+TIERS_EXPORT void mpi_start_f08_(MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_start_f08_(MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_start_(f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Startall)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_startall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_startall__(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *ierr) __attribute__((alias("mpi_startall_")));
+TIERS_EXPORT void mpi_startall(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *ierr) __attribute__((alias("mpi_startall_")));
+TIERS_EXPORT void MPI_STARTALL(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *ierr) __attribute__((alias("mpi_startall_")));
+void mpi_startall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Startall tiers_real_ = (tiers_ft_Startall)tiers_trace_freal(&tiers_slot_, "pmpi_startall");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Startall)) {
+    tiers_real_(f_count, f_array_of_requests, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  tiers_real_(f_count, f_array_of_requests, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    for (int tiers_i_ = 0; tiers_i_ < count; tiers_i_++)
+      tiers_trace_start(PMPI_Request_f2c(f_array_of_requests[tiers_i_]));
+  tiers_trace_end(TIERS_FN_Startall);
+}
+TIERS_EXPORT void mpi_startall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *ierr);
+void mpi_startall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_startall_(f_count, f_array_of_requests, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_create)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_create_(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_create__(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_create_")));
+TIERS_EXPORT void mpi_win_create(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_create_")));
+TIERS_EXPORT void MPI_WIN_CREATE(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_create_")));
+void mpi_win_create_(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_create tiers_real_ = (tiers_ft_Win_create)tiers_trace_freal(&tiers_slot_, "pmpi_win_create");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_create)) {
+    tiers_real_(f_base, f_size, f_disp_unit, f_info, f_comm, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_base, f_size, f_disp_unit, f_info, f_comm, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_create);
+}
+TIERS_EXPORT void mpi_win_create_f08_(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_create_f08_(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_create_(f_base, f_size, f_disp_unit, f_info, f_comm, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_allocate)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_allocate_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_allocate__(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_allocate_")));
+TIERS_EXPORT void mpi_win_allocate(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_allocate_")));
+TIERS_EXPORT void MPI_WIN_ALLOCATE(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_allocate_")));
+void mpi_win_allocate_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_allocate tiers_real_ = (tiers_ft_Win_allocate)tiers_trace_freal(&tiers_slot_, "pmpi_win_allocate");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_allocate)) {
+    tiers_real_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_allocate);
+}
+TIERS_EXPORT void mpi_win_allocate_f08_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_allocate_f08_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_allocate_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_allocate_shared)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_allocate_shared_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_allocate_shared__(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_allocate_shared_")));
+TIERS_EXPORT void mpi_win_allocate_shared(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_allocate_shared_")));
+TIERS_EXPORT void MPI_WIN_ALLOCATE_SHARED(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_allocate_shared_")));
+void mpi_win_allocate_shared_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_allocate_shared tiers_real_ = (tiers_ft_Win_allocate_shared)tiers_trace_freal(&tiers_slot_, "pmpi_win_allocate_shared");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_allocate_shared)) {
+    tiers_real_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_allocate_shared);
+}
+TIERS_EXPORT void mpi_win_allocate_shared_f08_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_allocate_shared_f08_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_allocate_shared_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_create_dynamic)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_create_dynamic_(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_create_dynamic__(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_create_dynamic_")));
+TIERS_EXPORT void mpi_win_create_dynamic(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_create_dynamic_")));
+TIERS_EXPORT void MPI_WIN_CREATE_DYNAMIC(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_create_dynamic_")));
+void mpi_win_create_dynamic_(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_create_dynamic tiers_real_ = (tiers_ft_Win_create_dynamic)tiers_trace_freal(&tiers_slot_, "pmpi_win_create_dynamic");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_create_dynamic)) {
+    tiers_real_(f_info, f_comm, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_info, f_comm, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_create_dynamic);
+}
+TIERS_EXPORT void mpi_win_create_dynamic_f08_(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_create_dynamic_f08_(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_create_dynamic_(f_info, f_comm, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_free)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_free_(MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_free__(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_free_")));
+TIERS_EXPORT void mpi_win_free(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_free_")));
+TIERS_EXPORT void MPI_WIN_FREE(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_free_")));
+void mpi_win_free_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_free tiers_real_ = (tiers_ft_Win_free)tiers_trace_freal(&tiers_slot_, "pmpi_win_free");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_free)) {
+    tiers_real_(f_win, ierr);
+    return;
+  }
+  tiers_real_(f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_free);
+}
+TIERS_EXPORT void mpi_win_free_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_free_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_free_(f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_fence)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_fence_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_fence__(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_fence_")));
+TIERS_EXPORT void mpi_win_fence(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_fence_")));
+TIERS_EXPORT void MPI_WIN_FENCE(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_fence_")));
+void mpi_win_fence_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_fence tiers_real_ = (tiers_ft_Win_fence)tiers_trace_freal(&tiers_slot_, "pmpi_win_fence");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_fence)) {
+    tiers_real_(f_assert, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_assert, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_fence);
+}
+TIERS_EXPORT void mpi_win_fence_f08_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_fence_f08_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_fence_(f_assert, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_post)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_post_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_post__(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_post_")));
+TIERS_EXPORT void mpi_win_post(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_post_")));
+TIERS_EXPORT void MPI_WIN_POST(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_post_")));
+void mpi_win_post_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_post tiers_real_ = (tiers_ft_Win_post)tiers_trace_freal(&tiers_slot_, "pmpi_win_post");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_post)) {
+    tiers_real_(f_group, f_assert, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_group, f_assert, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_post);
+}
+TIERS_EXPORT void mpi_win_post_f08_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_post_f08_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_post_(f_group, f_assert, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_start)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_start_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_start__(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_start_")));
+TIERS_EXPORT void mpi_win_start(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_start_")));
+TIERS_EXPORT void MPI_WIN_START(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_start_")));
+void mpi_win_start_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_start tiers_real_ = (tiers_ft_Win_start)tiers_trace_freal(&tiers_slot_, "pmpi_win_start");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_start)) {
+    tiers_real_(f_group, f_assert, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_group, f_assert, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_start);
+}
+TIERS_EXPORT void mpi_win_start_f08_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_start_f08_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_start_(f_group, f_assert, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_complete)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_complete_(MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_complete__(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_complete_")));
+TIERS_EXPORT void mpi_win_complete(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_complete_")));
+TIERS_EXPORT void MPI_WIN_COMPLETE(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_complete_")));
+void mpi_win_complete_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_complete tiers_real_ = (tiers_ft_Win_complete)tiers_trace_freal(&tiers_slot_, "pmpi_win_complete");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_complete)) {
+    tiers_real_(f_win, ierr);
+    return;
+  }
+  tiers_real_(f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_complete);
+}
+TIERS_EXPORT void mpi_win_complete_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_complete_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_complete_(f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_wait)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_wait_(MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_wait__(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_wait_")));
+TIERS_EXPORT void mpi_win_wait(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_wait_")));
+TIERS_EXPORT void MPI_WIN_WAIT(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_wait_")));
+void mpi_win_wait_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_wait tiers_real_ = (tiers_ft_Win_wait)tiers_trace_freal(&tiers_slot_, "pmpi_win_wait");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_wait)) {
+    tiers_real_(f_win, ierr);
+    return;
+  }
+  tiers_real_(f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_wait);
+}
+TIERS_EXPORT void mpi_win_wait_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_wait_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_wait_(f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_lock)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_lock_(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_lock__(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_lock_")));
+TIERS_EXPORT void mpi_win_lock(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_lock_")));
+TIERS_EXPORT void MPI_WIN_LOCK(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_lock_")));
+void mpi_win_lock_(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_lock tiers_real_ = (tiers_ft_Win_lock)tiers_trace_freal(&tiers_slot_, "pmpi_win_lock");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_lock)) {
+    tiers_real_(f_lock_type, f_rank, f_assert, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_lock_type, f_rank, f_assert, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_lock);
+}
+TIERS_EXPORT void mpi_win_lock_f08_(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_lock_f08_(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_lock_(f_lock_type, f_rank, f_assert, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_unlock)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_unlock_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_unlock__(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_unlock_")));
+TIERS_EXPORT void mpi_win_unlock(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_unlock_")));
+TIERS_EXPORT void MPI_WIN_UNLOCK(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_unlock_")));
+void mpi_win_unlock_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_unlock tiers_real_ = (tiers_ft_Win_unlock)tiers_trace_freal(&tiers_slot_, "pmpi_win_unlock");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_unlock)) {
+    tiers_real_(f_rank, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_rank, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_unlock);
+}
+TIERS_EXPORT void mpi_win_unlock_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_unlock_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_unlock_(f_rank, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_lock_all)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_lock_all_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_lock_all__(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_lock_all_")));
+TIERS_EXPORT void mpi_win_lock_all(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_lock_all_")));
+TIERS_EXPORT void MPI_WIN_LOCK_ALL(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_lock_all_")));
+void mpi_win_lock_all_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_lock_all tiers_real_ = (tiers_ft_Win_lock_all)tiers_trace_freal(&tiers_slot_, "pmpi_win_lock_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_lock_all)) {
+    tiers_real_(f_assert, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_assert, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_lock_all);
+}
+TIERS_EXPORT void mpi_win_lock_all_f08_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_lock_all_f08_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_lock_all_(f_assert, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_unlock_all)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_unlock_all_(MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_unlock_all__(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_unlock_all_")));
+TIERS_EXPORT void mpi_win_unlock_all(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_unlock_all_")));
+TIERS_EXPORT void MPI_WIN_UNLOCK_ALL(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_unlock_all_")));
+void mpi_win_unlock_all_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_unlock_all tiers_real_ = (tiers_ft_Win_unlock_all)tiers_trace_freal(&tiers_slot_, "pmpi_win_unlock_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_unlock_all)) {
+    tiers_real_(f_win, ierr);
+    return;
+  }
+  tiers_real_(f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_unlock_all);
+}
+TIERS_EXPORT void mpi_win_unlock_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_unlock_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_unlock_all_(f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_flush)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_flush_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_flush__(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_")));
+TIERS_EXPORT void mpi_win_flush(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_")));
+TIERS_EXPORT void MPI_WIN_FLUSH(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_")));
+void mpi_win_flush_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_flush tiers_real_ = (tiers_ft_Win_flush)tiers_trace_freal(&tiers_slot_, "pmpi_win_flush");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_flush)) {
+    tiers_real_(f_rank, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_rank, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_flush);
+}
+TIERS_EXPORT void mpi_win_flush_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_flush_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_flush_(f_rank, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_flush_all)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_flush_all_(MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_flush_all__(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_all_")));
+TIERS_EXPORT void mpi_win_flush_all(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_all_")));
+TIERS_EXPORT void MPI_WIN_FLUSH_ALL(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_all_")));
+void mpi_win_flush_all_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_flush_all tiers_real_ = (tiers_ft_Win_flush_all)tiers_trace_freal(&tiers_slot_, "pmpi_win_flush_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_all)) {
+    tiers_real_(f_win, ierr);
+    return;
+  }
+  tiers_real_(f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_flush_all);
+}
+TIERS_EXPORT void mpi_win_flush_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_flush_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_flush_all_(f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_flush_local)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_flush_local_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_flush_local__(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_local_")));
+TIERS_EXPORT void mpi_win_flush_local(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_local_")));
+TIERS_EXPORT void MPI_WIN_FLUSH_LOCAL(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_local_")));
+void mpi_win_flush_local_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_flush_local tiers_real_ = (tiers_ft_Win_flush_local)tiers_trace_freal(&tiers_slot_, "pmpi_win_flush_local");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_local)) {
+    tiers_real_(f_rank, f_win, ierr);
+    return;
+  }
+  tiers_real_(f_rank, f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_flush_local);
+}
+TIERS_EXPORT void mpi_win_flush_local_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_flush_local_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_flush_local_(f_rank, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_flush_local_all)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_flush_local_all_(MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_flush_local_all__(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_local_all_")));
+TIERS_EXPORT void mpi_win_flush_local_all(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_local_all_")));
+TIERS_EXPORT void MPI_WIN_FLUSH_LOCAL_ALL(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_flush_local_all_")));
+void mpi_win_flush_local_all_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_flush_local_all tiers_real_ = (tiers_ft_Win_flush_local_all)tiers_trace_freal(&tiers_slot_, "pmpi_win_flush_local_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_local_all)) {
+    tiers_real_(f_win, ierr);
+    return;
+  }
+  tiers_real_(f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_flush_local_all);
+}
+TIERS_EXPORT void mpi_win_flush_local_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_flush_local_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_flush_local_all_(f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_sync)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_sync_(MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_sync__(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_sync_")));
+TIERS_EXPORT void mpi_win_sync(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_sync_")));
+TIERS_EXPORT void MPI_WIN_SYNC(MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_win_sync_")));
+void mpi_win_sync_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_sync tiers_real_ = (tiers_ft_Win_sync)tiers_trace_freal(&tiers_slot_, "pmpi_win_sync");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_sync)) {
+    tiers_real_(f_win, ierr);
+    return;
+  }
+  tiers_real_(f_win, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_sync);
+}
+TIERS_EXPORT void mpi_win_sync_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_sync_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_sync_(f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Put)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_put_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_put__(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_put_")));
+TIERS_EXPORT void mpi_put(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_put_")));
+TIERS_EXPORT void MPI_PUT(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_put_")));
+void mpi_put_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Put tiers_real_ = (tiers_ft_Put)tiers_trace_freal(&tiers_slot_, "pmpi_put");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Put)) {
+    tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr);
+    return;
+  }
+  int origin_count = (int)*f_origin_count;
+  MPI_Datatype origin_datatype = PMPI_Type_f2c(*f_origin_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_PUT, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Put);
+}
+TIERS_EXPORT void mpi_put_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_put_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_put_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Get)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_get_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_get__(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_get_")));
+TIERS_EXPORT void mpi_get(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_get_")));
+TIERS_EXPORT void MPI_GET(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_get_")));
+void mpi_get_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Get tiers_real_ = (tiers_ft_Get)tiers_trace_freal(&tiers_slot_, "pmpi_get");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Get)) {
+    tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr);
+    return;
+  }
+  int origin_count = (int)*f_origin_count;
+  MPI_Datatype origin_datatype = PMPI_Type_f2c(*f_origin_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_GET, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Get);
+}
+TIERS_EXPORT void mpi_get_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_get_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_get_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Accumulate)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_accumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_accumulate__(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_accumulate_")));
+TIERS_EXPORT void mpi_accumulate(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_accumulate_")));
+TIERS_EXPORT void MPI_ACCUMULATE(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_accumulate_")));
+void mpi_accumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Accumulate tiers_real_ = (tiers_ft_Accumulate)tiers_trace_freal(&tiers_slot_, "pmpi_accumulate");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Accumulate)) {
+    tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr);
+    return;
+  }
+  int origin_count = (int)*f_origin_count;
+  MPI_Datatype origin_datatype = PMPI_Type_f2c(*f_origin_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_ACC, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Accumulate);
+}
+TIERS_EXPORT void mpi_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_accumulate_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Get_accumulate)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_get_accumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_get_accumulate__(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_get_accumulate_")));
+TIERS_EXPORT void mpi_get_accumulate(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_get_accumulate_")));
+TIERS_EXPORT void MPI_GET_ACCUMULATE(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_get_accumulate_")));
+void mpi_get_accumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Get_accumulate tiers_real_ = (tiers_ft_Get_accumulate)tiers_trace_freal(&tiers_slot_, "pmpi_get_accumulate");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Get_accumulate)) {
+    tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_result_addr, f_result_count, f_result_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr);
+    return;
+  }
+  int origin_count = (int)*f_origin_count;
+  MPI_Datatype origin_datatype = PMPI_Type_f2c(*f_origin_datatype);
+  int result_count = (int)*f_result_count;
+  MPI_Datatype result_datatype = PMPI_Type_f2c(*f_result_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_result_addr, f_result_count, f_result_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_GET_ACC, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype)+(uint64_t)result_count*tiers_trace_type_size(result_datatype));
+  tiers_trace_end(TIERS_FN_Get_accumulate);
+}
+TIERS_EXPORT void mpi_get_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_get_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_get_accumulate_(f_origin_addr, f_origin_count, f_origin_datatype, f_result_addr, f_result_count, f_result_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Fetch_and_op)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_fetch_and_op_(const void *f_origin_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_fetch_and_op__(const void *f_origin_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_fetch_and_op_")));
+TIERS_EXPORT void mpi_fetch_and_op(const void *f_origin_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_fetch_and_op_")));
+TIERS_EXPORT void MPI_FETCH_AND_OP(const void *f_origin_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_fetch_and_op_")));
+void mpi_fetch_and_op_(const void *f_origin_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Fetch_and_op tiers_real_ = (tiers_ft_Fetch_and_op)tiers_trace_freal(&tiers_slot_, "pmpi_fetch_and_op");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Fetch_and_op)) {
+    tiers_real_(f_origin_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_op, f_win, ierr);
+    return;
+  }
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_op, f_win, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_FETCH_OP, win, target_rank, tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_Fetch_and_op);
+}
+TIERS_EXPORT void mpi_fetch_and_op_f08_(const void *f_origin_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_fetch_and_op_f08_(const void *f_origin_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_fetch_and_op_(f_origin_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_op, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Compare_and_swap)(const void *, const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_compare_and_swap_(const void *f_origin_addr, const void *f_compare_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_win, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_compare_and_swap__(const void *f_origin_addr, const void *f_compare_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_compare_and_swap_")));
+TIERS_EXPORT void mpi_compare_and_swap(const void *f_origin_addr, const void *f_compare_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_compare_and_swap_")));
+TIERS_EXPORT void MPI_COMPARE_AND_SWAP(const void *f_origin_addr, const void *f_compare_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_win, MPI_Fint *ierr) __attribute__((alias("mpi_compare_and_swap_")));
+void mpi_compare_and_swap_(const void *f_origin_addr, const void *f_compare_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Compare_and_swap tiers_real_ = (tiers_ft_Compare_and_swap)tiers_trace_freal(&tiers_slot_, "pmpi_compare_and_swap");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Compare_and_swap)) {
+    tiers_real_(f_origin_addr, f_compare_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_win, ierr);
+    return;
+  }
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_compare_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_win, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_CAS, win, target_rank, tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_Compare_and_swap);
+}
+TIERS_EXPORT void mpi_compare_and_swap_f08_(const void *f_origin_addr, const void *f_compare_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_compare_and_swap_f08_(const void *f_origin_addr, const void *f_compare_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_compare_and_swap_(f_origin_addr, f_compare_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_win, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Rput)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rput_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_rput__(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rput_")));
+TIERS_EXPORT void mpi_rput(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rput_")));
+TIERS_EXPORT void MPI_RPUT(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rput_")));
+void mpi_rput_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rput tiers_real_ = (tiers_ft_Rput)tiers_trace_freal(&tiers_slot_, "pmpi_rput");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Rput)) {
+    tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr);
+    return;
+  }
+  int origin_count = (int)*f_origin_count;
+  MPI_Datatype origin_datatype = PMPI_Type_f2c(*f_origin_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_PUT, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Rput);
+}
+TIERS_EXPORT void mpi_rput_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_rput_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_rput_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Rget)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rget_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_rget__(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rget_")));
+TIERS_EXPORT void mpi_rget(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rget_")));
+TIERS_EXPORT void MPI_RGET(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rget_")));
+void mpi_rget_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rget tiers_real_ = (tiers_ft_Rget)tiers_trace_freal(&tiers_slot_, "pmpi_rget");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Rget)) {
+    tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr);
+    return;
+  }
+  int origin_count = (int)*f_origin_count;
+  MPI_Datatype origin_datatype = PMPI_Type_f2c(*f_origin_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_GET, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Rget);
+}
+TIERS_EXPORT void mpi_rget_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_rget_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_rget_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_close)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_close_(MPI_Fint *f_fh, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_close__(MPI_Fint *f_fh, MPI_Fint *ierr) __attribute__((alias("mpi_file_close_")));
+TIERS_EXPORT void mpi_file_close(MPI_Fint *f_fh, MPI_Fint *ierr) __attribute__((alias("mpi_file_close_")));
+TIERS_EXPORT void MPI_FILE_CLOSE(MPI_Fint *f_fh, MPI_Fint *ierr) __attribute__((alias("mpi_file_close_")));
+void mpi_file_close_(MPI_Fint *f_fh, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_close tiers_real_ = (tiers_ft_File_close)tiers_trace_freal(&tiers_slot_, "pmpi_file_close");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_close)) {
+    tiers_real_(f_fh, ierr);
+    return;
+  }
+  tiers_real_(f_fh, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_close);
+}
+TIERS_EXPORT void mpi_file_close_f08_(MPI_Fint *f_fh, MPI_Fint *ierr);
+void mpi_file_close_f08_(MPI_Fint *f_fh, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_close_(f_fh, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_sync)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_sync_(MPI_Fint *f_fh, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_sync__(MPI_Fint *f_fh, MPI_Fint *ierr) __attribute__((alias("mpi_file_sync_")));
+TIERS_EXPORT void mpi_file_sync(MPI_Fint *f_fh, MPI_Fint *ierr) __attribute__((alias("mpi_file_sync_")));
+TIERS_EXPORT void MPI_FILE_SYNC(MPI_Fint *f_fh, MPI_Fint *ierr) __attribute__((alias("mpi_file_sync_")));
+void mpi_file_sync_(MPI_Fint *f_fh, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_sync tiers_real_ = (tiers_ft_File_sync)tiers_trace_freal(&tiers_slot_, "pmpi_file_sync");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_sync)) {
+    tiers_real_(f_fh, ierr);
+    return;
+  }
+  tiers_real_(f_fh, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_sync);
+}
+TIERS_EXPORT void mpi_file_sync_f08_(MPI_Fint *f_fh, MPI_Fint *ierr);
+void mpi_file_sync_f08_(MPI_Fint *f_fh, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_sync_(f_fh, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_")));
+TIERS_EXPORT void mpi_file_read(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_")));
+TIERS_EXPORT void MPI_FILE_READ(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_")));
+void mpi_file_read_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read tiers_real_ = (tiers_ft_File_read)tiers_trace_freal(&tiers_slot_, "pmpi_file_read");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read)) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read);
+}
+TIERS_EXPORT void mpi_file_read_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_(f_fh, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_all)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_all_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_all__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_all_")));
+TIERS_EXPORT void mpi_file_read_all(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_all_")));
+TIERS_EXPORT void MPI_FILE_READ_ALL(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_all_")));
+void mpi_file_read_all_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_all tiers_real_ = (tiers_ft_File_read_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_all)) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_all);
+}
+TIERS_EXPORT void mpi_file_read_all_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_all_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_all_(f_fh, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_at)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_at__(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_")));
+TIERS_EXPORT void mpi_file_read_at(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_")));
+TIERS_EXPORT void MPI_FILE_READ_AT(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_")));
+void mpi_file_read_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_at tiers_real_ = (tiers_ft_File_read_at)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_at");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_at)) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_at);
+}
+TIERS_EXPORT void mpi_file_read_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_at_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_at_all)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_at_all__(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_all_")));
+TIERS_EXPORT void mpi_file_read_at_all(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_all_")));
+TIERS_EXPORT void MPI_FILE_READ_AT_ALL(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_all_")));
+void mpi_file_read_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_at_all tiers_real_ = (tiers_ft_File_read_at_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_at_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_at_all)) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_at_all);
+}
+TIERS_EXPORT void mpi_file_read_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_at_all_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iread)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iread__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_")));
+TIERS_EXPORT void mpi_file_iread(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_")));
+TIERS_EXPORT void MPI_FILE_IREAD(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_")));
+void mpi_file_iread_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread tiers_real_ = (tiers_ft_File_iread)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iread)) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread);
+}
+TIERS_EXPORT void mpi_file_iread_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iread_(f_fh, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iread_at)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iread_at__(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_at_")));
+TIERS_EXPORT void mpi_file_iread_at(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_at_")));
+TIERS_EXPORT void MPI_FILE_IREAD_AT(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_at_")));
+void mpi_file_iread_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread_at tiers_real_ = (tiers_ft_File_iread_at)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread_at");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iread_at)) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread_at);
+}
+TIERS_EXPORT void mpi_file_iread_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iread_at_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_")));
+TIERS_EXPORT void mpi_file_write(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_")));
+TIERS_EXPORT void MPI_FILE_WRITE(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_")));
+void mpi_file_write_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write tiers_real_ = (tiers_ft_File_write)tiers_trace_freal(&tiers_slot_, "pmpi_file_write");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write)) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write);
+}
+TIERS_EXPORT void mpi_file_write_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_(f_fh, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_all)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_all_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_all__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_all_")));
+TIERS_EXPORT void mpi_file_write_all(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_all_")));
+TIERS_EXPORT void MPI_FILE_WRITE_ALL(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_all_")));
+void mpi_file_write_all_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_all tiers_real_ = (tiers_ft_File_write_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_all)) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_all);
+}
+TIERS_EXPORT void mpi_file_write_all_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_all_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_all_(f_fh, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_at)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_at__(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_")));
+TIERS_EXPORT void mpi_file_write_at(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_")));
+TIERS_EXPORT void MPI_FILE_WRITE_AT(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_")));
+void mpi_file_write_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_at tiers_real_ = (tiers_ft_File_write_at)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_at");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_at)) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_at);
+}
+TIERS_EXPORT void mpi_file_write_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_at_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_at_all)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_at_all__(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_all_")));
+TIERS_EXPORT void mpi_file_write_at_all(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_all_")));
+TIERS_EXPORT void MPI_FILE_WRITE_AT_ALL(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_all_")));
+void mpi_file_write_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_at_all tiers_real_ = (tiers_ft_File_write_at_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_at_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_at_all)) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_at_all);
+}
+TIERS_EXPORT void mpi_file_write_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_at_all_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iwrite)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iwrite__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_")));
+TIERS_EXPORT void mpi_file_iwrite(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_")));
+TIERS_EXPORT void MPI_FILE_IWRITE(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_")));
+void mpi_file_iwrite_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite tiers_real_ = (tiers_ft_File_iwrite)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite)) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite);
+}
+TIERS_EXPORT void mpi_file_iwrite_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iwrite_(f_fh, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iwrite_at)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iwrite_at__(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_at_")));
+TIERS_EXPORT void mpi_file_iwrite_at(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_at_")));
+TIERS_EXPORT void MPI_FILE_IWRITE_AT(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_at_")));
+void mpi_file_iwrite_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite_at tiers_real_ = (tiers_ft_File_iwrite_at)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite_at");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_at)) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite_at);
+}
+TIERS_EXPORT void mpi_file_iwrite_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iwrite_at_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Comm_dup_with_info)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_dup_with_info_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_comm_dup_with_info__(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_dup_with_info_")));
+TIERS_EXPORT void mpi_comm_dup_with_info(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_dup_with_info_")));
+TIERS_EXPORT void MPI_COMM_DUP_WITH_INFO(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_dup_with_info_")));
+void mpi_comm_dup_with_info_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_dup_with_info tiers_real_ = (tiers_ft_Comm_dup_with_info)tiers_trace_freal(&tiers_slot_, "pmpi_comm_dup_with_info");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_dup_with_info)) {
+    tiers_real_(f_comm, f_info, f_newcomm, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_comm, f_info, f_newcomm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newcomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Comm_dup_with_info);
+}
+TIERS_EXPORT void mpi_comm_dup_with_info_f08_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_dup_with_info_f08_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_dup_with_info_(f_comm, f_info, f_newcomm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Comm_create_group)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_create_group_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_comm_create_group__(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_create_group_")));
+TIERS_EXPORT void mpi_comm_create_group(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_create_group_")));
+TIERS_EXPORT void MPI_COMM_CREATE_GROUP(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_create_group_")));
+void mpi_comm_create_group_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_create_group tiers_real_ = (tiers_ft_Comm_create_group)tiers_trace_freal(&tiers_slot_, "pmpi_comm_create_group");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_create_group)) {
+    tiers_real_(f_comm, f_group, f_tag, f_newcomm, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_comm, f_group, f_tag, f_newcomm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newcomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Comm_create_group);
+}
+TIERS_EXPORT void mpi_comm_create_group_f08_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_create_group_f08_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_create_group_(f_comm, f_group, f_tag, f_newcomm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Cart_sub)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_cart_sub_(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_cart_sub__(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_cart_sub_")));
+TIERS_EXPORT void mpi_cart_sub(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_cart_sub_")));
+TIERS_EXPORT void MPI_CART_SUB(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcomm, MPI_Fint *ierr) __attribute__((alias("mpi_cart_sub_")));
+void mpi_cart_sub_(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Cart_sub tiers_real_ = (tiers_ft_Cart_sub)tiers_trace_freal(&tiers_slot_, "pmpi_cart_sub");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Cart_sub)) {
+    tiers_real_(f_comm, f_remain_dims, f_newcomm, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_comm, f_remain_dims, f_newcomm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newcomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Cart_sub);
+}
+TIERS_EXPORT void mpi_cart_sub_f08_(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_cart_sub_f08_(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_cart_sub_(f_comm, f_remain_dims, f_newcomm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Graph_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_graph_create_(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_index, MPI_Fint *f_edges, MPI_Fint *f_reorder, MPI_Fint *f_comm_graph, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_graph_create__(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_index, MPI_Fint *f_edges, MPI_Fint *f_reorder, MPI_Fint *f_comm_graph, MPI_Fint *ierr) __attribute__((alias("mpi_graph_create_")));
+TIERS_EXPORT void mpi_graph_create(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_index, MPI_Fint *f_edges, MPI_Fint *f_reorder, MPI_Fint *f_comm_graph, MPI_Fint *ierr) __attribute__((alias("mpi_graph_create_")));
+TIERS_EXPORT void MPI_GRAPH_CREATE(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_index, MPI_Fint *f_edges, MPI_Fint *f_reorder, MPI_Fint *f_comm_graph, MPI_Fint *ierr) __attribute__((alias("mpi_graph_create_")));
+void mpi_graph_create_(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_index, MPI_Fint *f_edges, MPI_Fint *f_reorder, MPI_Fint *f_comm_graph, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Graph_create tiers_real_ = (tiers_ft_Graph_create)tiers_trace_freal(&tiers_slot_, "pmpi_graph_create");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Graph_create)) {
+    tiers_real_(f_comm_old, f_nnodes, f_index, f_edges, f_reorder, f_comm_graph, ierr);
+    return;
+  }
+  MPI_Comm comm_old = PMPI_Comm_f2c(*f_comm_old);
+  tiers_real_(f_comm_old, f_nnodes, f_index, f_edges, f_reorder, f_comm_graph, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_comm_graph);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm_old, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Graph_create);
+}
+TIERS_EXPORT void mpi_graph_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_index, MPI_Fint *f_edges, MPI_Fint *f_reorder, MPI_Fint *f_comm_graph, MPI_Fint *ierr);
+void mpi_graph_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_index, MPI_Fint *f_edges, MPI_Fint *f_reorder, MPI_Fint *f_comm_graph, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_graph_create_(f_comm_old, f_nnodes, f_index, f_edges, f_reorder, f_comm_graph, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Dist_graph_create_adjacent)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_dist_graph_create_adjacent_(MPI_Fint *f_comm_old, MPI_Fint *f_indegree, MPI_Fint *f_sources, MPI_Fint *f_sourceweights, MPI_Fint *f_outdegree, MPI_Fint *f_destinations, MPI_Fint *f_destweights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_dist_graph_create_adjacent__(MPI_Fint *f_comm_old, MPI_Fint *f_indegree, MPI_Fint *f_sources, MPI_Fint *f_sourceweights, MPI_Fint *f_outdegree, MPI_Fint *f_destinations, MPI_Fint *f_destweights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr) __attribute__((alias("mpi_dist_graph_create_adjacent_")));
+TIERS_EXPORT void mpi_dist_graph_create_adjacent(MPI_Fint *f_comm_old, MPI_Fint *f_indegree, MPI_Fint *f_sources, MPI_Fint *f_sourceweights, MPI_Fint *f_outdegree, MPI_Fint *f_destinations, MPI_Fint *f_destweights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr) __attribute__((alias("mpi_dist_graph_create_adjacent_")));
+TIERS_EXPORT void MPI_DIST_GRAPH_CREATE_ADJACENT(MPI_Fint *f_comm_old, MPI_Fint *f_indegree, MPI_Fint *f_sources, MPI_Fint *f_sourceweights, MPI_Fint *f_outdegree, MPI_Fint *f_destinations, MPI_Fint *f_destweights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr) __attribute__((alias("mpi_dist_graph_create_adjacent_")));
+void mpi_dist_graph_create_adjacent_(MPI_Fint *f_comm_old, MPI_Fint *f_indegree, MPI_Fint *f_sources, MPI_Fint *f_sourceweights, MPI_Fint *f_outdegree, MPI_Fint *f_destinations, MPI_Fint *f_destweights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Dist_graph_create_adjacent tiers_real_ = (tiers_ft_Dist_graph_create_adjacent)tiers_trace_freal(&tiers_slot_, "pmpi_dist_graph_create_adjacent");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create_adjacent)) {
+    tiers_real_(f_comm_old, f_indegree, f_sources, f_sourceweights, f_outdegree, f_destinations, f_destweights, f_info, f_reorder, f_comm_dist_graph, ierr);
+    return;
+  }
+  MPI_Comm comm_old = PMPI_Comm_f2c(*f_comm_old);
+  tiers_real_(f_comm_old, f_indegree, f_sources, f_sourceweights, f_outdegree, f_destinations, f_destweights, f_info, f_reorder, f_comm_dist_graph, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_comm_dist_graph);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm_old, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Dist_graph_create_adjacent);
+}
+TIERS_EXPORT void mpi_dist_graph_create_adjacent_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_indegree, MPI_Fint *f_sources, MPI_Fint *f_sourceweights, MPI_Fint *f_outdegree, MPI_Fint *f_destinations, MPI_Fint *f_destweights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr);
+void mpi_dist_graph_create_adjacent_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_indegree, MPI_Fint *f_sources, MPI_Fint *f_sourceweights, MPI_Fint *f_outdegree, MPI_Fint *f_destinations, MPI_Fint *f_destweights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_dist_graph_create_adjacent_(f_comm_old, f_indegree, f_sources, f_sourceweights, f_outdegree, f_destinations, f_destweights, f_info, f_reorder, f_comm_dist_graph, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Dist_graph_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_dist_graph_create_(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sources, MPI_Fint *f_degrees, MPI_Fint *f_destinations, MPI_Fint *f_weights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_dist_graph_create__(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sources, MPI_Fint *f_degrees, MPI_Fint *f_destinations, MPI_Fint *f_weights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr) __attribute__((alias("mpi_dist_graph_create_")));
+TIERS_EXPORT void mpi_dist_graph_create(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sources, MPI_Fint *f_degrees, MPI_Fint *f_destinations, MPI_Fint *f_weights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr) __attribute__((alias("mpi_dist_graph_create_")));
+TIERS_EXPORT void MPI_DIST_GRAPH_CREATE(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sources, MPI_Fint *f_degrees, MPI_Fint *f_destinations, MPI_Fint *f_weights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr) __attribute__((alias("mpi_dist_graph_create_")));
+void mpi_dist_graph_create_(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sources, MPI_Fint *f_degrees, MPI_Fint *f_destinations, MPI_Fint *f_weights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Dist_graph_create tiers_real_ = (tiers_ft_Dist_graph_create)tiers_trace_freal(&tiers_slot_, "pmpi_dist_graph_create");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create)) {
+    tiers_real_(f_comm_old, f_n, f_sources, f_degrees, f_destinations, f_weights, f_info, f_reorder, f_comm_dist_graph, ierr);
+    return;
+  }
+  MPI_Comm comm_old = PMPI_Comm_f2c(*f_comm_old);
+  tiers_real_(f_comm_old, f_n, f_sources, f_degrees, f_destinations, f_weights, f_info, f_reorder, f_comm_dist_graph, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_comm_dist_graph);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm_old, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Dist_graph_create);
+}
+TIERS_EXPORT void mpi_dist_graph_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sources, MPI_Fint *f_degrees, MPI_Fint *f_destinations, MPI_Fint *f_weights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr);
+void mpi_dist_graph_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sources, MPI_Fint *f_degrees, MPI_Fint *f_destinations, MPI_Fint *f_weights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_dist_graph_create_(f_comm_old, f_n, f_sources, f_degrees, f_destinations, f_weights, f_info, f_reorder, f_comm_dist_graph, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Intercomm_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_intercomm_create_(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI_Fint *f_peer_comm, MPI_Fint *f_remote_leader, MPI_Fint *f_tag, MPI_Fint *f_newintercomm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_intercomm_create__(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI_Fint *f_peer_comm, MPI_Fint *f_remote_leader, MPI_Fint *f_tag, MPI_Fint *f_newintercomm, MPI_Fint *ierr) __attribute__((alias("mpi_intercomm_create_")));
+TIERS_EXPORT void mpi_intercomm_create(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI_Fint *f_peer_comm, MPI_Fint *f_remote_leader, MPI_Fint *f_tag, MPI_Fint *f_newintercomm, MPI_Fint *ierr) __attribute__((alias("mpi_intercomm_create_")));
+TIERS_EXPORT void MPI_INTERCOMM_CREATE(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI_Fint *f_peer_comm, MPI_Fint *f_remote_leader, MPI_Fint *f_tag, MPI_Fint *f_newintercomm, MPI_Fint *ierr) __attribute__((alias("mpi_intercomm_create_")));
+void mpi_intercomm_create_(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI_Fint *f_peer_comm, MPI_Fint *f_remote_leader, MPI_Fint *f_tag, MPI_Fint *f_newintercomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Intercomm_create tiers_real_ = (tiers_ft_Intercomm_create)tiers_trace_freal(&tiers_slot_, "pmpi_intercomm_create");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Intercomm_create)) {
+    tiers_real_(f_local_comm, f_local_leader, f_peer_comm, f_remote_leader, f_tag, f_newintercomm, ierr);
+    return;
+  }
+  MPI_Comm local_comm = PMPI_Comm_f2c(*f_local_comm);
+  tiers_real_(f_local_comm, f_local_leader, f_peer_comm, f_remote_leader, f_tag, f_newintercomm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newintercomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(local_comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Intercomm_create);
+}
+TIERS_EXPORT void mpi_intercomm_create_f08_(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI_Fint *f_peer_comm, MPI_Fint *f_remote_leader, MPI_Fint *f_tag, MPI_Fint *f_newintercomm, MPI_Fint *ierr);
+void mpi_intercomm_create_f08_(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI_Fint *f_peer_comm, MPI_Fint *f_remote_leader, MPI_Fint *f_tag, MPI_Fint *f_newintercomm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_intercomm_create_(f_local_comm, f_local_leader, f_peer_comm, f_remote_leader, f_tag, f_newintercomm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Intercomm_merge)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_intercomm_merge_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_newintracomm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_intercomm_merge__(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_newintracomm, MPI_Fint *ierr) __attribute__((alias("mpi_intercomm_merge_")));
+TIERS_EXPORT void mpi_intercomm_merge(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_newintracomm, MPI_Fint *ierr) __attribute__((alias("mpi_intercomm_merge_")));
+TIERS_EXPORT void MPI_INTERCOMM_MERGE(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_newintracomm, MPI_Fint *ierr) __attribute__((alias("mpi_intercomm_merge_")));
+void mpi_intercomm_merge_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_newintracomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Intercomm_merge tiers_real_ = (tiers_ft_Intercomm_merge)tiers_trace_freal(&tiers_slot_, "pmpi_intercomm_merge");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Intercomm_merge)) {
+    tiers_real_(f_intercomm, f_high, f_newintracomm, ierr);
+    return;
+  }
+  MPI_Comm intercomm = PMPI_Comm_f2c(*f_intercomm);
+  tiers_real_(f_intercomm, f_high, f_newintracomm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newintracomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(intercomm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Intercomm_merge);
+}
+TIERS_EXPORT void mpi_intercomm_merge_f08_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_newintracomm, MPI_Fint *ierr);
+void mpi_intercomm_merge_f08_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_newintracomm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_intercomm_merge_(f_intercomm, f_high, f_newintracomm, ierr ? ierr : &tiers_ierr_);
+}
 #elif TIERS_FORTRAN_ENTRIES == 2
 /* the mpi_f08 module's MPI_STATUS(ES)_IGNORE become mpif.h's (MPI-4 names) */
 static MPI_Fint *tiers_f08_status_(MPI_Fint *st, int many)
@@ -3332,5 +6617,1125 @@ void mpi_comm_free_f08_(MPI_Fint *f_comm, MPI_Fint *ierr)
     return;
   }
   tiers_real_(f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Ibarrier)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ibarrier_f08_(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ibarrier_f08_(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ibarrier tiers_real_ = (tiers_ft_Ibarrier)tiers_trace_freal(&tiers_slot_, "pmpi_ibarrier");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ibcast)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ibcast_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ibcast_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ibcast tiers_real_ = (tiers_ft_Ibcast)tiers_trace_freal(&tiers_slot_, "pmpi_ibcast");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ireduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ireduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ireduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ireduce tiers_real_ = (tiers_ft_Ireduce)tiers_trace_freal(&tiers_slot_, "pmpi_ireduce");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Iallreduce)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iallreduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iallreduce_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iallreduce tiers_real_ = (tiers_ft_Iallreduce)tiers_trace_freal(&tiers_slot_, "pmpi_iallreduce");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Igather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_igather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_igather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Igather tiers_real_ = (tiers_ft_Igather)tiers_trace_freal(&tiers_slot_, "pmpi_igather");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Igatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_igatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_igatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Igatherv tiers_real_ = (tiers_ft_Igatherv)tiers_trace_freal(&tiers_slot_, "pmpi_igatherv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Iscatter)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iscatter_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iscatter_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iscatter tiers_real_ = (tiers_ft_Iscatter)tiers_trace_freal(&tiers_slot_, "pmpi_iscatter");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Iscatterv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iscatterv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iscatterv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iscatterv tiers_real_ = (tiers_ft_Iscatterv)tiers_trace_freal(&tiers_slot_, "pmpi_iscatterv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Iallgather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iallgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iallgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iallgather tiers_real_ = (tiers_ft_Iallgather)tiers_trace_freal(&tiers_slot_, "pmpi_iallgather");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Iallgatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iallgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iallgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iallgatherv tiers_real_ = (tiers_ft_Iallgatherv)tiers_trace_freal(&tiers_slot_, "pmpi_iallgatherv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ialltoall)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ialltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ialltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ialltoall tiers_real_ = (tiers_ft_Ialltoall)tiers_trace_freal(&tiers_slot_, "pmpi_ialltoall");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ialltoallv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ialltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ialltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ialltoallv tiers_real_ = (tiers_ft_Ialltoallv)tiers_trace_freal(&tiers_slot_, "pmpi_ialltoallv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ireduce_scatter)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ireduce_scatter_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ireduce_scatter_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ireduce_scatter tiers_real_ = (tiers_ft_Ireduce_scatter)tiers_trace_freal(&tiers_slot_, "pmpi_ireduce_scatter");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ireduce_scatter_block)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ireduce_scatter_block_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ireduce_scatter_block_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ireduce_scatter_block tiers_real_ = (tiers_ft_Ireduce_scatter_block)tiers_trace_freal(&tiers_slot_, "pmpi_ireduce_scatter_block");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Send_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_send_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_send_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Send_init tiers_real_ = (tiers_ft_Send_init)tiers_trace_freal(&tiers_slot_, "pmpi_send_init");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ssend_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ssend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ssend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ssend_init tiers_real_ = (tiers_ft_Ssend_init)tiers_trace_freal(&tiers_slot_, "pmpi_ssend_init");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Bsend_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_bsend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_bsend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Bsend_init tiers_real_ = (tiers_ft_Bsend_init)tiers_trace_freal(&tiers_slot_, "pmpi_bsend_init");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Rsend_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rsend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_rsend_init_f08_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_dest, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rsend_init tiers_real_ = (tiers_ft_Rsend_init)tiers_trace_freal(&tiers_slot_, "pmpi_rsend_init");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Recv_init)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_recv_init_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_recv_init_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Recv_init tiers_real_ = (tiers_ft_Recv_init)tiers_trace_freal(&tiers_slot_, "pmpi_recv_init");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Start)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_start_f08_(MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_start_f08_(MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Start tiers_real_ = (tiers_ft_Start)tiers_trace_freal(&tiers_slot_, "pmpi_start");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_request, ierr);
+}
+
+typedef void (*tiers_ft_Startall)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_startall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *ierr);
+void mpi_startall_f08_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Startall tiers_real_ = (tiers_ft_Startall)tiers_trace_freal(&tiers_slot_, "pmpi_startall");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_count, f_array_of_requests, ierr);
+}
+
+typedef void (*tiers_ft_Win_create)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_create_f08_(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_create_f08_(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_create tiers_real_ = (tiers_ft_Win_create)tiers_trace_freal(&tiers_slot_, "pmpi_win_create");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_base, f_size, f_disp_unit, f_info, f_comm, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_allocate)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_allocate_f08_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_allocate_f08_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_allocate tiers_real_ = (tiers_ft_Win_allocate)tiers_trace_freal(&tiers_slot_, "pmpi_win_allocate");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_allocate_shared)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_allocate_shared_f08_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_allocate_shared_f08_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info, MPI_Fint *f_comm, void *f_baseptr, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_allocate_shared tiers_real_ = (tiers_ft_Win_allocate_shared)tiers_trace_freal(&tiers_slot_, "pmpi_win_allocate_shared");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_create_dynamic)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_create_dynamic_f08_(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_create_dynamic_f08_(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_create_dynamic tiers_real_ = (tiers_ft_Win_create_dynamic)tiers_trace_freal(&tiers_slot_, "pmpi_win_create_dynamic");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_info, f_comm, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_free)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_free_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_free_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_free tiers_real_ = (tiers_ft_Win_free)tiers_trace_freal(&tiers_slot_, "pmpi_win_free");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_fence)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_fence_f08_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_fence_f08_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_fence tiers_real_ = (tiers_ft_Win_fence)tiers_trace_freal(&tiers_slot_, "pmpi_win_fence");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_assert, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_post)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_post_f08_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_post_f08_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_post tiers_real_ = (tiers_ft_Win_post)tiers_trace_freal(&tiers_slot_, "pmpi_win_post");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_group, f_assert, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_start)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_start_f08_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_start_f08_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_start tiers_real_ = (tiers_ft_Win_start)tiers_trace_freal(&tiers_slot_, "pmpi_win_start");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_group, f_assert, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_complete)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_complete_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_complete_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_complete tiers_real_ = (tiers_ft_Win_complete)tiers_trace_freal(&tiers_slot_, "pmpi_win_complete");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_wait)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_wait_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_wait_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_wait tiers_real_ = (tiers_ft_Win_wait)tiers_trace_freal(&tiers_slot_, "pmpi_win_wait");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_lock)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_lock_f08_(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_lock_f08_(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_lock tiers_real_ = (tiers_ft_Win_lock)tiers_trace_freal(&tiers_slot_, "pmpi_win_lock");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_lock_type, f_rank, f_assert, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_unlock)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_unlock_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_unlock_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_unlock tiers_real_ = (tiers_ft_Win_unlock)tiers_trace_freal(&tiers_slot_, "pmpi_win_unlock");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_rank, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_lock_all)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_lock_all_f08_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_lock_all_f08_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_lock_all tiers_real_ = (tiers_ft_Win_lock_all)tiers_trace_freal(&tiers_slot_, "pmpi_win_lock_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_assert, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_unlock_all)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_unlock_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_unlock_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_unlock_all tiers_real_ = (tiers_ft_Win_unlock_all)tiers_trace_freal(&tiers_slot_, "pmpi_win_unlock_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_flush)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_flush_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_flush_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_flush tiers_real_ = (tiers_ft_Win_flush)tiers_trace_freal(&tiers_slot_, "pmpi_win_flush");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_rank, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_flush_all)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_flush_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_flush_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_flush_all tiers_real_ = (tiers_ft_Win_flush_all)tiers_trace_freal(&tiers_slot_, "pmpi_win_flush_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_flush_local)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_flush_local_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_flush_local_f08_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_flush_local tiers_real_ = (tiers_ft_Win_flush_local)tiers_trace_freal(&tiers_slot_, "pmpi_win_flush_local");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_rank, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_flush_local_all)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_flush_local_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_flush_local_all_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_flush_local_all tiers_real_ = (tiers_ft_Win_flush_local_all)tiers_trace_freal(&tiers_slot_, "pmpi_win_flush_local_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_win, ierr);
+}
+
+typedef void (*tiers_ft_Win_sync)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_sync_f08_(MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_win_sync_f08_(MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_sync tiers_real_ = (tiers_ft_Win_sync)tiers_trace_freal(&tiers_slot_, "pmpi_win_sync");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_win, ierr);
+}
+
+typedef void (*tiers_ft_Put)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_put_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_put_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Put tiers_real_ = (tiers_ft_Put)tiers_trace_freal(&tiers_slot_, "pmpi_put");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Get)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_get_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_get_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Get tiers_real_ = (tiers_ft_Get)tiers_trace_freal(&tiers_slot_, "pmpi_get");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Accumulate)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Accumulate tiers_real_ = (tiers_ft_Accumulate)tiers_trace_freal(&tiers_slot_, "pmpi_accumulate");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Get_accumulate)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_get_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_get_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Get_accumulate tiers_real_ = (tiers_ft_Get_accumulate)tiers_trace_freal(&tiers_slot_, "pmpi_get_accumulate");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_result_addr, f_result_count, f_result_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Fetch_and_op)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_fetch_and_op_f08_(const void *f_origin_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_fetch_and_op_f08_(const void *f_origin_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Fetch_and_op tiers_real_ = (tiers_ft_Fetch_and_op)tiers_trace_freal(&tiers_slot_, "pmpi_fetch_and_op");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_op, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Compare_and_swap)(const void *, const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_compare_and_swap_f08_(const void *f_origin_addr, const void *f_compare_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_win, MPI_Fint *ierr);
+void mpi_compare_and_swap_f08_(const void *f_origin_addr, const void *f_compare_addr, void *f_result_addr, MPI_Fint *f_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_win, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Compare_and_swap tiers_real_ = (tiers_ft_Compare_and_swap)tiers_trace_freal(&tiers_slot_, "pmpi_compare_and_swap");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_compare_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_win, ierr);
+}
+
+typedef void (*tiers_ft_Rput)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rput_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_rput_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rput tiers_real_ = (tiers_ft_Rput)tiers_trace_freal(&tiers_slot_, "pmpi_rput");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Rget)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rget_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_rget_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rget tiers_real_ = (tiers_ft_Rget)tiers_trace_freal(&tiers_slot_, "pmpi_rget");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_close)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_close_f08_(MPI_Fint *f_fh, MPI_Fint *ierr);
+void mpi_file_close_f08_(MPI_Fint *f_fh, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_close tiers_real_ = (tiers_ft_File_close)tiers_trace_freal(&tiers_slot_, "pmpi_file_close");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, ierr);
+}
+
+typedef void (*tiers_ft_File_sync)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_sync_f08_(MPI_Fint *f_fh, MPI_Fint *ierr);
+void mpi_file_sync_f08_(MPI_Fint *f_fh, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_sync tiers_real_ = (tiers_ft_File_sync)tiers_trace_freal(&tiers_slot_, "pmpi_file_sync");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, ierr);
+}
+
+typedef void (*tiers_ft_File_read)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read tiers_real_ = (tiers_ft_File_read)tiers_trace_freal(&tiers_slot_, "pmpi_file_read");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_read_all)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_all_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_all_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_all tiers_real_ = (tiers_ft_File_read_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_read_at)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_at tiers_real_ = (tiers_ft_File_read_at)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_at");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_read_at_all)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_at_all tiers_real_ = (tiers_ft_File_read_at_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_at_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_iread)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread tiers_real_ = (tiers_ft_File_iread)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_iread_at)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread_at tiers_real_ = (tiers_ft_File_iread_at)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread_at");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_write)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write tiers_real_ = (tiers_ft_File_write)tiers_trace_freal(&tiers_slot_, "pmpi_file_write");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_write_all)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_all_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_all_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_all tiers_real_ = (tiers_ft_File_write_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_write_at)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_at tiers_real_ = (tiers_ft_File_write_at)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_at");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_write_at_all)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_at_all tiers_real_ = (tiers_ft_File_write_at_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_at_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_iwrite)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite tiers_real_ = (tiers_ft_File_iwrite)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_iwrite_at)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_at_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite_at tiers_real_ = (tiers_ft_File_iwrite_at)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite_at");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Comm_dup_with_info)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_dup_with_info_f08_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_dup_with_info_f08_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_dup_with_info tiers_real_ = (tiers_ft_Comm_dup_with_info)tiers_trace_freal(&tiers_slot_, "pmpi_comm_dup_with_info");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_info, f_newcomm, ierr);
+}
+
+typedef void (*tiers_ft_Comm_create_group)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_create_group_f08_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_comm_create_group_f08_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_create_group tiers_real_ = (tiers_ft_Comm_create_group)tiers_trace_freal(&tiers_slot_, "pmpi_comm_create_group");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_group, f_tag, f_newcomm, ierr);
+}
+
+typedef void (*tiers_ft_Cart_sub)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_cart_sub_f08_(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcomm, MPI_Fint *ierr);
+void mpi_cart_sub_f08_(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Cart_sub tiers_real_ = (tiers_ft_Cart_sub)tiers_trace_freal(&tiers_slot_, "pmpi_cart_sub");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_remain_dims, f_newcomm, ierr);
+}
+
+typedef void (*tiers_ft_Graph_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_graph_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_index, MPI_Fint *f_edges, MPI_Fint *f_reorder, MPI_Fint *f_comm_graph, MPI_Fint *ierr);
+void mpi_graph_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_index, MPI_Fint *f_edges, MPI_Fint *f_reorder, MPI_Fint *f_comm_graph, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Graph_create tiers_real_ = (tiers_ft_Graph_create)tiers_trace_freal(&tiers_slot_, "pmpi_graph_create");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm_old, f_nnodes, f_index, f_edges, f_reorder, f_comm_graph, ierr);
+}
+
+typedef void (*tiers_ft_Dist_graph_create_adjacent)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_dist_graph_create_adjacent_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_indegree, MPI_Fint *f_sources, MPI_Fint *f_sourceweights, MPI_Fint *f_outdegree, MPI_Fint *f_destinations, MPI_Fint *f_destweights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr);
+void mpi_dist_graph_create_adjacent_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_indegree, MPI_Fint *f_sources, MPI_Fint *f_sourceweights, MPI_Fint *f_outdegree, MPI_Fint *f_destinations, MPI_Fint *f_destweights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Dist_graph_create_adjacent tiers_real_ = (tiers_ft_Dist_graph_create_adjacent)tiers_trace_freal(&tiers_slot_, "pmpi_dist_graph_create_adjacent");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm_old, f_indegree, f_sources, f_sourceweights, f_outdegree, f_destinations, f_destweights, f_info, f_reorder, f_comm_dist_graph, ierr);
+}
+
+typedef void (*tiers_ft_Dist_graph_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_dist_graph_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sources, MPI_Fint *f_degrees, MPI_Fint *f_destinations, MPI_Fint *f_weights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr);
+void mpi_dist_graph_create_f08_(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sources, MPI_Fint *f_degrees, MPI_Fint *f_destinations, MPI_Fint *f_weights, MPI_Fint *f_info, MPI_Fint *f_reorder, MPI_Fint *f_comm_dist_graph, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Dist_graph_create tiers_real_ = (tiers_ft_Dist_graph_create)tiers_trace_freal(&tiers_slot_, "pmpi_dist_graph_create");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm_old, f_n, f_sources, f_degrees, f_destinations, f_weights, f_info, f_reorder, f_comm_dist_graph, ierr);
+}
+
+typedef void (*tiers_ft_Intercomm_create)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_intercomm_create_f08_(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI_Fint *f_peer_comm, MPI_Fint *f_remote_leader, MPI_Fint *f_tag, MPI_Fint *f_newintercomm, MPI_Fint *ierr);
+void mpi_intercomm_create_f08_(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI_Fint *f_peer_comm, MPI_Fint *f_remote_leader, MPI_Fint *f_tag, MPI_Fint *f_newintercomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Intercomm_create tiers_real_ = (tiers_ft_Intercomm_create)tiers_trace_freal(&tiers_slot_, "pmpi_intercomm_create");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_local_comm, f_local_leader, f_peer_comm, f_remote_leader, f_tag, f_newintercomm, ierr);
+}
+
+typedef void (*tiers_ft_Intercomm_merge)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_intercomm_merge_f08_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_newintracomm, MPI_Fint *ierr);
+void mpi_intercomm_merge_f08_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_newintracomm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Intercomm_merge tiers_real_ = (tiers_ft_Intercomm_merge)tiers_trace_freal(&tiers_slot_, "pmpi_intercomm_merge");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_intercomm, f_high, f_newintracomm, ierr);
 }
 #endif /* TIERS_FORTRAN_ENTRIES */

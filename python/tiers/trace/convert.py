@@ -21,7 +21,10 @@ from pathlib import Path
 from ..errors import TiersError
 from . import raw
 from .raw import (COLL_BEGIN, COLL_END, ENTER, FN_SWAPOUT, IRECV_DONE, IRECV_POST, ISEND,
-                  ISEND_DONE, LEAVE, RECV, SEND, SWAP, SWAP_UNSYNC)
+                  ISEND_DONE, LEAVE, RECV, SEND, SWAP, SWAP_UNSYNC, XFER)
+
+#: Records that carry figures for the summary but are no OTF2 event.
+NOT_EVENTS = (SWAP, XFER)
 
 ARCHIVE_NAME = "traces"
 #: The zero-length region that marks, at its last time stamp, a rank whose
@@ -56,7 +59,7 @@ def otf2_event_count(log: raw.RankLog) -> int:
     """Return how many OTF2 events :func:`write_otf2` writes for ``log``:
     every event record but the swap-out statistics, plus the Leaves that
     close regions left open and the stopped mark (an Enter and a Leave)."""
-    n = sum(1 for e in log.events if e[0] != SWAP)
+    n = sum(1 for e in log.events if e[0] not in NOT_EVENTS)
     n += len(close_open(log)[0])
     return n + (2 if rank_stopped(log) else 0)
 
@@ -190,7 +193,7 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
             g = log.to_global
             last = collections.defaultdict(int)
             for kind, th, func, t, p in log.events:
-                if kind == SWAP:
+                if kind in NOT_EVENTS:
                     continue
                 w = writers[th]
                 ts = max(g(t), last[th])  # OTF2 wants non-decreasing time per location
@@ -285,6 +288,9 @@ def summarize(logs: list[raw.RankLog]) -> dict:
         posted = {}
         swaps = {"count": 0, "bytes": 0, "time_s": 0.0, "write_s": 0.0, "unsynchronised": 0}
         acc = accumulated.setdefault(log.rank, [])
+        rma_to = collections.Counter()          # target world rank -> bytes
+        rma_ops = collections.Counter()
+        io = {"read_bytes": 0, "write_bytes": 0, "reads": 0, "writes": 0, "collective_calls": 0}
         for kind, th, func, t, p in log.events:
             gt = g(t)
             first = gt if first is None or gt < first else first
@@ -324,6 +330,16 @@ def summarize(logs: list[raw.RankLog]) -> dict:
             elif kind == COLL_END:
                 nbytes = p[3] + p[4]
                 coll_bytes += nbytes
+            elif kind == XFER:
+                what = raw.XFER_KINDS.get(p[0], str(p[0]))
+                nbytes = p[2]
+                if what in ("read", "write"):
+                    io[f"{what}_bytes"] += nbytes
+                    io[f"{what}s"] += 1
+                    io["collective_calls"] += p[3] & 1
+                else:
+                    rma_ops[what] += 1
+                    rma_to[p[1]] += nbytes
             elif kind == SWAP:
                 swaps["count"] += 1
                 swaps["bytes"] += p[0]
@@ -348,6 +364,11 @@ def summarize(logs: list[raw.RankLog]) -> dict:
             "stopped": log.stopped, "truncated": log.truncated,
             "finalized": 1 in log.clocks,
             "policy": log.info.get("policy"),
+            "rma_bytes": {str(k): v for k, v in sorted(rma_to.items())},
+            "rma_ops": dict(sorted(rma_ops.items())),
+            "io_bytes": {"read": io["read_bytes"], "write": io["write_bytes"]},
+            "io_calls": {"read": io["reads"], "write": io["writes"],
+                         "collective": io["collective_calls"]},
             "memory": log.memory or None,
         })
     matched = rf_bytes = 0
@@ -370,6 +391,8 @@ def summarize(logs: list[raw.RankLog]) -> dict:
         "p2p_bytes": p2p_bytes,
         "p2p_messages": p2p_msgs,
         "coll_bytes": coll_bytes,
+        "rma_bytes": sum(sum(r["rma_bytes"].values()) for r in ranks_out),
+        "io_bytes": {k: sum(r["io_bytes"][k] for r in ranks_out) for k in ("read", "write")},
         "data_rate_bytes_per_s": p2p_bytes / duration if duration > 0 else None,
         "message_rate_per_s": p2p_msgs / duration if duration > 0 else None,
         "receiver_first_share": rf_bytes / matched if matched else None,

@@ -16,7 +16,7 @@ MAGIC = b"TIERSTEV"
 VERSION = 1
 
 ENTER, LEAVE, SEND, RECV, ISEND, ISEND_DONE, IRECV_POST, IRECV_DONE, COLL_BEGIN, \
-    COLL_END, COMM, SWAP, CLOCK, STOP, INFO, MEM = range(1, 17)
+    COLL_END, COMM, SWAP, CLOCK, STOP, INFO, MEM, XFER = range(1, 18)
 FN_SWAPOUT = 0xFFFF
 SWAPOUT_NAME = "tiers_swapout"
 POLICIES = {0: "sync", 1: "full", 2: "off", 3: "auto"}
@@ -37,6 +37,10 @@ _STOP = struct.Struct("<ii")
 _INFO = struct.Struct("<iiQdd")
 _U64 = struct.Struct("<Q")
 _MEM = struct.Struct("<QQ")
+_XFER = struct.Struct("<iiIIQ")
+#: XFER kinds: one-sided transfers and file reads/writes
+XFER_KINDS = {1: "put", 2: "get", 3: "accumulate", 4: "get_accumulate", 5: "fetch_and_op",
+              6: "compare_and_swap", 7: "read", 8: "write"}
 
 
 @dataclass
@@ -48,7 +52,9 @@ class RankLog:
     in file order, with ``payload`` a tuple whose meaning depends on kind:
     SEND/RECV/ISEND/IRECV_DONE ``(comm, peer, tag, bytes, req)``,
     ISEND_DONE/IRECV_POST ``(req,)``, COLL_END ``(comm, root, op, sent,
-    recvd)``, SWAP ``(bytes, write_ns, total_ns, flags, tau_ns)`` (flags: 1
+    recvd)``, XFER ``(what, target world rank or -1, bytes, flags)`` (a
+    one-sided transfer or a file read/write, see XFER_KINDS; flags bit 0: a
+    collective file call), SWAP ``(bytes, write_ns, total_ns, flags, tau_ns)`` (flags: 1
     padded to tau, 2 equalised across ranks, 4 unsynchronised; tau_ns None
     in files of older tracers), others ``()``.  ``memory`` holds the trace
     buffer's bytes resident at the end and reserved (the budget), when the
@@ -93,7 +99,7 @@ _PAYLOAD = {ENTER: 0, LEAVE: 0, COLL_BEGIN: 0, SEND: _MSG.size, RECV: _MSG.size,
             ISEND: _MSG.size, IRECV_DONE: _MSG.size, ISEND_DONE: _REQ.size,
             IRECV_POST: _REQ.size, COLL_END: _COLL.size, COMM: _COMM.size,
             SWAP: _SWAP.size, CLOCK: _CLOCK.size, STOP: _STOP.size, INFO: _INFO.size,
-            MEM: _MEM.size}
+            MEM: _MEM.size, XFER: _XFER.size}
 
 
 def read(path: str | Path) -> RankLog:
@@ -190,6 +196,9 @@ def read(path: str | Path) -> RankLog:
                         "budget": budget, "tau_s": tau, "threshold": threshold, "t0": t,
                         "swap_every": (_U64.unpack_from(data, b + 32)[0]
                                        if length >= 16 + 40 else 0)}
+        elif kind == XFER:
+            what, target, xflags, _, nbytes = _XFER.unpack_from(data, b)
+            ev.append((kind, thread, func, t, (what, target, nbytes, xflags)))
         elif kind == MEM:
             resident, reserved = _MEM.unpack_from(data, b)
             log.memory = {"buffer_resident_bytes": resident, "buffer_reserved_bytes": reserved}
