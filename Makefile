@@ -56,13 +56,16 @@ test-mpich: build
 	  $(PY) -m pytest -q -rs $(MPICH_TESTS)
 
 # Side-by-side benchmarks against their anchors (slow; not part of test).
+# Every script runs; the ones that failed are listed at the end.
 bench: build
-	@for b in bench/*/run; do echo "== $$b"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b || exit 1; done
+	@failed=; for b in bench/*/run; do echo "== $$b"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b || failed="$$failed $$b"; done; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 # The same scripts at reduced size and rounds (--quick: about a minute each,
 # under 10 minutes in all); a script that cannot run here says why and skips.
 bench-quick: build
-	@for b in bench/*/run; do echo "== $$b --quick"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b --quick || exit 1; done
+	@failed=; for b in bench/*/run; do echo "== $$b --quick"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b --quick || failed="$$failed $$b"; done; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 # libFuzzer harnesses of the C parsers (native/fuzz/), FUZZ_SECONDS each,
 # starting from the corpus kept in native/fuzz/corpus; any finding fails.
