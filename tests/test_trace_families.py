@@ -82,6 +82,7 @@ def test_c_families_exact_counts_and_bytes(tmp_path, families, n):
                      "MPI_Cart_sub"):
             assert f[name] == (1, 0), name
         assert f.get("MPI_Comm_create_group") == ((1, 0) if rank < 2 else None)
+        assert f["MPI_Comm_set_name"] == (1, 0)
         assert f["MPI_Comm_free"] == ((5, 0) if rank < 2 else (4, 0))
     s = doc["summary"]
     assert s["p2p_messages"] == 5 * n
@@ -111,6 +112,11 @@ def test_c_families_exact_counts_and_bytes(tmp_path, families, n):
     pair = [c for c in comms.values() if len(c.group.members) == 2
             and c.parent is not None and c.parent.name == "MPI_COMM_WORLD"]
     assert pair, "the Comm_create_group communicator (world ranks 0, 1) has no parent"
+    # Comm_set_name names the archive's communicators, defined with their
+    # members and the world as parent
+    assert comms["tiers-even"].parent.name == "MPI_COMM_WORLD"
+    assert len(comms["tiers-even"].group.members) == (n + 1) // 2
+    assert len(comms["tiers-odd"].group.members) == n // 2
 
 
 @pytest.mark.parametrize("n", [2, 3])

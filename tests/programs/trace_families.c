@@ -11,7 +11,8 @@
  *                             Accumulate of 1 int to rank 0; Win_free
  *   MPI-IO                    File_open, write_at_all of 100 bytes at
  *                             rank*100, read_at of 50 bytes, File_close
- *   communicators             Comm_split (even/odd), Comm_dup_with_info,
+ *   communicators             Comm_split (even/odd, named "tiers-even" and
+ *                             "tiers-odd" by Comm_set_name), Comm_dup_with_info,
  *                             Comm_create_group (ranks 0 and 1 of the world),
  *                             Cart_create (1-D) and Cart_sub; all freed */
 #include <mpi.h>
@@ -72,6 +73,7 @@ int main(int argc, char **argv)
 
   MPI_Comm half, dup, pair = MPI_COMM_NULL, cart, sub;
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+  MPI_Comm_set_name(half, rank % 2 ? "tiers-odd" : "tiers-even");
   MPI_Comm_dup_with_info(half, MPI_INFO_NULL, &dup);
   MPI_Group world, two;
   MPI_Comm_group(MPI_COMM_WORLD, &world);

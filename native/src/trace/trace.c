@@ -49,7 +49,7 @@ enum {
   REC_ENTER = 1, REC_LEAVE = 2, REC_SEND = 3, REC_RECV = 4, REC_ISEND = 5,
   REC_ISEND_DONE = 6, REC_IRECV_POST = 7, REC_IRECV_DONE = 8, REC_COLL_BEGIN = 9,
   REC_COLL_END = 10, REC_COMM = 11, REC_SWAP = 12, REC_CLOCK = 13, REC_STOP = 14,
-  REC_INFO = 15, REC_MEM = 16, REC_XFER = 17
+  REC_INFO = 15, REC_MEM = 16, REC_XFER = 17, REC_NAME = 18
 };
 #define FN_SWAPOUT 0xFFFFu /* region id of the tracer's own swap-out */
 
@@ -1592,6 +1592,24 @@ void tiers_trace_io(int what, int collective, uint64_t bytes)
   if (T.depth != 1)
     return;
   xfer(what, -1, bytes, collective ? 1 : 0);
+}
+
+/* MPI_Comm_set_name: a NAME record (comm id, length, the name's bytes) */
+void tiers_trace_comm_name(MPI_Comm comm, const char *name)
+{
+  if (T.depth != 1 || !name)
+    return;
+  size_t n = strnlen(name, 255);
+  struct { rec_head_t h; int32_t comm, len; char text[256]; } r;
+  memset(&r, 0, sizeof r);
+  size_t len = (sizeof r.h + 8 + n + 7) & ~(size_t)7;
+  lock();
+  r.h = head(REC_NAME, 0, len, post_ns());
+  r.comm = comm_id(comm);
+  r.len = (int32_t)n;
+  memcpy(r.text, name, n);
+  put(&r, len);
+  unlock();
 }
 
 void tiers_trace_spawn_refused(void)

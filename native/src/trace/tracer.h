@@ -54,6 +54,7 @@ enum { TIERS_XFER_PUT = 1, TIERS_XFER_GET = 2, TIERS_XFER_ACC = 3, TIERS_XFER_GE
 TIERS_HIDDEN void tiers_trace_rma(int what, MPI_Win win, int target, uint64_t bytes);
 TIERS_HIDDEN void tiers_trace_io(int what, int collective, uint64_t bytes);
 TIERS_HIDDEN void tiers_trace_spawn_refused(void);
+TIERS_HIDDEN void tiers_trace_comm_name(MPI_Comm comm, const char *name);
 TIERS_HIDDEN void tiers_trace_send(int dest, int tag, MPI_Comm comm, int count,
                                    MPI_Datatype type);
 TIERS_HIDDEN void tiers_trace_recv(const MPI_Status *st, MPI_Comm comm);

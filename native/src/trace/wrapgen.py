@@ -116,6 +116,8 @@ def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -
                     f"{o.get('coll', '0')}, {coll_expr(o['bytes'], 'MPI_COMM_NULL')});")
     elif kind == "spawn":
         pre.append("  tiers_trace_spawn_refused();")
+    elif kind == "comm_name":
+        post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_comm_name(comm, comm_name);")
     else:
         return False
     return True

@@ -130,6 +130,7 @@ enum {
   TIERS_FN_Intercomm_create = 120,
   TIERS_FN_Intercomm_merge = 121,
   TIERS_FN_Comm_spawn = 122,
+  TIERS_FN_Comm_set_name = 123,
 };
 
 const char *const tiers_trace_fn_names[] = {
@@ -256,8 +257,9 @@ const char *const tiers_trace_fn_names[] = {
   "MPI_Intercomm_create",
   "MPI_Intercomm_merge",
   "MPI_Comm_spawn",
+  "MPI_Comm_set_name",
 };
-const int tiers_trace_fn_count = 123;
+const int tiers_trace_fn_count = 124;
 
 TIERS_EXPORT int MPI_Init(int *argc, char ***argv)
 {
@@ -1696,6 +1698,17 @@ TIERS_EXPORT int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs,
   tiers_trace_spawn_refused();
   int rc = PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
   tiers_trace_end(TIERS_FN_Comm_spawn);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name)
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_set_name))
+    return PMPI_Comm_set_name(comm, comm_name);
+  int rc = PMPI_Comm_set_name(comm, comm_name);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_comm_name(comm, comm_name);
+  tiers_trace_end(TIERS_FN_Comm_set_name);
   return rc;
 }
 

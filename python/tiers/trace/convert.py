@@ -162,12 +162,17 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
         defs.group("MPI_COMM_WORLD locations", group_type=GroupType.COMM_LOCATIONS,
                    paradigm=Paradigm.MPI, members=rank_locs)
         rank_index = {log.rank: i for i, log in enumerate(logs)}
+        given = {}                      # gid -> the name MPI_Comm_set_name gave it
+        for log in logs:
+            for cid, cname in log.comm_names.items():
+                if (log.rank, cid) in gid_of:
+                    given.setdefault(gid_of[(log.rank, cid)], cname)
         otf2_comms = {}
         for gid in sorted(comms):
             members, parent = comms[gid]
             name = "MPI_COMM_WORLD" if gid == 0 else (
                 "MPI_COMM_SELF" if len(members) == 1 and gid in
-                {gid_of.get((r, 1)) for r in rank_index} else f"MPI_Comm {gid}")
+                {gid_of.get((r, 1)) for r in rank_index} else given.get(gid, f"MPI_Comm {gid}"))
             grp = defs.group(f"{name} group", group_type=GroupType.COMM_GROUP,
                              paradigm=Paradigm.MPI,
                              members=[rank_index[m] for m in members if m in rank_index])

@@ -16,7 +16,7 @@ MAGIC = b"TIERSTEV"
 VERSION = 1
 
 ENTER, LEAVE, SEND, RECV, ISEND, ISEND_DONE, IRECV_POST, IRECV_DONE, COLL_BEGIN, \
-    COLL_END, COMM, SWAP, CLOCK, STOP, INFO, MEM, XFER = range(1, 18)
+    COLL_END, COMM, SWAP, CLOCK, STOP, INFO, MEM, XFER, NAME = range(1, 19)
 FN_SWAPOUT = 0xFFFF
 SWAPOUT_NAME = "tiers_swapout"
 POLICIES = {0: "sync", 1: "full", 2: "off", 3: "auto"}
@@ -70,6 +70,7 @@ class RankLog:
     clocks: dict = field(default_factory=dict)  # phase -> (offset_ns, rtt_ns, t_ns)
     info: dict = field(default_factory=dict)
     memory: dict = field(default_factory=dict)
+    comm_names: dict = field(default_factory=dict)  # local id -> name (MPI_Comm_set_name)
     stopped: str | None = None
     truncated: bool = False
 
@@ -99,7 +100,7 @@ _PAYLOAD = {ENTER: 0, LEAVE: 0, COLL_BEGIN: 0, SEND: _MSG.size, RECV: _MSG.size,
             ISEND: _MSG.size, IRECV_DONE: _MSG.size, ISEND_DONE: _REQ.size,
             IRECV_POST: _REQ.size, COLL_END: _COLL.size, COMM: _COMM.size,
             SWAP: _SWAP.size, CLOCK: _CLOCK.size, STOP: _STOP.size, INFO: _INFO.size,
-            MEM: _MEM.size, XFER: _XFER.size}
+            MEM: _MEM.size, XFER: _XFER.size, NAME: 8}
 
 
 def read(path: str | Path) -> RankLog:
@@ -199,6 +200,11 @@ def read(path: str | Path) -> RankLog:
         elif kind == XFER:
             what, target, xflags, _, nbytes = _XFER.unpack_from(data, b)
             ev.append((kind, thread, func, t, (what, target, nbytes, xflags)))
+        elif kind == NAME:
+            cid, nlen = struct.unpack_from("<ii", data, b)
+            if not 0 <= nlen <= length - 24:
+                raise bad(pos, f"a name of {nlen} bytes in a {length}-byte record")
+            log.comm_names[cid] = data[b + 8:b + 8 + nlen].decode("utf-8", errors="replace")
         elif kind == MEM:
             resident, reserved = _MEM.unpack_from(data, b)
             log.memory = {"buffer_resident_bytes": resident, "buffer_reserved_bytes": reserved}
