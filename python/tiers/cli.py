@@ -209,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("map", help="place ranks so that heavy traffic stays on fast layers "
                        "(AFC mapping: Scotch grouping and tleaf mapping)")
-    p.add_argument("--comm", metavar="FILE", type=V.path("--comm"),
+    p.add_argument("--comm", metavar="FILE", type=lambda t: t if os.path.isdir(t) else
+                   V.input_file("--comm")(t),
                    help="communication pattern: a tiers trace folder or its "
                    "summary.json, a CSV or Matrix Market matrix of bytes, or a METIS/Scotch graph")
     p.add_argument("--placement", metavar="NAME", help="write/launch this placement instead "
