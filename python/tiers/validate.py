@@ -56,7 +56,11 @@ def _show(text) -> str:
 
 
 def human_bytes(n: float) -> str:
-    """Return ``n`` bytes in binary units, e.g. ``23.1 GiB``."""
+    """Return ``n`` bytes as the size options write them when exact
+    (``64K``, ``2G``), else in binary units, e.g. ``23.1 GiB``."""
+    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0 and n // scale < 1024:
+            return f"{int(n) // scale}{unit}"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -126,10 +130,10 @@ def parse_int(text, option: str, *, minimum: int = 0, maximum: int = INT_MAX,
         if len(s.lstrip("+-")) > 30:
             raise _fail(option, f"{_show(text)} is far too large (at most {maximum})")
         v = int(s)
-    if v < minimum or v > maximum:
-        if v < minimum and maximum >= INT_MAX:
-            raise _fail(option, f"{v} is below the minimum of {minimum}")
-        raise _fail(option, f"{v} is outside {minimum}..{maximum}")
+    if v < minimum:
+        raise _fail(option, f"{v} is below the minimum of {minimum}")
+    if v > maximum:
+        raise _fail(option, f"{v} is more than the limit of {maximum}")
     return v
 
 
