@@ -162,6 +162,30 @@ def native_args(*, tests=None, sizes=None, iters=None, window=None, pair=None, c
     return args + [str(e) for e in extra]
 
 
+def _available_memory() -> int:
+    """Bytes of memory this machine can give now (MemAvailable), or 0 if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _check_buffers_fit(ranks: int, largest: int) -> None:
+    """Refuse, before anything is launched, a ping-pong whose ranks on this
+    host would need more than its free memory: every rank holds a send and a
+    receive buffer of the largest size."""
+    need = 2 * largest * ranks
+    avail = _available_memory()
+    if avail and need > avail:
+        raise TiersError(f"--sizes: {ranks} ranks x 2 buffers of {largest:,} B need "
+                         f"{need / 2**30:.1f} GiB, more than the {avail / 2**30:.1f} GiB of "
+                         "free memory on this machine")
+
+
 def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, sizes=None,
             iters=None, window=None, pair=None, center=None, factors=None, reps=None,
             cores_per_node=None, node_size=None, flat: bool = False, barrier_iters=None,
@@ -212,6 +236,8 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     if vcluster and hostfile is not None:
         raise TiersError("--vcluster brings its own hostfile: do not give --hostfile too")
     oversubscribed = ranks > launch.local_slots() and (hostfile is None or vcluster)
+    if hostfile is None and not vcluster and sizes is not None and "pingpong" in selected:
+        _check_buffers_fit(ranks, max(parse_size(s) for s in _list(sizes)))
     lau = launcher if isinstance(launcher, launch.Launcher) else launch.detect(launcher)
     extra = shlex.split(launcher_args) if isinstance(launcher_args, str) else list(launcher_args)
     mca = {"mpi_yield_when_idle": "1"} if oversubscribed and lau.kind == "openmpi" else None
