@@ -159,3 +159,15 @@ def test_bad_options_are_one_line(pingpong):
     _, folder = pingpong
     assert_one_line_error(run_tiers("trace", "stats", str(folder), "--sort", "speed"), "--sort")
     assert_one_line_error(run_tiers("trace", "stats", str(folder), "--top", "0"), "--top")
+
+
+@pytest.mark.parametrize("summary", [
+    {"schema": "tiers.trace/1"},
+    {"schema": "tiers.trace/1", "summary": {"ranks": 2}},
+    {"schema": "tiers.trace/1", "summary": []},
+    {"schema": "tiers.trace/1", "summary": {"ranks": "two", "events": None}},
+])
+def test_stats_of_an_incomplete_summary_is_one_line(tmp_path, summary):
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    assert_one_line_error(run_tiers("trace", "stats", str(tmp_path)),
+                          "not a complete tiers trace summary")

@@ -466,7 +466,16 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         p.add_argument("--top", type=V.count("--top"), metavar="N",
                        help="show only the first N functions")
         a = p.parse_args(rest)
-        print(format_stats(load(a.dir), a.dir, sort=a.sort, top=a.top))
+        doc = load(a.dir)
+        try:
+            text = format_stats(doc, a.dir, sort=a.sort, top=a.top)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # A summary.json with the right schema whose fields are missing
+            # or of the wrong type (edited by hand, written by another tool).
+            what = f"no field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+            raise TiersError(f"{a.dir}: summary.json is not a complete tiers trace "
+                             f"summary ({what})") from None
+        print(text)
         return 0
     if sub == "export":
         from ..cli import _deprecated
