@@ -230,23 +230,39 @@ static void usage(void)
                   "[--bw-sizes LIST] [--rounds R] [--scale F] [--transport auto|shm|rma]");
 }
 
+/* A comma-separated list of byte counts >= 0 ("0,8,64"): the library's
+ * int lists start at 1, and a 0 B message is the figure most asked for. */
 static int parse_sizes(const char *text, long **out)
 {
-  int *v = NULL;
-  int n = tiers_parse_int_list(text, &v);
-  if (n <= 0) {
+  if (!text || !*text)
+    return -1;
+  int n = 1;
+  for (const char *c = text; *c; c++)
+    n += *c == ',';
+  long *v = malloc(sizeof(long) * (size_t)n);
+  char *copy = strdup(text);
+  if (!v || !copy) {
+    free(v);
+    free(copy);
+    return -1;
+  }
+  int k = 0;
+  char *save = NULL;
+  for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    if (k == n || tiers_parse_long(item, &v[k]) != 0 || v[k] > (1L << 30)) {
+      free(v);
+      free(copy);
+      return -1;
+    }
+    k++;
+  }
+  free(copy);
+  /* strtok_r skips empty items: "1,,2" has fewer items than commas + 1 */
+  if (k != n) {
     free(v);
     return -1;
   }
-  *out = malloc(sizeof(long) * (size_t)n);
-  for (int i = 0; i < n; i++) {
-    if (v[i] < 0) {
-      free(v);
-      return -1;
-    }
-    (*out)[i] = v[i];
-  }
-  free(v);
+  *out = v;
   return n;
 }
 
