@@ -9,6 +9,7 @@ resident as the records reach it, not whole at MPI_Init.
 
 from __future__ import annotations
 
+import collections
 import json
 import shutil
 import subprocess
@@ -69,6 +70,19 @@ def test_default_policy_keeps_every_event_without_collectives(tmp_path, pingpong
     assert s["swapouts"]["unsynchronised"] == sum(r["swapouts"]["unsynchronised"]
                                                   for r in ranks.values())
     assert s["stopped_ranks"] == []
+    # the archive marks them: a region of their own, once per such swap-out
+    import otf2
+
+    entered = collections.Counter()
+    with otf2.reader.open(str(tmp_path / "trace" / "traces.otf2")) as tr:
+        for location, event in tr.events:
+            if isinstance(event, otf2.events.Enter) and event.region.name.startswith("tiers_"):
+                entered[(location.group.name, event.region.name)] += 1
+    for r in range(n):
+        assert entered[(f"MPI Rank {r}", "tiers_swapout_unsynchronised")] == \
+            ranks[r]["swapouts"]["unsynchronised"]
+        assert (entered[(f"MPI Rank {r}", "tiers_swapout_unsynchronised")]
+                + entered[(f"MPI Rank {r}", "tiers_swapout")]) == ranks[r]["swapouts"]["count"]
 
 
 @pytest.mark.parametrize("n", [2, 3])

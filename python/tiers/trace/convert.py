@@ -30,6 +30,10 @@ ARCHIVE_NAME = "traces"
 #: The zero-length region that marks, at its last time stamp, a rank whose
 #: tracing ended early (stopped, killed, or no MPI_Finalize).
 STOPPED_NAME = "tiers_rank_stopped"
+#: The region of a swap-out the auto policy made alone, because the buffer
+#: filled between two collectives on MPI_COMM_WORLD (the others are
+#: ``tiers_swapout``).
+UNSYNC_NAME = "tiers_swapout_unsynchronised"
 
 
 def rank_stopped(log: raw.RankLog) -> bool:
@@ -181,8 +185,8 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
                                         else None)
         regions = {}
 
-        def region(log, func):
-            name = log.region_name(func)
+        def region(log, func, unsync=False):
+            name = UNSYNC_NAME if unsync else log.region_name(func)
             if name not in regions:
                 if func == FN_SWAPOUT:
                     regions[name] = defs.region(name, region_role=RegionRole.ARTIFICIAL,
@@ -197,6 +201,10 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
                        for (r, th), loc in locations.items() if r == log.rank}
             g = log.to_global
             last = collections.defaultdict(int)
+            # the k-th swap-out region is the k-th SWAP record's (written
+            # after its Leave): unsynchronised ones get their own region
+            unsync = [bool(e[4][3] & SWAP_UNSYNC) for e in log.events if e[0] == SWAP]
+            swap_in = swap_out = 0
             for kind, th, func, t, p in log.events:
                 if kind in NOT_EVENTS:
                     continue
@@ -204,9 +212,17 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
                 ts = max(g(t), last[th])  # OTF2 wants non-decreasing time per location
                 last[th] = ts
                 if kind == ENTER:
-                    w.enter(ts, region(log, func))
+                    u = False
+                    if func == FN_SWAPOUT:
+                        u = swap_in < len(unsync) and unsync[swap_in]
+                        swap_in += 1
+                    w.enter(ts, region(log, func, u))
                 elif kind == LEAVE:
-                    w.leave(ts, region(log, func))
+                    u = False
+                    if func == FN_SWAPOUT:
+                        u = swap_out < len(unsync) and unsync[swap_out]
+                        swap_out += 1
+                    w.leave(ts, region(log, func, u))
                 elif kind == SEND:
                     w.mpi_send(ts, p[1], otf2_comms[gid_of[(log.rank, p[0])]], p[2], p[3])
                 elif kind == RECV:
