@@ -21,8 +21,9 @@ build: setup
 run: build
 	$(TIERS) survey
 
-# Every test: C units, C units under ASan+UBSan, then pytest.
-test: test-c test-asan test-py
+# Every test: C units, C units under ASan+UBSan, pytest, then the MPI tests
+# under MPICH.
+test: test-c test-asan test-py test-mpich
 
 test-c: build
 	ctest --test-dir build/release --output-on-failure -j $(JOBS)
