@@ -91,3 +91,16 @@ def test_unbound_ranks_pin_their_threads_to_successive_pus(ranks, threads):
                                   oversubscribe=True, mca={"mpi_yield_when_idle": "1"},
                                   timeout=120)
     assert unpinned["thread_pus"] == [[-1] * threads for _ in range(ranks)]
+
+
+@pytest.mark.parametrize("tool,size", [("tiers-jacobi3d", "99999999999"),
+                                       ("tiers-jacobi3d", "8,8,2000000"),
+                                       ("tiers-laplace2d", "99999999999999999999999,8")])
+def test_size_beyond_the_axis_limit_is_one_line(tool, size):
+    # Values strtol cannot hold, and values above 2^20 points an axis, are
+    # refused before any grid is allocated (no overflow, no huge malloc).
+    app = [str(native.tool_path(tool)), "--quick", "--threads", "1", "--size", size]
+    res = launch.launch(app, 2, check=False, oversubscribe=True, bind_to="none", timeout=120)
+    assert res.returncode != 0
+    lines = [ln for ln in res.stderr.splitlines() if f"{tool}: error:" in ln]
+    assert lines and all("each 1..1048576" in ln for ln in lines), res.stderr

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,8 +113,9 @@ int app_parse_triple(const char *text, long *out, int max)
   const char *p = text;
   while (p && *p && n < max) {
     char *end;
+    errno = 0;
     long v = strtol(p, &end, 10);
-    if (end == p || v < 0)
+    if (end == p || errno || v < 0 || v > APP_TRIPLE_MAX)
       return -1;
     out[n++] = v;
     if (*end == ',')

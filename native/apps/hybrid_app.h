@@ -140,8 +140,13 @@ void app_halo_comm(app_t *app, tiers_halo_t halo);
 void app_json_merit(tiers_json_t *j, const char *name, double amount, double seconds,
                     const char *unit);
 
-/* Parses "A,B[,C]" into n longs (n = 2 or 3, or 1 value repeated);
- * returns the count read, or -1. */
+/* Largest value app_parse_triple accepts: grid points per axis, process
+ * counts per axis and matrix indices all stay far below it, and products of
+ * three such values still fit in 64 bits. */
+#define APP_TRIPLE_MAX (1L << 20)
+
+/* Parses "A,B[,C]" into n longs (n = 2 or 3, or 1 value repeated), each
+ * 0..APP_TRIPLE_MAX; returns the count read, or -1. */
 int app_parse_triple(const char *text, long *out, int max);
 
 /* Ends the run: frees the team, finalises MPI and exits 0; when !passed,

@@ -257,7 +257,7 @@ int main(int argc, char **argv)
       long s[3] = {0, 0, 0};
       int n = v ? app_parse_triple(v, s, 3) : -1;
       app_check(&app, !(n == 1 || n == 3) || s[0] < 1 || (n == 3 && (s[1] < 1 || s[2] < 1)),
-                "--size needs N or NX,NY,NZ, positive (got %s)", v ? v : "nothing");
+                "--size needs N or NX,NY,NZ, each 1..1048576 (got %s)", v ? v : "nothing");
       for (int k = 0; k < 3; k++)
         size[k] = n == 1 ? s[0] : s[k];
       i++;

@@ -175,7 +175,7 @@ int main(int argc, char **argv)
       long s[2] = {0, 0};
       int n = v ? app_parse_triple(v, s, 2) : -1;
       app_check(&app, n < 1 || s[0] < 1 || (n == 2 && s[1] < 1),
-                "--size needs N or NX,NY, positive (got %s)", v ? v : "nothing");
+                "--size needs N or NX,NY, each 1..1048576 (got %s)", v ? v : "nothing");
       size[0] = s[0];
       size[1] = n == 1 ? s[0] : s[1];
       i++;
