@@ -120,7 +120,7 @@ def test_c_families_exact_counts_and_bytes(tmp_path, families, n):
 
 
 @pytest.mark.parametrize("n", [2, 3])
-def test_fortran_nonblocking_collective_and_persistent(tmp_path, n):
+def test_fortran_nonblocking_collective_persistent_and_put(tmp_path, n):
     fc = shutil.which("mpif90") or shutil.which("mpifort")
     if not fc:
         pytest.skip("needs mpif90")
@@ -134,6 +134,8 @@ def test_fortran_nonblocking_collective_and_persistent(tmp_path, n):
         assert f["MPI_Wait"] == (3, 0)
         assert f["MPI_Startall"] == (5, 80) and f["MPI_Waitall"] == (5, 80)
         assert f["MPI_Request_free"] == (2, 0)
+        assert f["MPI_Put"] == (1, 16) and f["MPI_Win_fence"] == (2, 0)
+        assert r["rma_bytes"] == {str((r["rank"] + 1) % n): 16}
     assert doc["summary"]["matched_p2p_bytes"] == 5 * n * 16
 
 
