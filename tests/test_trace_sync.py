@@ -118,7 +118,7 @@ def test_swap_every_swaps_after_every_fth_world_collective(tmp_path, pingpong, n
 
 def test_swap_every_bad_input(tmp_path):
     run = run_tiers("trace", "--swap-every", "0", "--out", str(tmp_path / "t"), "--", "true")
-    assert_one_line_error(run, "--swap-every must be a positive count")
+    assert_one_line_error(run, "--swap-every: 0 is below the minimum of 1")
     run = run_tiers("trace", "--swap-every", "3", "--policy", "full", "--out",
                     str(tmp_path / "t"), "--", "true")
     assert_one_line_error(run, "--swap-every goes with --policy auto or sync")
