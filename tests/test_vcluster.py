@@ -392,3 +392,15 @@ def test_vcluster_options_need_a_cluster(tmp_path):
                                     "--threads", "1", "--quick"), "vcluster")
     assert_one_line_error(run_tiers("trace", "--vcluster", "--out", str(tmp_path / "t"),
                                     "--", "true"), "vcluster")
+
+
+@pytest.mark.parametrize("how", [["--json", "-"], ["--format", "json"]])
+def test_document_on_stdout_keeps_the_human_lines_on_stderr(clean, how):
+    # With the document on standard output, stdout is exactly one JSON
+    # document and the status line goes to standard error.
+    run = run_tiers("vcluster", "status", *how)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["schema"] == "tiers.vcluster/1"
+    assert doc["summary"]["up"] is False
+    assert "no virtual cluster is up" in run.stderr

@@ -43,6 +43,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -846,10 +847,19 @@ def _forward_quietly(name: str, line: str) -> None:
 # Command line
 
 
+def _say(*words) -> None:
+    """Print a line for the person at the terminal: on standard output, or
+    on standard error when the result document goes to standard output
+    (``--json -`` or ``--format json``), so that stdout stays one document."""
+    from . import render
+
+    print(*words, file=sys.stderr if render.doc_on_stdout() else sys.stdout)
+
+
 def _print_state(st: dict) -> None:
     link = st.get("link") or {}
     rate = link.get("rate") or "unshaped"
-    print(f"virtual cluster: {len(st.get('nodes', []))} nodes x {st.get('slots')} slots, "
+    _say(f"virtual cluster: {len(st.get('nodes', []))} nodes x {st.get('slots')} slots, "
           f"links {rate}" + (f" (tbf, burst {link['burst_bytes']} B)" if link.get("rate") else "")
           + f", subnet {st.get('subnet')}, bridge {st.get('bridge')} {st.get('bridge_ip')}")
     for n in st.get("nodes", []):
@@ -862,9 +872,9 @@ def _print_state(st: dict) -> None:
                      + (f" {format_rate(r)}" if r else "")
                      + (f", {q.get('bytes'):,} B sent" if q.get("bytes") is not None else "")
                      + f", {n['processes']} processes")
-        print(f"  {n['name']:<10} {n['ip']:<15} "
+        _say(f"  {n['name']:<10} {n['ip']:<15} "
               f"{n['host_if']}<->{n['netns']}:{n['node_if']}{extra}")
-    print(f"hostfile {st.get('hostfile')}; agent {st.get('agent')}; state {state_path()}")
+    _say(f"hostfile {st.get('hostfile')}; agent {st.get('agent')}; state {state_path()}")
 
 
 def main(args, argv: list[str]) -> int:
@@ -875,12 +885,12 @@ def main(args, argv: list[str]) -> int:
         if args.json:
             _write_json(st, args.json, args, argv)
         if st["already_up"] and st["link_changed"]:
-            print(f"already up; links reshaped to {st['link']['rate'] or 'unshaped'} "
+            _say(f"already up; links reshaped to {st['link']['rate'] or 'unshaped'} "
                   f"in {st['seconds']:.2f} s")
         elif st["already_up"]:
-            print(f"already up ({st['seconds']:.2f} s to check)")
+            _say(f"already up ({st['seconds']:.2f} s to check)")
         else:
-            print(f"up in {st['seconds']:.2f} s")
+            _say(f"up in {st['seconds']:.2f} s")
         _print_state(st)
         return 0
     if action == "down":
@@ -888,16 +898,16 @@ def main(args, argv: list[str]) -> int:
         if args.json:
             _write_json(res, args.json, args, argv)
         if not res["was_up"] and not res["removed"]:
-            print("no virtual cluster was up; nothing to remove")
+            _say("no virtual cluster was up; nothing to remove")
         else:
-            print(f"down in {res['seconds']:.2f} s: removed "
+            _say(f"down in {res['seconds']:.2f} s: removed "
                   + (", ".join(res["removed"]) or "nothing"))
         for k in res["kept"]:
-            print(f"left alone: {k}")
+            _say(f"left alone: {k}")
         foreign = [ln for ln in leftovers() if ln.startswith(("netns", "link"))
                    and ln.split()[1] not in " ".join(res["kept"] + res["left"])]
         for ln in foreign:
-            print(f"left alone: {ln} (not created by tiers vcluster)")
+            _say(f"left alone: {ln} (not created by tiers vcluster)")
         if res["left"]:
             raise TiersError(f"still present after down: {', '.join(res['left'])}")
         return 0
@@ -907,10 +917,10 @@ def main(args, argv: list[str]) -> int:
         if args.json:
             _write_json(st, args.json, args, argv)
         if not st["up"] and "nodes" not in st:
-            print("no virtual cluster is up")
+            _say("no virtual cluster is up")
             return 0
         if not st["up"]:
-            print("half built (an earlier 'up' stopped): run 'tiers vcluster down'")
+            _say("half built (an earlier 'up' stopped): run 'tiers vcluster down'")
         _print_state(st)
         return 0
     if action == "mpirun":
