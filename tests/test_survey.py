@@ -39,7 +39,8 @@ def test_survey_writes_every_section(tmp_path):
 def test_survey_into_a_file_is_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert_one_line_error(run_tiers("survey", "--out", str(blocker / "x")), "cannot create")
+    assert_one_line_error(run_tiers("survey", "--out", str(blocker / "x")),
+                          "cannot write to it: Not a directory")
 
 
 def _check_app_sections(out):
