@@ -280,3 +280,40 @@ def test_native_tool_bad_input(native_bin):
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert lines[0].startswith("tiers-probe-sync: error: ") and fragment in lines[0]
         assert proc.stdout == ""
+
+
+def _raw_with(stats_by_name: dict) -> dict:
+    """A tiers-probe-sync output of one run at 2 threads with these tests."""
+    tests = []
+    for name, (mean, low) in stats_by_name.items():
+        st = {"mean_us": mean, "median_us": mean, "stddev_us": 0.01,
+              "ci95_us": [mean - 0.005, mean + 0.005], "min_us": low, "max_us": mean + 0.02,
+              "mean_cycles": mean * 2600, "median_cycles": mean * 2600,
+              "stddev_cycles": 26.0, "ci95_cycles": [0.0, 1.0], "kept": 20, "dropped": 0,
+              "noisy": False}
+        tests.append({"group": "sync", "name": name, "label": name.upper(), "stats": st})
+    return {"runs": [{"threads": 2, "tests": tests}], "params": {"cycles_per_second": 2.6e9}}
+
+
+def test_a_minimum_overhead_at_or_below_zero_is_not_stored_as_a_cost():
+    from tiers.probe import sync
+
+    raw = _raw_with({"atomic": (0.02, -0.066), "barrier": (0.3, 0.25), "critical": (0.01, 0.0)})
+    rows = {r["name"]: r for r in sync.summarise(raw)["rows"]}
+    assert rows["barrier"]["min_us"] == 0.25 and "min_why" not in rows["barrier"]
+    for name in ("atomic", "critical"):
+        assert rows[name]["min_us"] is None
+        assert "timing noise" in rows[name]["min_why"]
+    # the raw samples kept in the document carry the same mark
+    st = raw["runs"][0]["tests"][0]["stats"]
+    assert st["min_us"] is None and st["min_reliable"] is False
+
+
+def test_a_mean_overhead_at_or_below_zero_prints_below_noise():
+    from tiers.probe import sync
+
+    raw = _raw_with({"atomic": (-0.004, -0.03), "barrier": (0.3, 0.25)})
+    rows = {r["name"]: r for r in sync.summarise(raw)["rows"]}
+    assert "below noise" in sync._cell(rows["atomic"])
+    assert "-0.004" not in sync._cell(rows["atomic"])
+    assert sync._cell(rows["barrier"]).startswith("0.300 ±0.005")

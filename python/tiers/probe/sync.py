@@ -91,6 +91,22 @@ def _run_tool(args: list[str], progress: Callable[[int, int], None] | None) -> d
     return native.parse_json(TOOL, stdout)
 
 
+MIN_WHY = ("the smallest single repetition was not slower than its reference loop: "
+           "an overhead at or below the timing noise, not a negative cost")
+
+
+def _drop_impossible_min(st: dict) -> None:
+    """An EPCC overhead is a difference of two timed loops, so one noisy
+    repetition can come out at zero or below.  Such a minimum is not a cost
+    a construct can have: store None, ``min_reliable: false`` and why,
+    instead of the number."""
+    low = st.get("min_us")
+    if isinstance(low, (int, float)) and low <= 0:
+        st["min_us"] = None
+        st["min_reliable"] = False
+        st["min_why"] = MIN_WHY
+
+
 def summarise(raw: dict) -> dict:
     """Return the ``summary`` of a document from the tool's output: one row
     per test (and chunk size) and thread count with the statistics of its
@@ -100,11 +116,14 @@ def summarise(raw: dict) -> dict:
     rows = []
     for run in raw["runs"]:
         for test in run["tests"]:
+            _drop_impossible_min(test["stats"])
             row = {"group": test["group"], "name": test["name"], "label": test["label"],
                    "threads": run["threads"]}
             if "chunk" in test:
                 row["chunk"] = test["chunk"]
             row.update({k: test["stats"][k] for k in _ROW_KEYS})
+            if "min_why" in test["stats"]:
+                row["min_why"] = test["stats"]["min_why"]
             # the statistics layer beside the EPCC figures (docs/statistics.md)
             ms = test["stats"].get("median_stats")
             row["noisy"] = test["stats"].get("noisy")
@@ -165,6 +184,9 @@ def _cell(row: dict | None) -> str:
     if row is None:
         return "-"
     half = (row["ci95_us"][1] - row["ci95_us"][0]) / 2
+    if row["mean_us"] <= 0:
+        # a difference of two loops at or below the noise: no cost to print
+        return stats.mark(f"< {half:.3f} µs", True) + "\nbelow noise"
     return stats.mark(f"{row['mean_us']:.3f} ±{half:.3f} µs", row.get("noisy")) + \
         f"\n{row['mean_cycles']:,.0f} cy"
 
