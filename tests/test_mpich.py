@@ -55,6 +55,8 @@ OPENMPI_ONLY = {
         "Hydra's report of a killed process names no rank, the test expects 'rank 1'",
     "tests/test_probe_net.py::test_stalled_rank_in_a_small_message_ping_pong":
         "Hydra ends the job when the stalling rank exits, before rank 0 reports the deadline",
+    "tests/test_probe_net.py::test_stalled_rank_hits_the_timeout":
+        "Hydra ends the job when the stalling rank exits, before rank 0 reports the deadline",
     "tests/test_mbc.py::test_peer_exit_ends_waits_with_an_error":
         "Hydra kills every rank when one exits without MPI_Finalize "
         "(Open MPI: orte_allowed_exit_without_sync)",

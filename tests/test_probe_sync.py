@@ -74,13 +74,20 @@ def _check_stats(samples: list[float], st: dict, hz: float) -> None:
     assert st["mean_us"] == pytest.approx(mean, abs=1e-12 * scale)
     assert st["median_us"] == pytest.approx(median, abs=1e-12 * scale)
     assert st["stddev_us"] == pytest.approx(sd, rel=1e-9, abs=1e-12 * scale)
-    assert st["min_us"] == min(kept) and st["max_us"] == max(kept)
+    if min(kept) > 0:
+        assert st["min_us"] == min(kept)
+    else:  # an overhead at or below the noise is not a cost (probe/sync.py)
+        assert st["min_us"] is None and st["min_reliable"] is False
+    assert st["max_us"] == max(kept)
     half = st["t95"] * sd / math.sqrt(k) if k > 1 else 0.0
     assert st["ci95_us"] == pytest.approx([mean - half, mean + half], abs=1e-9 * scale)
     if k - 1 in T95:
         assert st["t95"] == pytest.approx(T95[k - 1], abs=5e-4)
     c = hz * 1e-6
     for key in ("mean", "median", "stddev", "min", "max"):
+        if st[f"{key}_us"] is None:
+            assert st[f"{key}_cycles"] is None
+            continue
         assert st[f"{key}_cycles"] == pytest.approx(st[f"{key}_us"] * c, rel=1e-12, abs=1e-9)
     assert st["ci95_cycles"] == pytest.approx([v * c for v in st["ci95_us"]], rel=1e-12,
                                               abs=1e-9)

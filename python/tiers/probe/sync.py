@@ -103,6 +103,8 @@ def _drop_impossible_min(st: dict) -> None:
     low = st.get("min_us")
     if isinstance(low, (int, float)) and low <= 0:
         st["min_us"] = None
+        if "min_cycles" in st:
+            st["min_cycles"] = None
         st["min_reliable"] = False
         st["min_why"] = MIN_WHY
 
