@@ -10,11 +10,29 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+#: skip mark of tests that build and launch MPI programs of tests/programs/
+needs_mpicc = pytest.mark.skipif(not shutil.which("mpicc") or not shutil.which("mpirun"),
+                                 reason="needs mpicc and mpirun")
+
+
+def build_program(folder, name: str, *flags: str) -> str:
+    """Compile tests/programs/NAME.c with mpicc -O1 into ``folder``; return
+    the executable's path."""
+    exe = Path(folder) / name
+    subprocess.run(["mpicc", "-O1", *flags, "-o", str(exe), str(PROGRAMS / f"{name}.c")],
+                   check=True, capture_output=True)
+    return str(exe)
 
 
 @dataclass

@@ -15,21 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_tiers
+from conftest import build_program, needs_mpicc, run_tiers
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 MPIRUN = ["mpirun", "--oversubscribe"]
 
-pytestmark = pytest.mark.skipif(not shutil.which("mpicc") or not shutil.which("mpirun"),
-                                reason="needs mpicc and mpirun")
+pytestmark = needs_mpicc
 
 
 @pytest.fixture(scope="module")
 def families(tmp_path_factory):
-    exe = tmp_path_factory.mktemp("families") / "trace_families"
-    subprocess.run(["mpicc", "-O1", "-o", str(exe), str(PROGRAMS / "trace_families.c")],
-                   check=True, capture_output=True)
-    return str(exe)
+    return build_program(tmp_path_factory.mktemp("families"), "trace_families")
 
 
 def trace(tmp_path, *cmd):

@@ -14,13 +14,11 @@ import collections
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import run_tiers
+from conftest import build_program, run_tiers
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
 MPIRUN = ["mpirun", "--oversubscribe"]
 
 pytestmark = pytest.mark.skipif(
@@ -30,10 +28,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def killmid(tmp_path_factory):
-    exe = tmp_path_factory.mktemp("kill-programs") / "trace_killmid"
-    subprocess.run(["mpicc", "-O1", "-o", str(exe), str(PROGRAMS / "trace_killmid.c")],
-                   check=True, capture_output=True)
-    return str(exe)
+    return build_program(tmp_path_factory.mktemp("kill-programs"), "trace_killmid")
 
 
 def otf2_print_per_location(anchor):

@@ -11,27 +11,19 @@ from __future__ import annotations
 
 import collections
 import json
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import run_tiers
+from conftest import build_program, needs_mpicc, run_tiers
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
 MPIRUN = ["mpirun", "--oversubscribe"]
 
-pytestmark = pytest.mark.skipif(not shutil.which("mpicc") or not shutil.which("mpirun"),
-                                reason="needs mpicc and mpirun")
+pytestmark = needs_mpicc
 
 
 @pytest.fixture(scope="module")
 def pingpong(tmp_path_factory):
-    exe = tmp_path_factory.mktemp("policy-programs") / "trace_pingpong"
-    subprocess.run(["mpicc", "-O1", "-o", str(exe), str(PROGRAMS / "trace_pingpong.c")],
-                   check=True, capture_output=True)
-    return str(exe)
+    return build_program(tmp_path_factory.mktemp("policy-programs"), "trace_pingpong")
 
 
 def trace(tmp_path, *args):

@@ -8,32 +8,22 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error, run_tiers
+from conftest import assert_one_line_error, build_program, needs_mpicc, run_tiers
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
 MPIRUN = ["mpirun", "--oversubscribe"]
 ITERS, BYTES, EVERY = 40, 3000, 10
 
-pytestmark = pytest.mark.skipif(not shutil.which("mpicc") or not shutil.which("mpirun"),
-                                reason="needs mpicc and mpirun")
+pytestmark = needs_mpicc
 
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     out = tmp_path_factory.mktemp("profile-programs")
-    built = {}
-    for name in ("trace_pingpong", "trace_mix"):
-        exe = out / name
-        subprocess.run(["mpicc", "-O1", "-o", str(exe), str(PROGRAMS / f"{name}.c")],
-                       check=True, capture_output=True)
-        built[name] = str(exe)
-    return built
+    return {name: build_program(out, name) for name in ("trace_pingpong", "trace_mix")}
 
 
 def _trace(folder: Path, ranks: int, program: str, *args: str) -> Path:
