@@ -13,7 +13,7 @@ debs=(
   openmpi-bin libopenmpi-dev
   mpich libmpich-dev
   hwloc libhwloc-dev
-  libscotch-dev
+  libscotch-dev scotch
   libotf2-trace-dev otf2-tools
   likwid hpcc libopenblas-dev
   python3-venv python3-dev
