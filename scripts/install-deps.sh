@@ -12,6 +12,7 @@ debs=(
   build-essential cmake pkg-config gfortran
   openmpi-bin libopenmpi-dev
   mpich libmpich-dev
+  slurm-wlm munge
   hwloc libhwloc-dev
   libscotch-dev scotch
   libotf2-trace-dev otf2-tools
