@@ -41,6 +41,7 @@
 
 #define OUTLIER_SIGMA 3.0
 #define MAX_REPS 100000
+#define DEFAULT_MAX_REPS 2000
 
 /* ------------------------------------------------------------------ */
 /* delay()                                                             */
@@ -539,7 +540,9 @@ typedef struct options {
   int *threads, nthreads;
   int *chunks, nchunks;
   int selected[NTESTS];
-  long reps;
+  long reps;     /* repetitions at least */
+  long max_reps; /* repetitions at most (repeat-until cap) */
+  double figure_time_s; /* repeat-until time limit per figure */
   double test_time_us, delay_time_us;
   long iters_per_thr;
   tiers_pin_policy_t pin;
@@ -605,7 +608,91 @@ static long calibrate_reps(const ctx_t *c, test_fn fn, long multiple)
   return n < multiple ? multiple : n;
 }
 
-/* Runs --reps repetitions; fills times_us with the time per construct. */
+/* A growing list of samples. */
+typedef struct samples {
+  double *v;
+  size_t n, cap;
+} samples_t;
+
+static void samples_push(samples_t *s, double x)
+{
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    double *v = realloc(s->v, sizeof *v * cap);
+    if (!v)
+      tiers_tool_fail("out of memory");
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n++] = x;
+}
+
+/* The samples of one figure: the time per construct of each repetition of
+ * the test, the reference loop's time per iteration timed right beside it
+ * (empty without a reference) and their per-pair differences. */
+typedef struct figure {
+  samples_t test, ref, value;
+  long innerreps, ref_innerreps;
+  double seconds;          /* time spent sampling */
+  tiers_stats_stop_t stop; /* why sampling stopped */
+} figure_t;
+
+static void figure_free(figure_t *f)
+{
+  free(f->test.v);
+  free(f->ref.v);
+  free(f->value.v);
+  memset(f, 0, sizeof *f);
+}
+
+/* Samples one figure by the repeat-until rule (common/stats.h): at least
+ * --reps repetitions, then on until the 95 % CI of the median of the
+ * values is within +-5 %, --figure-time seconds have passed or
+ * --max-reps repetitions were taken.  With a reference, every repetition
+ * is a pair: the reference loop and the test, in alternating order, so
+ * that both see the same conditions; the value of the pair is test minus
+ * reference (EPCC's overhead), and a disturbed reference moves only its
+ * own pair, not every figure measured against it. */
+static void measure_figure(const ctx_t *c, test_fn fn, long multiple, test_fn ref,
+                           long ref_innerreps, figure_t *f)
+{
+  memset(f, 0, sizeof *f);
+  f->innerreps = calibrate_reps(c, fn, multiple);
+  f->ref_innerreps = ref ? ref_innerreps : 0;
+  double *scratch = NULL;
+  size_t scap = 0;
+  double t0 = tiers_now();
+  for (long r = 0;; r++) {
+    double a = 0.0, b;
+    if (ref && r % 2 == 0)
+      a = ref(c, ref_innerreps) * 1e6 / (double)ref_innerreps;
+    b = fn(c, f->innerreps) * 1e6 / (double)f->innerreps;
+    if (ref && r % 2 == 1)
+      a = ref(c, ref_innerreps) * 1e6 / (double)ref_innerreps;
+    samples_push(&f->test, b);
+    if (ref)
+      samples_push(&f->ref, a);
+    samples_push(&f->value, b - a);
+    if (r + 1 < opt.reps)
+      continue;
+    if (scap < f->value.n) {
+      free(scratch);
+      scap = f->value.cap;
+      scratch = malloc(sizeof *scratch * scap);
+      if (!scratch)
+        tiers_tool_fail("out of memory");
+    }
+    f->stop = tiers_stats_should_stop(f->value.v, f->value.n, scratch, (size_t)opt.max_reps,
+                                      tiers_now() - t0, opt.figure_time_s);
+    if (f->stop != TIERS_STATS_GO_ON)
+      break;
+  }
+  f->seconds = tiers_now() - t0;
+  free(scratch);
+}
+
+/* Runs --reps repetitions (the references' own block); fills times_us with
+ * the time per iteration. */
 static long run_reps(const ctx_t *c, test_fn fn, long multiple, double *times_us)
 {
   long n = calibrate_reps(c, fn, multiple);
@@ -614,9 +701,9 @@ static long run_reps(const ctx_t *c, test_fn fn, long multiple, double *times_us
   return n;
 }
 
-static void stats_or_fail(const double *x, sync_stats_t *s)
+static void stats_or_fail(const double *x, size_t n, sync_stats_t *s)
 {
-  if (sync_stats_compute(x, (int)opt.reps, OUTLIER_SIGMA, s) != 0)
+  if (sync_stats_compute(x, (int)n, OUTLIER_SIGMA, s) != 0)
     tiers_tool_fail("out of memory");
 }
 
@@ -653,16 +740,21 @@ static void json_int_list(tiers_json_t *j, const char *key, const int *v, int n)
   tiers_json_array_end(j);
 }
 
-static void json_test_result(tiers_json_t *j, const test_def_t *d, int chunk, long innerreps,
-                             const double *times, double ref_us, const char *ref_name)
+/* Writes the result of one test: its samples, the statistics of its values
+ * (overheads, or times per episode for the barriers) and whether the figure
+ * is a cost that can be given (sync_reliability). */
+static void json_test_result(tiers_json_t *j, const test_def_t *d, int chunk, const figure_t *f,
+                             const char *ref_name)
 {
-  double *over = malloc(sizeof *over * (size_t)opt.reps);
-  if (!over)
-    tiers_tool_fail("out of memory");
-  for (long r = 0; r < opt.reps; r++)
-    over[r] = times[r] - ref_us;
   sync_stats_t s;
-  stats_or_fail(over, &s);
+  stats_or_fail(f->value.v, f->value.n, &s);
+  double ref_median = NAN;
+  if (f->ref.n) {
+    sync_stats_t rs;
+    stats_or_fail(f->ref.v, f->ref.n, &rs);
+    ref_median = rs.med.median;
+    sync_stats_free(&rs);
+  }
 
   tiers_json_object_begin(j);
   tiers_json_kv_string(j, "group", group_names[d->group]);
@@ -670,19 +762,12 @@ static void json_test_result(tiers_json_t *j, const test_def_t *d, int chunk, lo
   tiers_json_kv_string(j, "label", d->label);
   if (d->group == G_SCHED)
     tiers_json_kv_int(j, "chunk", chunk);
-  tiers_json_key(j, "reference");
-  if (ref_name)
-    tiers_json_string(j, ref_name);
-  else
-    tiers_json_null(j);
-  tiers_json_kv_double(j, "reference_us", ref_us);
-  tiers_json_kv_int(j, "innerreps", innerreps);
-  tiers_json_kv_double_array(j, "times_us", times, (size_t)opt.reps);
-  tiers_json_kv_double_array(j, "overheads_us", over, (size_t)opt.reps);
-  sync_stats_json(j, "stats", &s, cycle_hz);
+  sync_result_json(j, ref_name, f->innerreps, f->ref_innerreps, f->test.v, f->ref.n ? f->ref.v : NULL,
+                   f->value.v, f->value.n, ref_median, &s, cycle_hz);
+  tiers_json_kv_string(j, "stopped", tiers_stats_stop_name(f->stop));
+  tiers_json_kv_double(j, "seconds", f->seconds);
   tiers_json_object_end(j);
   sync_stats_free(&s);
-  free(over);
 }
 
 static void measure_threads(tiers_json_t *j, int T)
@@ -709,16 +794,16 @@ static void measure_threads(tiers_json_t *j, int T)
   for (int i = 0; i < NTESTS; i++)
     if (opt.selected[i] && tests[i].ref != R_NONE)
       need[tests[i].ref] = 1;
-  double ref_us[R_COUNT] = {0};
+  long ref_n[R_COUNT] = {0};
   tiers_json_key(j, "references");
   tiers_json_array_begin(j);
   for (int r = 0; r < R_COUNT; r++) {
     if (!need[r])
       continue;
     long n = run_reps(&c, ref_fns[r], 1, times);
+    ref_n[r] = n;
     sync_stats_t s;
-    stats_or_fail(times, &s);
-    ref_us[r] = s.mean;
+    stats_or_fail(times, (size_t)opt.reps, &s);
     tiers_json_object_begin(j);
     tiers_json_kv_string(j, "name", ref_names[r]);
     tiers_json_kv_int(j, "innerreps", n);
@@ -735,12 +820,14 @@ static void measure_threads(tiers_json_t *j, int T)
     const test_def_t *d = &tests[i];
     if (!opt.selected[i])
       continue;
+    figure_t f;
     if (d->group == G_BARRIERS) {
       c.team = team_start(d->ops, T, pus);
-      long n = run_reps(&c, d->fn, 1, times);
+      measure_figure(&c, d->fn, 1, NULL, 0, &f);
       team_stop(c.team);
       c.team = NULL;
-      json_test_result(j, d, 0, n, times, 0.0, NULL);
+      json_test_result(j, d, 0, &f, NULL);
+      figure_free(&f);
       progress_step();
       continue;
     }
@@ -748,8 +835,9 @@ static void measure_threads(tiers_json_t *j, int T)
     for (int k = 0; k < nch; k++) {
       c.chunk = d->group == G_SCHED ? opt.chunks[k] : 1;
       bind_omp_team(T, pus);
-      long n = run_reps(&c, d->fn, d->split ? T : 1, times);
-      json_test_result(j, d, c.chunk, n, times, ref_us[d->ref], ref_names[d->ref]);
+      measure_figure(&c, d->fn, d->split ? T : 1, ref_fns[d->ref], ref_n[d->ref], &f);
+      json_test_result(j, d, c.chunk, &f, ref_names[d->ref]);
+      figure_free(&f);
       progress_step();
     }
   }
@@ -767,7 +855,9 @@ static void usage(void)
   printf("usage: tiers-probe-sync [--threads LIST] [--tests LIST] [--reps N]\n"
          "         [--test-time US] [--delay-time US] [--chunks LIST]\n"
          "         [--iters-per-thread N] [--pin compact|scatter] [--progress]\n"
+         "         [--figure-time S] [--max-reps N]\n"
          "       tiers-probe-sync --stats X1,X2,...   (statistics of the numbers, as JSON)\n"
+         "       tiers-probe-sync --pair-stats REFS|none TESTS   (one test's result)\n"
          "tests: groups sync, sched, barriers, or single tests:");
   for (int i = 0; i < NTESTS; i++)
     printf(" %s", tests[i].name);
@@ -821,8 +911,8 @@ static int sort_unique(int *v, int n)
   return m;
 }
 
-/* --stats: prints the statistics of a list of numbers (for the tests). */
-static int stats_mode(const char *text)
+/* A comma-separated list of numbers; returns the count, *out malloc'd. */
+static int parse_numbers(const char *text, const char *option, double **out)
 {
   int cap = 16, n = 0;
   double *x = malloc(sizeof *x * (size_t)cap);
@@ -832,7 +922,7 @@ static int stats_mode(const char *text)
     errno = 0;
     double v = strtod(p, &end);
     if (end == p || errno || !isfinite(v) || (*end && *end != ','))
-      tiers_tool_fail("bad number list for --stats: '%s'", text);
+      tiers_tool_fail("bad number list for %s: '%s'", option, text);
     if (n == cap) {
       cap *= 2;
       x = realloc(x, sizeof *x * (size_t)cap);
@@ -845,7 +935,16 @@ static int stats_mode(const char *text)
   if (!x)
     tiers_tool_fail("out of memory");
   if (n == 0)
-    tiers_tool_fail("bad number list for --stats: '%s'", text);
+    tiers_tool_fail("bad number list for %s: '%s'", option, text);
+  *out = x;
+  return n;
+}
+
+/* --stats: prints the statistics of a list of numbers (for the tests). */
+static int stats_mode(const char *text)
+{
+  double *x;
+  int n = parse_numbers(text, "--stats", &x);
   sync_stats_t s;
   if (sync_stats_compute(x, n, OUTLIER_SIGMA, &s) != 0)
     tiers_tool_fail("out of memory");
@@ -870,10 +969,52 @@ static const char *need_value(int argc, char **argv, int *i)
   return argv[++*i];
 }
 
+/* --pair-stats REFS TESTS: the result of one test from given samples, as a
+ * measurement writes it (REFS "none": no reference, the values are the
+ * times), for the tests of the statistics. */
+static int pair_stats_mode(const char *refs_text, const char *tests_text)
+{
+  double *refs = NULL, *times, *values;
+  int n = parse_numbers(tests_text, "--pair-stats", &times);
+  if (strcmp(refs_text, "none") != 0 &&
+      parse_numbers(refs_text, "--pair-stats", &refs) != n)
+    tiers_tool_fail("--pair-stats needs as many reference samples as test samples");
+  values = malloc(sizeof *values * (size_t)n);
+  if (!values)
+    tiers_tool_fail("out of memory");
+  for (int i = 0; i < n; i++)
+    values[i] = times[i] - (refs ? refs[i] : 0.0);
+  sync_stats_t s, rs;
+  stats_or_fail(values, (size_t)n, &s);
+  double ref_median = NAN;
+  if (refs) {
+    stats_or_fail(refs, (size_t)n, &rs);
+    ref_median = rs.med.median;
+    sync_stats_free(&rs);
+  }
+  const double hz = 1e9;
+  tiers_json_t j;
+  tiers_json_init(&j, stdout);
+  tiers_json_object_begin(&j);
+  tiers_json_kv_string(&j, "group", refs ? "sync" : "barriers");
+  tiers_json_kv_string(&j, "name", refs ? "barrier" : "spin");
+  tiers_json_kv_string(&j, "label", refs ? "BARRIER" : "spin barrier");
+  sync_result_json(&j, refs ? "delay" : NULL, 1, 1, times, refs, values, (size_t)n, ref_median,
+                   &s, hz);
+  tiers_json_object_end(&j);
+  sync_stats_free(&s);
+  free(refs);
+  free(times);
+  free(values);
+  return tiers_json_finish(&j) == 0 ? 0 : 1;
+}
+
 static void parse_args(int argc, char **argv)
 {
   const char *threads = NULL, *test_list = "sync,sched,barriers", *chunks = NULL;
   opt.reps = 20;
+  opt.max_reps = DEFAULT_MAX_REPS;
+  opt.figure_time_s = 1.0;
   opt.test_time_us = 1000.0;
   opt.delay_time_us = 0.1;
   opt.iters_per_thr = 128;
@@ -885,6 +1026,19 @@ static void parse_args(int argc, char **argv)
       exit(0);
     } else if (strcmp(a, "--stats") == 0) {
       exit(stats_mode(need_value(argc, argv, &i)));
+    } else if (strcmp(a, "--pair-stats") == 0) {
+      const char *r = need_value(argc, argv, &i);
+      exit(pair_stats_mode(r, need_value(argc, argv, &i)));
+    } else if (strcmp(a, "--figure-time") == 0) {
+      const char *v = need_value(argc, argv, &i);
+      if (tiers_parse_double(v, &opt.figure_time_s) != 0 || opt.figure_time_s > 3600)
+        tiers_tool_fail("--figure-time must be a number of seconds above 0 and at most 3600 "
+                        "(got '%s')",
+                        v);
+    } else if (strcmp(a, "--max-reps") == 0) {
+      const char *v = need_value(argc, argv, &i);
+      if (tiers_parse_long(v, &opt.max_reps) != 0 || opt.max_reps < 2 || opt.max_reps > MAX_REPS)
+        tiers_tool_fail("--max-reps must be an integer from 2 to %d (got '%s')", MAX_REPS, v);
     } else if (strcmp(a, "--progress") == 0) {
       opt.progress = 1;
     } else if (strcmp(a, "--threads") == 0) {
@@ -928,6 +1082,8 @@ static void parse_args(int argc, char **argv)
     }
   }
   parse_tests(test_list);
+  if (opt.max_reps < opt.reps)
+    opt.max_reps = opt.reps;
 
   if (tiers_topo_load(&topo, "this") != TIERS_OK)
     tiers_tool_fail_last("cannot read the topology of this machine");
@@ -1002,6 +1158,14 @@ int main(int argc, char **argv)
   tiers_json_array_end(&j);
   json_int_list(&j, "chunks", opt.chunks, opt.nchunks);
   tiers_json_kv_int(&j, "reps", opt.reps);
+  tiers_json_kv_int(&j, "max_reps", opt.max_reps);
+  tiers_json_kv_double(&j, "figure_time_s", opt.figure_time_s);
+  tiers_json_kv_string(&j, "rule",
+                       "repeat until the 95 % CI of the median is within +-5 %, "
+                       "figure_time_s passes or max_reps are taken; at least reps");
+  tiers_json_kv_string(&j, "pairs",
+                       "reference and test timed in alternating order per repetition; "
+                       "overhead = median of the per-pair differences");
   tiers_json_kv_double(&j, "test_time_us", opt.test_time_us);
   tiers_json_kv_double(&j, "delay_time_us", opt.delay_time_us);
   tiers_json_kv_int(&j, "delay_length", delay_length);

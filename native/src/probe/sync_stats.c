@@ -1,6 +1,7 @@
 #include "probe/sync_stats.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,4 +119,55 @@ void sync_stats_json(tiers_json_t *j, const char *key, const sync_stats_t *s, do
   tiers_json_object_end(j);
   tiers_json_kv_bool(j, "noisy", s->med.noisy);
   tiers_json_object_end(j);
+}
+
+int sync_reliability(const tiers_stats_t *m, int has_ref, char *why, size_t size)
+{
+  const char *what = has_ref ? "overhead (test minus reference, per pair)" : "time";
+  if (!(m->n > 0) || !isfinite(m->median)) {
+    snprintf(why, size, "no finite samples");
+    return 0;
+  }
+  if (m->median <= 0) {
+    snprintf(why, size, "below noise: the median %s is %.4g us, at or below zero", what,
+             m->median);
+    return 0;
+  }
+  if (m->ci_l > 0 && m->ci_low <= 0) {
+    snprintf(why, size,
+             "below noise: the 95 %% CI of the median %s, [%.4g, %.4g] us, includes zero", what,
+             m->ci_low, m->ci_high);
+    return 0;
+  }
+  why[0] = '\0';
+  return 1;
+}
+
+void sync_result_json(tiers_json_t *j, const char *ref_name, long innerreps, long ref_innerreps,
+                      const double *times, const double *refs, const double *values, size_t n,
+                      double ref_median, const sync_stats_t *s, double hz)
+{
+  tiers_json_key(j, "reference");
+  if (ref_name)
+    tiers_json_string(j, ref_name);
+  else
+    tiers_json_null(j);
+  /* the median of the reference loop timed beside the test (0: no reference) */
+  tiers_json_kv_double(j, "reference_us", refs ? ref_median : 0.0);
+  tiers_json_kv_int(j, "innerreps", innerreps);
+  if (refs)
+    tiers_json_kv_int(j, "reference_innerreps", ref_innerreps);
+  tiers_json_kv_int(j, "reps", (int64_t)n);
+  tiers_json_kv_double_array(j, "times_us", times, n);
+  if (refs)
+    tiers_json_kv_double_array(j, "reference_times_us", refs, n);
+  /* per-pair differences: single samples may be below zero on a noisy
+   * machine; the figure is the statistics below */
+  tiers_json_kv_double_array(j, "overheads_us", values, n);
+  sync_stats_json(j, "stats", s, hz);
+  char why[200];
+  int ok = sync_reliability(&s->med, refs != NULL, why, sizeof why);
+  tiers_json_kv_bool(j, "reliable", ok);
+  if (!ok)
+    tiers_json_kv_string(j, "why", why);
 }

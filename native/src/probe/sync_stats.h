@@ -39,6 +39,21 @@ int sync_stats_compute(const double *x, int n, double sigma, sync_stats_t *s);
 
 void sync_stats_free(sync_stats_t *s);
 
+/* Whether the statistics layer's summary @p m of a figure is a cost that
+ * can be given: its median above zero and, with a reference (@p has_ref:
+ * an overhead = test - reference), the 95 % CI of the median above zero
+ * too.  Returns 1, or 0 with the reason ("below noise: ...") in @p why. */
+int sync_reliability(const tiers_stats_t *m, int has_ref, char *why, size_t size);
+
+/* Writes the members of one test's result: reference name (null without),
+ * reference_us (the median of @p refs; 0 without), innerreps, reps, the
+ * samples (times, reference times, values = per-pair differences or
+ * times), the statistics of the values (sync_stats_json), and "reliable"
+ * with "why" (sync_reliability).  @p refs may be NULL. */
+void sync_result_json(tiers_json_t *j, const char *ref_name, long innerreps, long ref_innerreps,
+                      const double *times, const double *refs, const double *values, size_t n,
+                      double ref_median, const sync_stats_t *s, double hz);
+
 /* Writes the statistics object: every figure in microseconds (the samples'
  * unit) and, using @p hz, in CPU cycles. */
 void sync_stats_json(tiers_json_t *j, const char *key, const sync_stats_t *s, double hz);
