@@ -261,6 +261,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --launch: the command to run, e.g. -- mpirun -n 8 ./app")
     _add_output(p)
 
+    p = sub.add_parser("tune", help="trace a run, map it, then measure the program under "
+                       "the launcher's default placement and under the mapped one",
+                       usage="tiers tune [--vcluster | --hostfile FILE] -n N [--rounds R] "
+                       "[options] -- PROGRAM [ARGS...]")
+    p.add_argument("-n", "--ranks", type=V.ranks("--ranks"), metavar="N",
+                   help="ranks (with --vcluster default: every slot of the cluster)")
+    p.add_argument("--vcluster", action="store_true",
+                   help="run on the virtual cluster of 'tiers vcluster up' and map onto "
+                   "its nodes")
+    p.add_argument("--hostfile", metavar="FILE", type=V.input_file("--hostfile"),
+                   help="run on these hosts (Open MPI syntax) and map onto them")
+    p.add_argument("--rounds", type=V.count("--rounds", 3, 1000), default=6, metavar="R",
+                   help="interleaved rounds, each one run of both placements (default 6, "
+                   "the fewest with a 95%% interval of the median; at least 3)")
+    p.add_argument("--launcher", metavar="KIND", type=V.launcher_kind(),
+                   help="openmpi, mpich or slurm (default: $TIERS_LAUNCHER, else detected)")
+    p.add_argument("--timeout", type=V.duration("--timeout"), metavar="S",
+                   help="time limit of each run in seconds")
+    p.add_argument("--seed", type=V.seed("--seed"), default=1,
+                   help="seed of the mapping (default 1)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the temporary folder (trace, rankfile) and print its path")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- PROGRAM...",
+                   help="the program alone and its arguments (no launcher)")
+    _add_output(p)
+
     p = sub.add_parser("trace", help="record what an MPI program communicates, in bounded "
                        "memory (OTF2 archive + summary); also 'trace stats DIR', "
                        "'trace export DIR --format chrome'",
@@ -443,6 +469,9 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "map":
         from . import map as map_cmd
         return map_cmd.main(args, full_argv)
+    if args.command == "tune":
+        from . import tune
+        return tune.main(args, full_argv)
     if args.command == "trace":
         from . import trace
         return trace.main(args, full_argv)

@@ -105,6 +105,8 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
          "tiers probe noise --json", _SHOWN, "schemas/probe-noise.md"),
     Kind("map", "placement: groups, rank to (host, PU), predicted costs",
          "tiers map --json", _SHOWN, "schemas/map.md"),
+    Kind("tune", "default vs mapped placement: measured times and the model's prediction",
+         "tiers tune --json", "tiers tune", "map.md"),
     Kind("trace", "trace summary: per-function profile, messages, comm matrix",
          "tiers trace (summary.json in the trace folder)",
          "tiers trace stats, tiers show, tiers report", "schemas/trace.md"),
@@ -247,6 +249,12 @@ COMMANDS: dict[str, Command] = {
         "tleaf); write rankfiles, host files or launch the program.",
         "tiers map --stencil 3d:2,2,2:32,32,32 --machine 'synthetic:pack:2 core:4 pu:1' "
         "--rankfile rf.txt"),
+    "tune": Command(
+        "From a trace to a measured gain: trace a run of the program, map it onto the "
+        "machine the runs use, then run it under the launcher's default placement and "
+        "under the mapped one in interleaved rounds and print the measured times next to "
+        "the model's prediction.",
+        "tiers tune -n 4 --rounds 3 --json tune.json -- ./app"),
     "trace": Command(
         "Record what an MPI program communicates, in bounded memory per rank (swap-out at "
         "collectives padded to an equal overhead, the equal-overhead swap-out), into an "
