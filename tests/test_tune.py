@@ -213,3 +213,29 @@ def test_tune_on_a_two_node_vcluster(two_nodes, tmp_path, native_bin):
     assert all(two_nodes["agent"] in " ".join(r["command"]) for r in doc["samples"]["runs"])
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert two_nodes["agent"] not in out
+
+
+# --------------------------------------------------------------------------
+# tiers map --launch needs real hosts
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.mark.parametrize("machine", [
+    ["--machine", "synthetic:pack:2 core:4 pu:1"],
+    ["--machine", str(DATA / "topo-pack2-numa2-l3-core2-pu2.xml")],
+    ["--nodes", "2"],
+])
+def test_map_launch_refuses_invented_hosts(tmp_path, machine):
+    mark = tmp_path / "started"
+    run = run_tiers("map", "--stencil", "2d:2,1:4,4", *machine, "--oversubscribe", "--launch",
+                    "--", "touch", str(mark), timeout=120)
+    assert_one_line_error(run, "cannot run on invented hosts")
+    assert run.returncode == 2
+    assert not mark.exists()
+    # without --launch the same machine is mapped and written as before
+    rf = tmp_path / "rf"
+    run = run_tiers("map", "--stencil", "2d:2,1:4,4", *machine, "--oversubscribe",
+                    "--rankfile", str(rf), timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert len(rf.read_text().splitlines()) == 2

@@ -197,6 +197,9 @@ def main(args, argv: list[str]) -> int:
         hostfile = vcl.require_up()["hostfile"]
     if getattr(args, "launcher", None) and not args.launch:
         raise TiersError("--launcher goes with --launch -- PROGRAM")
+    if args.launch:
+        apply.check_launchable(args.machine, nodes=args.nodes, hostfile=args.hostfile,
+                               vcluster=vcluster)
     topo_doc = topo.measure(args.machine, option="--machine")
     if args.stencil and not (args.links and args.nodes is None and not hostfile):
         # the capacity first: a stencil far bigger than the machine is refused

@@ -32,6 +32,22 @@ from .machine import Machine
 from .placement import Placement
 
 
+def check_launchable(machine_source: str, *, nodes: int | None = None,
+                     hostfile: str | None = None, vcluster: bool = False) -> None:
+    """Raise TiersError (exit 2) when the machine tiers map places onto is
+    made up -- a synthetic or XML node (``--machine``) or ``--nodes`` copies
+    of this one without a hostfile -- since a launch needs real hosts and
+    their real cores."""
+    src = str(machine_source or "this")
+    if src != "this":
+        what = "a synthetic machine" if src.startswith("synthetic:") else f"the machine of {src}"
+        raise TiersError(f"--launch cannot run on invented hosts: --machine gives {what}; drop "
+                         "--machine (or --launch and write the placement files instead)")
+    if nodes is not None and nodes > 1 and not hostfile and not vcluster:
+        raise TiersError(f"--launch cannot run on invented hosts: --nodes {nodes} names no real "
+                         "host; give --hostfile (or --vcluster) instead")
+
+
 def bind_wrapper(p: Placement, machine: Machine) -> list[str]:
     """Return the words that start one rank through ``tiers-bind`` with the
     PU of every rank of ``p``."""
