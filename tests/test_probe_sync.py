@@ -71,8 +71,18 @@ def _check_stats(samples: list[float], st: dict, hz: float) -> None:
     s = sorted(kept)
     median = s[k // 2] if k % 2 else (s[k // 2 - 1] + s[k // 2]) / 2
     scale = max(1e-9, abs(mean), max(abs(v) for v in kept))
-    assert st["mean_us"] == pytest.approx(mean, abs=1e-12 * scale)
-    assert st["median_us"] == pytest.approx(median, abs=1e-12 * scale)
+    # an overhead figure at or below zero is not a cost (probe/sync.py):
+    # None and "<figure>_reliable": false instead of the number
+    if st["mean_us"] is None:
+        assert mean <= 1e-12 * scale and st["mean_reliable"] is False
+        assert st["ci95_us"] is None and st["mean_cycles"] is None
+    else:
+        assert mean > 0 or st["n"] == st["kept"] == 0
+        assert st["mean_us"] == pytest.approx(mean, abs=1e-12 * scale)
+    if st["median_us"] is None:
+        assert median <= 1e-12 * scale and st["median_reliable"] is False
+    else:
+        assert st["median_us"] == pytest.approx(median, abs=1e-12 * scale)
     assert st["stddev_us"] == pytest.approx(sd, rel=1e-9, abs=1e-12 * scale)
     if min(kept) > 0:
         assert st["min_us"] == min(kept)
@@ -80,7 +90,8 @@ def _check_stats(samples: list[float], st: dict, hz: float) -> None:
         assert st["min_us"] is None and st["min_reliable"] is False
     assert st["max_us"] == max(kept)
     half = st["t95"] * sd / math.sqrt(k) if k > 1 else 0.0
-    assert st["ci95_us"] == pytest.approx([mean - half, mean + half], abs=1e-9 * scale)
+    if st["ci95_us"] is not None:
+        assert st["ci95_us"] == pytest.approx([mean - half, mean + half], abs=1e-9 * scale)
     if k - 1 in T95:
         assert st["t95"] == pytest.approx(T95[k - 1], abs=5e-4)
     c = hz * 1e-6
@@ -89,8 +100,9 @@ def _check_stats(samples: list[float], st: dict, hz: float) -> None:
             assert st[f"{key}_cycles"] is None
             continue
         assert st[f"{key}_cycles"] == pytest.approx(st[f"{key}_us"] * c, rel=1e-12, abs=1e-9)
-    assert st["ci95_cycles"] == pytest.approx([v * c for v in st["ci95_us"]], rel=1e-12,
-                                              abs=1e-9)
+    if st["ci95_us"] is not None:
+        assert st["ci95_cycles"] == pytest.approx([v * c for v in st["ci95_us"]], rel=1e-12,
+                                                  abs=1e-9)
 
 
 def test_document_and_params(run):
@@ -117,7 +129,8 @@ def test_every_test_at_every_thread_count(run):
         for s in SCHED:
             assert [t["chunk"] for t in r["tests"] if t["name"] == s] == CHUNKS
         for t in r["tests"]:
-            assert len(t["times_us"]) == len(t["overheads_us"]) == REPS
+            # at least --reps repetitions, more while the figure is noisy
+            assert len(t["times_us"]) == len(t["overheads_us"]) == t["reps"] >= REPS
             assert t["innerreps"] >= 1
             if t["name"] in ("critical", "lock", "atomic"):
                 assert t["innerreps"] % r["threads"] == 0
@@ -126,17 +139,44 @@ def test_every_test_at_every_thread_count(run):
 
 
 def test_overheads_are_times_minus_reference(run):
+    """Every overhead sample is its test repetition minus the reference loop
+    timed beside it (pairs), and reference_us is the median of those."""
+    from tiers import stats
+
     for r in run["doc"]["samples"]:
-        refs = {x["name"]: x for x in r["references"]}
         for t in r["tests"]:
             if t["group"] == "barriers":
                 assert t["reference"] is None and t["reference_us"] == 0
-                assert t["overheads_us"] == t["times_us"]
+                assert t["overheads_us"] == t["times_us"] and "reference_times_us" not in t
                 continue
             assert t["reference"] == REFERENCE[t["name"]]
-            assert t["reference_us"] == refs[t["reference"]]["stats"]["mean_us"]
+            refs = t["reference_times_us"]
+            assert len(refs) == len(t["times_us"])
+            assert t["reference_us"] == pytest.approx(stats.summarize(refs)["median"],
+                                                      rel=1e-12)
             assert t["overheads_us"] == pytest.approx(
-                [v - t["reference_us"] for v in t["times_us"]], abs=1e-12)
+                [v - a for v, a in zip(t["times_us"], refs)], abs=1e-12)
+
+
+def test_every_figure_follows_the_repeat_until_rule(run):
+    """A figure stops when its 95 % CI of the median is within +-5 %
+    (converged), or else at the time limit or the cap -- never earlier;
+    whatever the machine did, the flag says which."""
+    from tiers import stats
+
+    p = run["doc"]["params"]
+    assert p["figure_time_s"] == 0.2 and p["max_reps"] >= p["reps"]
+    for r in run["doc"]["samples"]:
+        for t in r["tests"]:
+            s = stats.summarize(t["overheads_us"])
+            assert t["stats"]["noisy"] == s["noisy"]
+            if t["stopped"] == "converged":
+                assert not s["noisy"]
+            else:
+                assert t["stopped"] in ("time limit", "max samples")
+                assert t["reps"] == p["max_reps"] or t["seconds"] >= p["figure_time_s"]
+                if t["reps"] > p["reps"]:  # the one before the last was checked too
+                    assert stats.summarize(t["overheads_us"][:-1])["noisy"]
 
 
 def test_statistics_agree_with_samples(run):
@@ -160,8 +200,15 @@ def test_summary_rows_and_headline(run):
             match = [w for w in rows if w["threads"] == r["threads"] and w["name"] == t["name"]
                      and w.get("chunk") == t.get("chunk")]
             assert len(match) == 1
-            assert match[0]["mean_us"] == t["stats"]["mean_us"]
-            assert match[0]["mean_cycles"] == t["stats"]["mean_cycles"]
+            row = match[0]
+            if row["reliable"]:
+                assert row["value_us"] == t["stats"]["median_stats"]["median"] > 0
+                assert row["mean_us"] == t["stats"]["mean_us"]
+                assert row["value_cycles"] == pytest.approx(
+                    row["value_us"] * summary["cycles_per_second"] * 1e-6)
+            else:
+                assert row["why"].startswith("below noise") and row["noisy"]
+                assert row["value_us"] is None and row["mean_us"] is None
     head = summary["headline"]
     at = 2 if 2 in run["threads"] else 1
     assert head["threads"] == at
@@ -169,8 +216,8 @@ def test_summary_rows_and_headline(run):
                       ("condvar_barrier", "condvar"), ("omp_barrier", "barrier"),
                       ("omp_parallel", "parallel")):
         row = next(w for w in rows if w["threads"] == at and w["name"] == name)
-        assert head[key]["mean_us"] == row["mean_us"]
-        assert head[key]["median_cycles"] == row["median_cycles"]
+        assert head[key]["value_us"] == row["value_us"]
+        assert head[key]["value_cycles"] == row["value_cycles"]
 
 
 def test_printed_tables_and_headline(run):
@@ -179,12 +226,15 @@ def test_printed_tables_and_headline(run):
     for title in ("EPCC overhead per construct", "Schedule overhead", "Barrier time"):
         assert title in out
     flat = " ".join(out.split())
-    assert f"At {head['threads']} threads, mean and median:" in flat
+    assert f"At {head['threads']} threads, median:" in flat
     for key in ("spin_barrier", "pthread_barrier", "condvar_barrier", "omp_barrier",
                 "omp_parallel"):
         v = head[key]
-        assert (f"{v['label']} {v['mean_us']:.3f} µs ({v['mean_cycles']:,.0f} cycles), median "
-                f"{v['median_us']:.3f} µs ({v['median_cycles']:,.0f} cycles)") in flat
+        if v["value_us"] is None:
+            assert f"{v['label']} below noise" in flat
+        else:
+            assert f"{v['label']} {v['value_us']:.3f} µs ({v['value_cycles']:,.0f} cycles)" \
+                in flat
     png = run["png"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -289,6 +339,154 @@ def test_native_tool_bad_input(native_bin):
         assert proc.stdout == ""
 
 
+def _pair_stats(native_bin, refs, tests) -> dict:
+    """One test's result from given samples, computed by tiers-probe-sync
+    itself (the code a measurement runs)."""
+    text = lambda v: "none" if v is None else ",".join(repr(float(x)) for x in v)  # noqa: E731
+    proc = subprocess.run([native_bin("tiers-probe-sync"), "--pair-stats", text(refs),
+                           text(tests)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _summary_of(test: dict) -> dict:
+    from tiers.probe import sync
+
+    raw = {"runs": [{"threads": 2, "tests": [test]}], "params": {"cycles_per_second": 1e9}}
+    return sync.summarise(raw)
+
+
+def test_a_disturbed_reference_does_not_give_a_negative_overhead(native_bin):
+    """Twelve pairs; one reference loop was disturbed (4 us instead of 1 us).
+    A naive overhead, the mean test time minus the mean reference time, is
+    negative; the median of the per-pair differences is the true 0.2 us."""
+    from tiers.probe import sync
+
+    refs = [1.0, 1.01, 0.99, 1.0, 4.0, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0]
+    tests = [r + 0.2 for r in refs[:4]] + [1.2] + [r + 0.2 for r in refs[5:]]
+    naive = sum(tests) / len(tests) - sum(refs) / len(refs)
+    assert naive < 0
+    t = _pair_stats(native_bin, refs, tests)
+    assert t["reliable"] is True and "why" not in t
+    assert t["overheads_us"] == pytest.approx([b - a for a, b in zip(refs, tests)])
+    assert t["reference_us"] == 1.0  # the median of the references beside the tests
+    summary = _summary_of(t)
+    (row,) = summary["rows"]
+    assert row["value_us"] == pytest.approx(0.2) and row["reliable"] is True
+    assert row["median_ci95_us"] == pytest.approx([0.2, 0.2]) and row["noisy"] is False
+    assert row["value_cycles"] == pytest.approx(200)
+    assert sync._cell(row).startswith("0.200 ±0.000 µs")
+    # the 3-sigma filter drops the disturbed pair from EPCC's mean too
+    assert row["mean_us"] == pytest.approx(0.2)
+
+
+def test_an_overhead_whose_interval_includes_zero_is_below_noise(native_bin):
+    """Pairs whose differences scatter around zero: no cost can be told
+    from the noise.  The row says 'below noise' with why, reliable: false,
+    and carries no number at all -- no negative one anywhere."""
+    from rich.console import Console
+
+    from tiers.probe import sync
+
+    refs = [1.0] * 12
+    diffs = [0.03, -0.02, 0.01, -0.04, 0.02, 0.05, -0.01, 0.04, -0.03, 0.02, 0.01, -0.02]
+    t = _pair_stats(native_bin, refs, [1.0 + d for d in diffs])
+    assert t["reliable"] is False and t["why"].startswith("below noise")
+    assert "includes zero" in t["why"]
+    summary = _summary_of(t)
+    (row,) = summary["rows"]
+    assert row["reliable"] is False and row["noisy"] is True and "includes zero" in row["why"]
+    for key in ("value_us", "mean_us", "median_us", "min_us", "ci95_us", "median_ci95_us",
+                "mean_cycles"):
+        assert row[key] is None, key
+    assert sync._cell(row) == "below noise~"
+    # a median below zero: reliable false, "at or below zero"
+    t = _pair_stats(native_bin, refs, [1.0 + d - 0.05 for d in diffs])
+    assert t["reliable"] is False and "at or below zero" in t["why"]
+    row = _summary_of(t)["rows"][0]
+    assert row["value_us"] is None
+    # nothing negative among the figures of the document's raw statistics
+    st = t["stats"]
+    for key in ("mean_us", "median_us", "min_us"):
+        assert st[key] is None or st[key] > 0
+    assert st["median_stats"]["median"] is None
+    buf = io.StringIO()
+    doc = {"params": {"delay_length": 10, "delay_measured_us": 0.1, "delay_time_us": 0.1,
+                      "reps": 12, "test_time_us": 100, "figure_time_s": 0.2,
+                      "cycles_per_second": 1e9, "pin": "compact", "iters_per_thread": 128},
+           "summary": _summary_of(_pair_stats(native_bin, refs, [1.0 + d for d in diffs]))}
+    sync.render(doc, Console(file=buf, width=120))
+    out = buf.getvalue()
+    assert "below noise" in out and "includes zero" in out
+    assert "-0." not in out
+
+
+def test_a_time_without_reference_is_its_median(native_bin):
+    """A barrier: the values are the times; noisy when the CI of the median
+    is wider than +-5 %, reliable as long as the median is positive."""
+    times = [0.2, 0.201, 0.199, 0.2, 0.2, 0.202, 0.2, 0.198, 0.2, 0.2, 0.201, 9.0]
+    t = _pair_stats(native_bin, None, times)
+    assert t["reference"] is None and t["reliable"] is True
+    row = _summary_of(t)["rows"][0]
+    assert row["value_us"] == pytest.approx(0.2) and row["noisy"] is False
+    wide = [0.1, 0.3, 0.15, 0.4, 0.2, 0.35, 0.12, 0.5, 0.25, 0.3, 0.18, 0.45]
+    row = _summary_of(_pair_stats(native_bin, None, wide))["rows"][0]
+    assert row["reliable"] is True and row["noisy"] is True
+    assert row["value_us"] == pytest.approx(sorted(wide)[5] / 2 + sorted(wide)[6] / 2)
+
+
+def test_single_tests_and_python_api(tmp_path):
+    from rich.console import Console
+
+    from tiers.probe import sync
+
+    doc = sync.measure(threads=[1], tests=["spin", "barrier", "guided"], reps=3,
+                       test_time=50, chunks=[2], quick=True)
+    (run,) = doc["samples"]
+    assert [(t["name"], t.get("chunk")) for t in run["tests"]] == [
+        ("barrier", None), ("guided", 2), ("spin", None)]
+    assert {x["name"] for x in run["references"]} == {"delay", "sched"}
+    buf = io.StringIO()
+    sync.render(doc, Console(file=buf, width=120))
+    assert "spin barrier" in buf.getvalue() and "GUIDED 2" in buf.getvalue()
+    path = sync.plot(doc, tmp_path / "p.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--tests", "sync,bogus"], "unknown test group or test 'bogus'"),
+    (["--tests", ""], "--tests is empty"),
+    (["--threads", "4096"], "--threads: 4096 is more than the limit of 1024"),
+    (["--threads", "2,x"], "--threads: 'x' is not a count"),
+    (["--threads", "0"], "--threads: 0 is below the minimum of 1"),
+    (["--chunks", "1,,4"], "--chunks: '1,,4' has an empty item"),
+    (["--chunks", "-3"], "--chunks: -3 is below the minimum of 1"),
+    (["--reps", "0"], "--reps: 0 is below the minimum of 2"),
+    (["--reps", "-5"], "--reps: -5 is below the minimum of 2"),
+    (["--test-time", "-1"], "--test-time: -1 must be above 0"),
+    (["--delay-time", "0"], "--delay-time: 0 must be above 0"),
+    (["--test-time", "inf"], "--test-time: 'inf' is not a finite number"),
+    (["--pin", "none"], "invalid choice: 'none'"),
+    (["--reps", "many"], "--reps: 'many' is not a count"),
+])
+def test_bad_input_is_one_line(args, fragment):
+    r = run_tiers("probe", "sync", *args)
+    assert_one_line_error(r, fragment)
+
+
+def test_native_tool_bad_input(native_bin):
+    for args, fragment in ((["--pin", "none"], "--pin must be compact or scatter"),
+                           (["--bogus"], "unknown option '--bogus'"),
+                           (["--stats", "1,x"], "bad number list"),
+                           (["--reps"], "needs a value")):
+        proc = subprocess.run([native_bin("tiers-probe-sync"), *args], capture_output=True,
+                              text=True, timeout=30)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith("tiers-probe-sync: error: ") and fragment in lines[0]
+        assert proc.stdout == ""
+
+
 def _raw_with(stats_by_name: dict) -> dict:
     """A tiers-probe-sync output of one run at 2 threads with these tests."""
     tests = []
@@ -302,6 +500,22 @@ def _raw_with(stats_by_name: dict) -> dict:
     return {"runs": [{"threads": 2, "tests": tests}], "params": {"cycles_per_second": 2.6e9}}
 
 
+def _raw_with(stats_by_name: dict) -> dict:
+    """A tiers-probe-sync output of one run at 2 threads with these tests:
+    name -> (mean = median overhead, smallest single overhead)."""
+    tests = []
+    for name, (mean, low) in stats_by_name.items():
+        st = {"mean_us": mean, "median_us": mean, "stddev_us": 0.01,
+              "ci95_us": [mean - 0.005, mean + 0.005], "min_us": low, "max_us": mean + 0.02,
+              "mean_cycles": mean * 2600, "median_cycles": mean * 2600,
+              "stddev_cycles": 26.0, "ci95_cycles": [0.0, 1.0], "kept": 20, "dropped": 0,
+              "noisy": False,
+              "median_stats": {"median": mean, "ci_low": mean - 0.005, "ci_high": mean + 0.005,
+                               "min": low, "noisy": False}}
+        tests.append({"group": "sync", "name": name, "label": name.upper(), "stats": st})
+    return {"runs": [{"threads": 2, "tests": tests}], "params": {"cycles_per_second": 2.6e9}}
+
+
 def test_a_minimum_overhead_at_or_below_zero_is_not_stored_as_a_cost():
     from tiers.probe import sync
 
@@ -309,18 +523,23 @@ def test_a_minimum_overhead_at_or_below_zero_is_not_stored_as_a_cost():
     rows = {r["name"]: r for r in sync.summarise(raw)["rows"]}
     assert rows["barrier"]["min_us"] == 0.25 and "min_why" not in rows["barrier"]
     for name in ("atomic", "critical"):
-        assert rows[name]["min_us"] is None
+        assert rows[name]["min_us"] is None and rows[name]["reliable"] is True
+        assert rows[name]["value_us"] > 0
         assert "timing noise" in rows[name]["min_why"]
     # the raw samples kept in the document carry the same mark
     st = raw["runs"][0]["tests"][0]["stats"]
     assert st["min_us"] is None and st["min_reliable"] is False
+    assert st["median_stats"]["min"] is None
 
 
-def test_a_mean_overhead_at_or_below_zero_prints_below_noise():
+def test_a_median_overhead_at_or_below_zero_prints_below_noise():
+    """A document of an older tool (no "reliable" from the tool): the
+    statistics layer's median decides, and nothing negative is printed."""
     from tiers.probe import sync
 
     raw = _raw_with({"atomic": (-0.004, -0.03), "barrier": (0.3, 0.25)})
     rows = {r["name"]: r for r in sync.summarise(raw)["rows"]}
+    assert rows["atomic"]["reliable"] is False and rows["atomic"]["value_us"] is None
     assert "below noise" in sync._cell(rows["atomic"])
     assert "-0.004" not in sync._cell(rows["atomic"])
     assert sync._cell(rows["barrier"]).startswith("0.300 ±0.005")

@@ -118,7 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tests", metavar="LIST", default="sync,sched,barriers",
                    help="groups among sync, sched, barriers (default: all)")
     p.add_argument("--reps", type=V.count("--reps", 2, 100000),
-                   metavar="N", help="outer repetitions (default 20)")
+                   metavar="N", help="outer repetitions at least (default 20)")
+    p.add_argument("--figure-time", type=V.real("--figure-time", above=0, maximum=3600),
+                   metavar="S", help="repeat each figure until the 95 %% CI of its median is "
+                   "within +-5 %% or S seconds pass (default 1, --quick 0.2)")
     p.add_argument("--test-time", type=V.real("--test-time", above=0, maximum=1e7), metavar="US",
                    help="target time of one test in microseconds (default 1000)")
     p.add_argument("--delay-time", type=V.real("--delay-time", above=0, maximum=1e5), metavar="US",

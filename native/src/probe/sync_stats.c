@@ -129,14 +129,14 @@ int sync_reliability(const tiers_stats_t *m, int has_ref, char *why, size_t size
     return 0;
   }
   if (m->median <= 0) {
-    snprintf(why, size, "below noise: the median %s is %.4g us, at or below zero", what,
-             m->median);
+    snprintf(why, size, "below noise: the median %s is at or below zero", what);
     return 0;
   }
   if (m->ci_l > 0 && m->ci_low <= 0) {
     snprintf(why, size,
-             "below noise: the 95 %% CI of the median %s, [%.4g, %.4g] us, includes zero", what,
-             m->ci_low, m->ci_high);
+             "below noise: the 95 %% CI of the median %s includes zero (its upper end: "
+             "%.4g us)",
+             what, m->ci_high);
     return 0;
   }
   why[0] = '\0';

@@ -15,10 +15,16 @@ thread pinned to a PU of its own:
   ``pthread_barrier_t`` and a mutex/condition-variable barrier, as time per
   barrier episode.
 
-Each figure comes from ``reps`` outer repetitions; samples beyond 3 standard
-deviations are dropped, and the mean, median, standard deviation and 95%
-confidence interval of the mean are reported in microseconds and in CPU
-cycles.  This module wraps the tool's output into a ``tiers.probe.sync/1``
+Each figure repeats by the statistics layer's rule (docs/statistics.md):
+at least ``reps`` outer repetitions, then on until the 95 % CI of the
+median is within +-5 % or ``figure_time`` seconds pass.  An EPCC overhead
+is measured in pairs: the reference loop and the test, timed one beside the
+other in alternating order, and the figure is the median of the per-pair
+differences, so a disturbed reference moves one pair and not the figure.
+An overhead whose median, or the lower end of its CI, is at or below zero is
+"below noise": ``reliable: false`` with ``why``, and no number is given.
+The EPCC statistics (mean, 3-sigma filter, t interval of the mean) stay
+beside the median in the document, in microseconds and in CPU cycles.  This module wraps the tool's output into a ``tiers.probe.sync/1``
 document (docs/schemas/probe-sync.md), prints tables and draws the plots.
 """
 
@@ -45,7 +51,7 @@ GROUPS = {
 }
 
 #: What ``quick=True`` changes (options given explicitly still win).
-QUICK = {"reps": 15, "test_time": 200.0, "chunks": "1,8,64"}
+QUICK = {"reps": 15, "test_time": 200.0, "chunks": "1,8,64", "figure_time": 0.2}
 
 #: The thread count the headline figures are taken at (the issue quotes 2).
 HEADLINE_THREADS = 2
@@ -61,7 +67,8 @@ _ROW_KEYS = ("mean_us", "median_us", "stddev_us", "ci95_us", "min_us", "max_us",
 
 
 def native_args(*, threads=None, tests=None, reps=None, test_time=None, delay_time=None,
-                chunks=None, pin=None, iters_per_thread=None, quick=False) -> list[str]:
+                chunks=None, pin=None, iters_per_thread=None, quick=False,
+                figure_time=None, max_reps=None) -> list[str]:
     """Return the tiers-probe-sync arguments for these options (lists as
     Python lists or comma-separated text; None means the default, or the
     quick value when ``quick``)."""
@@ -69,6 +76,7 @@ def native_args(*, threads=None, tests=None, reps=None, test_time=None, delay_ti
         reps = QUICK["reps"] if reps is None else reps
         test_time = QUICK["test_time"] if test_time is None else test_time
         chunks = QUICK["chunks"] if chunks is None else chunks
+        figure_time = QUICK["figure_time"] if figure_time is None else figure_time
     args: list[str] = []
     for flag, value in (("--threads", threads), ("--tests", tests), ("--chunks", chunks)):
         text = native.list_arg(value)
@@ -76,7 +84,8 @@ def native_args(*, threads=None, tests=None, reps=None, test_time=None, delay_ti
             args += [flag, text]
     for flag, value in (("--reps", reps), ("--test-time", test_time),
                         ("--delay-time", delay_time), ("--iters-per-thread", iters_per_thread),
-                        ("--pin", pin)):
+                        ("--pin", pin), ("--figure-time", figure_time),
+                        ("--max-reps", max_reps)):
         if value is not None:
             args += [flag, str(value)]
     return args
@@ -94,43 +103,98 @@ def _run_tool(args: list[str], progress: Callable[[int, int], None] | None) -> d
 MIN_WHY = ("the smallest single repetition was not slower than its reference loop: "
            "an overhead at or below the timing noise, not a negative cost")
 
+#: EPCC figures of an overhead that are never given at or below zero, and
+#: what else goes with each
+_POSITIVE = {"min_us": ("min_cycles",), "mean_us": ("mean_cycles", "ci95_us", "ci95_cycles"),
+             "median_us": ("median_cycles",)}
+
 
 def _drop_impossible_min(st: dict) -> None:
     """An EPCC overhead is a difference of two timed loops, so one noisy
-    repetition can come out at zero or below.  Such a minimum is not a cost
-    a construct can have: store None, ``min_reliable: false`` and why,
-    instead of the number."""
-    low = st.get("min_us")
-    if isinstance(low, (int, float)) and low <= 0:
-        st["min_us"] = None
-        if "min_cycles" in st:
-            st["min_cycles"] = None
-        st["min_reliable"] = False
-        st["min_why"] = MIN_WHY
+    repetition can come out at zero or below.  Such a minimum (or mean, or
+    median) is not a cost a construct can have: store None,
+    ``<figure>_reliable: false`` and why, instead of the number."""
+    for key, others in _POSITIVE.items():
+        v = st.get(key)
+        if isinstance(v, (int, float)) and v <= 0:
+            st[key] = None
+            for o in others:
+                if o in st:
+                    st[o] = None
+            st[key.replace("_us", "_reliable")] = False
+            if key == "min_us":
+                st["min_why"] = MIN_WHY
+    ms = st.get("median_stats")
+    if isinstance(ms, dict):
+        for key in ("min", "median", "ci_low", "ci_high", "min_cycles", "median_cycles"):
+            v = ms.get(key)
+            if isinstance(v, (int, float)) and v <= 0:
+                ms[key] = None
+
+
+def _reliability(test: dict) -> tuple[bool, str | None]:
+    """Whether a test's figure can be given, from the tool's ``reliable``
+    and ``why`` (documents of older tools: the median of the statistics
+    layer, and its CI, above zero)."""
+    if "reliable" in test:
+        return bool(test["reliable"]), test.get("why")
+    ms = test["stats"].get("median_stats") or {}
+    med, lo = ms.get("median"), ms.get("ci_low")
+    if not isinstance(med, (int, float)) or med <= 0:
+        return False, "below noise: the median overhead is at or below zero"
+    if isinstance(lo, (int, float)) and lo <= 0:
+        return False, "below noise: the 95 % CI of the median overhead includes zero"
+    return True, None
+
+
+#: the row fields that are figures: None in a row that is below the noise
+_FIGURES = ("mean_us", "median_us", "stddev_us", "ci95_us", "min_us", "max_us", "mean_cycles",
+            "median_cycles", "stddev_cycles", "ci95_cycles", "value_us", "value_cycles",
+            "median_ci95_us")
 
 
 def summarise(raw: dict) -> dict:
     """Return the ``summary`` of a document from the tool's output: one row
-    per test (and chunk size) and thread count with the statistics of its
-    overheads, and the ``headline`` figures at 2 threads (or the fewest
-    measured): spin, pthread and condvar barrier times and the EPCC BARRIER
-    and PARALLEL overheads, each in microseconds and cycles."""
+    per test (and chunk size) and thread count and the ``headline`` figures
+    at 2 threads (or the fewest measured): spin, pthread and condvar barrier
+    times and the EPCC BARRIER and PARALLEL overheads.
+
+    A row's figure is ``value_us`` (and ``value_cycles``): the statistics
+    layer's median of the test's values -- per-pair overheads, or times per
+    barrier episode -- with ``median_ci95_us``, its 95 % CI, and ``noisy``;
+    the EPCC mean, median, deviation, t interval, min and max are beside
+    it.  A row that is below the noise has ``reliable: false``, ``why``,
+    and None for every figure: no number at or below zero is reported."""
+    hz = raw["params"]["cycles_per_second"]
     rows = []
     for run in raw["runs"]:
         for test in run["tests"]:
-            _drop_impossible_min(test["stats"])
+            ok, why = _reliability(test)
+            st = test["stats"]
+            ms = st.get("median_stats") or {}
+            value = ms.get("median")
+            ci = ([ms["ci_low"], ms["ci_high"]]
+                  if ms.get("ci_low") is not None and ms.get("ci_high") is not None else None)
+            _drop_impossible_min(st)
             row = {"group": test["group"], "name": test["name"], "label": test["label"],
                    "threads": run["threads"]}
             if "chunk" in test:
                 row["chunk"] = test["chunk"]
-            row.update({k: test["stats"][k] for k in _ROW_KEYS})
-            if "min_why" in test["stats"]:
-                row["min_why"] = test["stats"]["min_why"]
-            # the statistics layer beside the EPCC figures (docs/statistics.md)
-            ms = test["stats"].get("median_stats")
-            row["noisy"] = test["stats"].get("noisy")
-            row["median_ci95_us"] = ([ms["ci_low"], ms["ci_high"]]
-                                     if ms and ms.get("ci_low") is not None else None)
+            row.update({k: st.get(k) for k in _ROW_KEYS})
+            if "min_why" in st:
+                row["min_why"] = st["min_why"]
+            row["value_us"] = value
+            row["value_cycles"] = value * hz * 1e-6 if isinstance(value, (int, float)) else None
+            row["median_ci95_us"] = ci
+            row["noisy"] = bool(st.get("noisy", ms.get("noisy")))
+            row["reps"] = test.get("reps", st.get("n"))
+            row["stopped"] = test.get("stopped")
+            row["reliable"] = ok
+            if not ok:
+                row["why"] = why
+                row["noisy"] = True
+                for k in _FIGURES:
+                    row[k] = None
             rows.append(row)
     threads = [run["threads"] for run in raw["runs"]]
     at = HEADLINE_THREADS if HEADLINE_THREADS in threads else (min(threads) if threads else None)
@@ -138,16 +202,16 @@ def summarise(raw: dict) -> dict:
     for key, group, name, label in _HEADLINE:
         for row in rows:
             if row["threads"] == at and row["group"] == group and row["name"] == name:
-                headline[key] = {"label": label, **{k: row[k] for k in (
-                    "mean_us", "median_us", "ci95_us", "mean_cycles", "median_cycles",
-                    "ci95_cycles", "noisy", "median_ci95_us")}}
-    return {"cycles_per_second": raw["params"]["cycles_per_second"], "threads": threads,
-            "rows": rows, "headline": headline}
+                headline[key] = {"label": label, **{k: row.get(k) for k in (
+                    "value_us", "value_cycles", "median_ci95_us", "mean_us", "median_us",
+                    "ci95_us", "mean_cycles", "median_cycles", "ci95_cycles", "noisy",
+                    "reliable", "why")}}
+    return {"cycles_per_second": hz, "threads": threads, "rows": rows, "headline": headline}
 
 
 def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=None,
             chunks=None, pin=None, iters_per_thread=None, quick: bool = False,
-            argv: list[str] | None = None,
+            figure_time=None, max_reps=None, argv: list[str] | None = None,
             progress: Callable[[int, int], None] | None = None) -> dict:
     """Run the synchronisation probe and return its ``tiers.probe.sync/1``
     result document.
@@ -160,7 +224,10 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
     ``test_time`` and ``delay_time`` in microseconds (defaults 1000 and
     0.1); ``pin`` is ``"compact"`` or ``"scatter"``; ``iters_per_thread``
     the delays per thread of a schedule test (default 128); ``quick`` uses
-    15 repetitions, 200 us tests and chunks 1, 8, 64 unless given.
+    15 repetitions, 200 us tests, chunks 1, 8, 64 and 0.2 s per figure unless
+    given.  Every figure repeats until the 95 % CI of its median is within
+    +-5 %, ``figure_time`` seconds pass (default 1) or ``max_reps``
+    repetitions (default 2000) were taken; ``reps`` is the least count.
     ``progress(done, total)`` is called after each test.
 
     The document's ``params`` are the tool's parameters (with the measured
@@ -170,27 +237,48 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
     Raise TiersError (one line) on bad input."""
     args = native_args(threads=threads, tests=tests, reps=reps, test_time=test_time,
                        delay_time=delay_time, chunks=chunks, pin=pin,
-                       iters_per_thread=iters_per_thread, quick=quick)
+                       iters_per_thread=iters_per_thread, quick=quick,
+                       figure_time=figure_time, max_reps=max_reps)
     raw = _run_tool(args, progress)
     summary = summarise(raw)
-    noisy = sum(1 for r in summary["rows"] if r.get("noisy"))
-    extra = {"warnings": [f"probe sync: {noisy} of {len(summary['rows'])} figures are noisy "
-                          "(95 % CI of the median wider than +-5 %)"]} if noisy else {}
+    noisy = sum(1 for r in summary["rows"] if r.get("noisy") and r.get("reliable", True))
+    below = sum(1 for r in summary["rows"] if r.get("reliable") is False)
+    warnings = []
+    if noisy:
+        warnings.append(f"probe sync: {noisy} of {len(summary['rows'])} figures are noisy "
+                        "(95 % CI of the median wider than +-5 % when the time per figure "
+                        "ran out)")
+    if below:
+        warnings.append(f"probe sync: {below} of {len(summary['rows'])} overheads are below "
+                        "the timing noise and given as 'below noise' (see each row's why)")
+    extra = {"warnings": warnings} if warnings else {}
     return result.new_document("probe.sync", params=raw["params"], samples=raw["runs"],
                                summary=summary, argv=argv, native=raw.get("native", {}),
                                **extra)
 
 
+def _half(row: dict) -> float | None:
+    """The larger side of the 95 % CI of the row's median, in us."""
+    ci, v = row.get("median_ci95_us"), row.get("value_us")
+    if not ci or v is None or ci[0] is None or ci[1] is None:
+        return None
+    return max(v - ci[0], ci[1] - v)
+
+
 def _cell(row: dict | None) -> str:
-    """Mean (+/- half the 95% interval) in us, then the mean in cycles."""
+    """The median (+- the larger side of its 95 % CI) in us, then in cycles;
+    "below noise" for a row that cannot be given as a cost."""
     if row is None:
         return "-"
-    half = (row["ci95_us"][1] - row["ci95_us"][0]) / 2
-    if row["mean_us"] <= 0:
+    if row.get("reliable") is False or row.get("value_us") is None:
         # a difference of two loops at or below the noise: no cost to print
-        return stats.mark(f"< {half:.3f} µs", True) + "\nbelow noise"
-    return stats.mark(f"{row['mean_us']:.3f} ±{half:.3f} µs", row.get("noisy")) + \
-        f"\n{row['mean_cycles']:,.0f} cy"
+        return stats.mark("below noise", True)
+    half = _half(row)
+    ci = f" ±{half:.3f}" if half is not None else ""
+    text = stats.mark(f"{row['value_us']:.3f}{ci} µs", row.get("noisy"))
+    if row.get("value_cycles") is not None:
+        text += f"\n{row['value_cycles']:,.0f} cy"
+    return text
 
 
 def _index(rows: list[dict]) -> dict:
@@ -201,18 +289,22 @@ def render(doc: dict, console: Console) -> None:
     """Print a document: its parameters, the EPCC overheads (constructs x
     thread counts), the schedule overheads (schedule and chunk x thread
     counts), the barrier comparison (spin / pthread / condvar, with the
-    ratios to the spin barrier), each as mean ± half the 95% interval in
-    microseconds and the mean in CPU cycles, then the headline figures."""
+    ratios to the spin barrier), each as the median ± its 95 % interval in
+    microseconds and in CPU cycles ("below noise" where an overhead cannot
+    be told from the timing noise, with why), then the headline figures."""
     p, summary = doc["params"], doc["summary"]
     rows, threads = summary["rows"], summary["threads"]
     index = _index(rows)
     console.print(f"delay() = {p['delay_length']} iterations = {p['delay_measured_us']:.4f} µs "
-                  f"(asked {p['delay_time_us']:g} µs); {p['reps']} repetitions of about "
-                  f"{p['test_time_us']:g} µs; outliers beyond {p['outlier_sigma']:g} σ dropped; "
-                  f"{p['cycles_per_second'] / 1e9:.3f} GHz for cycles; threads pinned "
+                  f"(asked {p['delay_time_us']:g} µs); repetitions of about "
+                  f"{p['test_time_us']:g} µs, at least {p['reps']}"
+                  + (f", until the 95 % CI of the median is within ±5 % or "
+                     f"{p['figure_time_s']:g} s per figure pass" if "figure_time_s" in p else "")
+                  + f"; {p['cycles_per_second'] / 1e9:.3f} GHz for cycles; threads pinned "
                   f"{p['pin']}.")
-    console.print("Cells: mean ± half the 95% confidence interval in µs, and the mean in CPU "
-                  "cycles.")
+    console.print("Cells: the median ± its 95 % confidence interval in µs, and in CPU cycles; "
+                  "an overhead is the median of (test - reference) over pairs timed side by "
+                  "side.")
 
     def table(title: str, first: str) -> Table:
         t = Table(title=title, title_justify="left")
@@ -253,22 +345,32 @@ def render(doc: dict, console: Console) -> None:
                 spin = index.get(("barriers", "spin", None, n))
                 text = _cell(row)
                 if row is not None and spin is not None and name != "spin" and \
-                        spin["mean_us"] > 0:
-                    text += f"\n×{row['mean_us'] / spin['mean_us']:,.1f} spin"
+                        row.get("value_us") and spin.get("value_us"):
+                    text += f"\n×{row['value_us'] / spin['value_us']:,.1f} spin"
                 cells.append(text)
             t.add_row(label, *cells)
         console.print(t)
 
     if any(r.get("noisy") for r in rows):
         console.print(stats.LEGEND)
+    for r in rows:
+        if r.get("reliable") is False:
+            chunk = f" {r['chunk']}" if "chunk" in r else ""
+            console.print(f"below noise: {r['label']}{chunk} at {plural(r['threads'], 'thread')}"
+                          f": {r.get('why') or 'not a cost'}", markup=False)
 
     head = summary["headline"]
-    parts = [f"{v['label']} {v['mean_us']:.3f} µs ({v['mean_cycles']:,.0f} cycles), median "
-             f"{v['median_us']:.3f} µs ({v['median_cycles']:,.0f} cycles)"
-             + (" (noisy)" if v.get("noisy") else "")
-             for k, v in head.items() if k != "threads"]
+    parts = []
+    for k, v in head.items():
+        if k == "threads":
+            continue
+        if v.get("value_us") is None:
+            parts.append(f"{v['label']} below noise")
+            continue
+        parts.append(f"{v['label']} {v['value_us']:.3f} µs ({v['value_cycles']:,.0f} cycles)"
+                     + (" (noisy)" if v.get("noisy") else ""))
     if parts:
-        console.print(f"At {plural(head['threads'], 'thread')}, mean and median: " + "; ".join(parts)
+        console.print(f"At {plural(head['threads'], 'thread')}, median: " + "; ".join(parts)
                       + ".")
 
 
@@ -279,11 +381,35 @@ def _secondary_cycles(ax, hz: float) -> None:
     sec.set_ylabel("CPU cycles")
 
 
+def _circle_noisy(ax, x, y, pts: list[dict]) -> None:
+    """Circle in red the points of noisy rows that are drawn."""
+    hits = [(a, b) for a, b, r in zip(x, y, pts) if r.get("noisy") and b == b]
+    if hits:
+        ax.scatter([h[0] for h in hits], [h[1] for h in hits], s=60, facecolors="none",
+                   edgecolors="red", zorder=3)
+
+
+def _points(pts: list[dict]) -> tuple[list[float], list[list[float]]]:
+    """The medians of rows (NaN where below the noise, so nothing is drawn)
+    and their error bars from the 95 % CI of the median."""
+    nan = float("nan")
+    y = [nan if r.get("value_us") is None else r["value_us"] for r in pts]
+    lo, hi = [], []
+    for r, v in zip(pts, y):
+        ci = r.get("median_ci95_us")
+        ok = ci and ci[0] is not None and ci[1] is not None and v == v
+        lo.append(max(0.0, v - ci[0]) if ok else 0.0)
+        hi.append(max(0.0, ci[1] - v) if ok else 0.0)
+    return y, [lo, hi]
+
+
 def plot(doc: dict, path) -> Path:
     """Draw overhead against threads per construct, schedule overhead against
     chunk size (one line per schedule and thread count) and barrier time
-    against threads (spin, pthread, condvar), each with its 95% interval, in
-    microseconds with a cycles axis; save as PNG at ``path``; return the path."""
+    against threads (spin, pthread, condvar), each the median with its 95 %
+    interval, in microseconds with a cycles axis (a figure below the noise
+    is left out, never drawn at or below zero; noisy ones are circled);
+    save as PNG at ``path``; return the path."""
     summary = doc["summary"]
     rows, hz = summary["rows"], summary["cycles_per_second"]
     panels = [g for g in ("sync", "sched", "barriers") if any(r["group"] == g for r in rows)]
@@ -298,11 +424,10 @@ def plot(doc: dict, path) -> Path:
                 pts = sorted((r for r in grows if r["label"] == label and r["threads"] == n),
                              key=lambda r: r["chunk"])
                 x = [r["chunk"] for r in pts]
-                y = [r["mean_us"] for r in pts]
-                err = [[r["mean_us"] - r["ci95_us"][0] for r in pts],
-                       [r["ci95_us"][1] - r["mean_us"] for r in pts]]
+                y, err = _points(pts)
                 ax.errorbar(x, y, yerr=err, marker="o", markersize=3, capsize=2,
                             label=f"{label}, {n} thr")
+                _circle_noisy(ax, x, y, pts)
             ax.set_xscale("log", base=2)
             chunks = sorted({r["chunk"] for r in grows})
             ax.set_xticks(chunks)
@@ -313,13 +438,15 @@ def plot(doc: dict, path) -> Path:
             # One thread count: a bar per construct or barrier.
             pts = grows
             x = list(range(len(pts)))
-            err = [[max(0.0, r["mean_us"] - r["ci95_us"][0]) for r in pts],
-                   [max(0.0, r["ci95_us"][1] - r["mean_us"]) for r in pts]]
-            ax.bar(x, [r["mean_us"] for r in pts], yerr=err, capsize=3,
+            y, err = _points(pts)
+            ax.bar(x, y, yerr=err, capsize=3,
                    color=[f"C{i}" for i in x], label=f"{pts[0]['threads']} threads")
+            _circle_noisy(ax, x, y, pts)
             ax.set_xticks(x)
-            ax.set_xticklabels([r["label"] for r in pts], rotation=35, ha="right", fontsize=8)
-            if group == "barriers" and all(r["mean_us"] > 0 for r in pts):
+            ax.set_xticklabels([r["label"] + ("\n(below noise)" if r.get("value_us") is None
+                                               else "") for r in pts],
+                               rotation=35, ha="right", fontsize=8)
+            if group == "barriers" and all(r.get("value_us") for r in pts):
                 ax.set_yscale("log")
             ax.set_title(("barrier time per episode" if group == "barriers"
                           else "EPCC overhead per construct") + f", {pts[0]['threads']} threads")
@@ -327,14 +454,13 @@ def plot(doc: dict, path) -> Path:
             for label in dict.fromkeys(r["label"] for r in grows):
                 pts = sorted((r for r in grows if r["label"] == label), key=lambda r: r["threads"])
                 x = [r["threads"] for r in pts]
-                y = [r["mean_us"] for r in pts]
-                err = [[r["mean_us"] - r["ci95_us"][0] for r in pts],
-                       [r["ci95_us"][1] - r["mean_us"] for r in pts]]
+                y, err = _points(pts)
                 ax.errorbar(x, y, yerr=err, marker="o", markersize=3, capsize=2, label=label)
+                _circle_noisy(ax, x, y, pts)
             ax.set_xlabel("threads")
             ax.set_xticks(summary["threads"])
             if group == "barriers":
-                if all(r["mean_us"] > 0 for r in grows):
+                if all(r.get("value_us") for r in grows):
                     ax.set_yscale("log")
                 ax.set_title("barrier time per episode")
             else:
@@ -358,7 +484,8 @@ def main(args, argv: list[str]) -> int:
     noise_block = noise.begin(console, bool(args.quick))  # first: is the machine quiet?
     options = dict(threads=args.threads, tests=args.tests, reps=args.reps,
                    test_time=args.test_time, delay_time=args.delay_time, chunks=args.chunks,
-                   pin=args.pin, quick=args.quick, argv=argv)
+                   pin=args.pin, quick=args.quick,
+                   figure_time=getattr(args, "figure_time", None), argv=argv)
     with tool_progress("tests") as progress:
         doc = measure(progress=progress, **options)
     noise.attach(doc, noise_block)
