@@ -717,7 +717,11 @@ def test_geometric_tiles_the_grid_into_4x2x2_boxes():
     out = plan(g, topo.measure(NODE16), nodes=32)
     for other in out["metrics"]:
         assert other["bytes_inter_node"] >= m["bytes_inter_node"]
-    assert out["chosen"].name == "geometric"
+    # what tiers writes moves no more than the tiling (Scotch's mapping onto
+    # the whole machine finds the same boxes here, and is listed first)
+    chosen = next(x for x in out["metrics"] if x["placement"] == out["chosen"].name)
+    assert chosen["bytes_inter_node"] == m["bytes_inter_node"]
+    assert chosen["max_node_sent_bytes"] <= m["max_node_sent_bytes"]
 
 
 def test_geometric_bisects_when_no_box_tiles_the_grid(node8):

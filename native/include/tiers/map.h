@@ -138,6 +138,36 @@ TIERS_API int tiers_map_group_costs(const tiers_map_graph_t *g, int nodes, const
 TIERS_API int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
                               const tiers_map_node_t *node, uint64_t seed, int *slot_of);
 
+/**
+ * @brief Steps 3 and 4 in one Scotch static mapping: the graph mapped onto
+ *        the tleaf tree of the whole machine (``nodes`` nodes, then the
+ *        node's levels), as Scotch's own ``gmap`` maps onto a tleaf target.
+ *
+ * Nodes Scotch leaves over their cores are repaired as in tiers_map_group;
+ * ranks that share a core are moved to the free core of their node closest
+ * to their neighbours, as in tiers_map_place.
+ * @param g the graph
+ * @param nodes number of nodes, each of the node's product of arities cores
+ *        (nodes x cores >= n)
+ * @param node_cost cost of a pair of cores on two nodes (above every level
+ *        of @p node); only ratios to the node's costs matter
+ * @param node the shape of every node
+ * @param strategy Scotch's mapping strategy flags (SCOTCH_STRATQUALITY,
+ *        SCOTCH_STRATBALANCE, SCOTCH_STRATRECURSIVE, ... ORed), or -1 for
+ *        Scotch's default strategy (what gmap uses without -c)
+ * @param balance load imbalance Scotch may leave (0..1; ignored with -1)
+ * @param seed seed of Scotch's random generator
+ * @param[out] node_of per rank, its node (0..nodes-1)
+ * @param[out] slot_of per rank, its core within the node, distinct per node
+ * @return TIERS_OK; TIERS_ERR_ARG for bad arguments or too few cores;
+ *         TIERS_ERR_UNSUPPORTED for more cores than 32-bit indices hold;
+ *         TIERS_ERR_INPUT when Scotch fails; TIERS_ERR_NOMEM.
+ *         Not thread-safe with other Scotch users of the process.
+ */
+TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
+                             const tiers_map_node_t *node, int strategy, double balance,
+                             uint64_t seed, int *node_of, int *slot_of);
+
 #ifdef __cplusplus
 }
 #endif

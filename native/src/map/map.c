@@ -1151,3 +1151,176 @@ out:
   free(t.cost);
   return rc;
 }
+
+/* ------------------------------------------------------------------------ */
+/* The whole machine in one mapping */
+
+/* Distances of a tleaf target: level costs (root first, decreasing) as
+ * integers whose sum fits LEAF_COST_MAX; linktab[i] is what a pair joined
+ * at level i pays on top of the levels below. */
+#define LEAF_COST_MAX 1000
+
+int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
+                   const tiers_map_node_t *node, int strategy, double balance, uint64_t seed,
+                   int *node_of, int *slot_of)
+{
+  TIERS_CALL(check_args(g));
+  if (nodes < 1 || !node || !node_of || !slot_of || node->levels < 0 ||
+      (node->levels > 0 && (!node->arity || !node->cost)) || !(node_cost > 0) ||
+      !isfinite(node_cost) || !(balance >= 0) || balance > 1)
+    TIERS_ERROR(TIERS_ERR_ARG, "map: bad arguments to tiers_map_tree");
+  const int n = g->n;
+  const int levels = node->levels + 1;
+  tree_t t = {node->levels, 1, NULL, NULL};
+  for (int i = 0; i < node->levels; i++) {
+    if (node->arity[i] < 1 || !(node->cost[i] > 0) || !isfinite(node->cost[i]) ||
+        node->cost[i] >= node_cost)
+      TIERS_ERROR(TIERS_ERR_ARG, "map: level %d of the node has arity %d and cost %g "
+                  "(need >= 1, > 0 and below the cost between nodes)", i, node->arity[i],
+                  node->cost[i]);
+    if ((int64_t)t.cores * node->arity[i] > (1 << 24))
+      TIERS_ERROR(TIERS_ERR_ARG, "map: a node of more than 2^24 cores");
+    t.cores *= node->arity[i];
+  }
+  if ((int64_t)nodes * t.cores > INT32_MAX / 2)
+    TIERS_ERROR(TIERS_ERR_UNSUPPORTED, "map: %d nodes of %d cores are more cores than "
+                "Scotch's 32-bit indices can hold", nodes, t.cores);
+  if ((int64_t)nodes * t.cores < n)
+    TIERS_ERROR(TIERS_ERR_ARG, "map: %d ranks do not fit in %d nodes of %d cores", n, nodes,
+                t.cores);
+
+  int rc = TIERS_OK;
+  sgraph_t s = {0, 0, NULL, NULL, NULL};
+  SCOTCH_Arch arch;
+  SCOTCH_Strat strat;
+  int arch_ok = 0, strat_ok = 0;
+  SCOTCH_Num *sizetab = malloc((size_t)levels * sizeof *sizetab);
+  SCOTCH_Num *linktab = malloc((size_t)levels * sizeof *linktab);
+  SCOTCH_Num *leaf = malloc((size_t)n * sizeof *leaf);
+  int *cap = malloc((size_t)nodes * sizeof *cap);
+  int64_t *start = calloc((size_t)nodes + 1, sizeof *start);
+  int32_t *members = malloc((size_t)n * sizeof *members);
+  int32_t *local = malloc((size_t)n * sizeof *local);
+  t.stride = malloc(((size_t)t.levels + 1) * sizeof *t.stride);
+  t.cost = malloc(((size_t)t.levels + 1) * sizeof *t.cost);
+  if (!sizetab || !linktab || !leaf || !cap || !start || !members || !local || !t.stride ||
+      !t.cost) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  {
+    int64_t stride = t.cores;
+    for (int i = 0; i < t.levels; i++) {
+      stride /= node->arity[i];
+      t.stride[i] = stride;
+      t.cost[i] = node->cost[i];
+    }
+    /* integer distances: the cheapest level costs at least 1, the dearest
+     * (between nodes) at most LEAF_COST_MAX, strictly increasing upwards */
+    double low = node->levels > 0 ? node->cost[node->levels - 1] : node_cost;
+    double f = fmin(1.0 / low, LEAF_COST_MAX / node_cost);
+    SCOTCH_Num below = 0;
+    for (int i = levels - 1; i >= 0; i--) {
+      double c = i == 0 ? node_cost : node->cost[i - 1];
+      SCOTCH_Num d = (SCOTCH_Num)nearbyint(c * f);
+      if (d <= below)
+        d = below + 1;
+      sizetab[i] = i == 0 ? nodes : node->arity[i - 1];
+      linktab[i] = d - below;
+      below = d;
+    }
+    /* Scotch sums bytes x distance in 32 bits: the weights' total times the
+     * largest distance stays below 2^30 */
+    rc = sgraph_whole(g, (double)(1 << 30) / (double)below, &s);
+    if (rc != TIERS_OK)
+      goto out;
+  }
+  if (SCOTCH_archInit(&arch) != 0 ||
+      (arch_ok = 1, SCOTCH_archTleaf(&arch, levels, sizetab, linktab) != 0)) {
+    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                         "map: Scotch cannot build the machine tree (tleaf)");
+    goto out;
+  }
+  if (SCOTCH_stratInit(&strat) != 0) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no Scotch strategy");
+    goto out;
+  }
+  strat_ok = 1;
+  if (strategy >= 0 &&
+      SCOTCH_stratGraphMapBuild(&strat, (SCOTCH_Num)strategy,
+                                (SCOTCH_Num)((int64_t)nodes * t.cores), balance) != 0) {
+    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                         "map: Scotch cannot build a mapping strategy");
+    goto out;
+  }
+  rc = scotch_map(&s, &arch, &strat, seed, leaf, "mapping ranks onto the machine");
+  if (rc != TIERS_OK)
+    goto out;
+  for (int v = 0; v < n; v++) {
+    if (leaf[v] < 0 || leaf[v] >= (SCOTCH_Num)nodes * t.cores) {
+      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+                           "map: Scotch returned core %d for rank %d", (int)leaf[v], v);
+      goto out;
+    }
+    node_of[v] = (int)(leaf[v] / t.cores);
+  }
+  /* nodes over capacity (Scotch's balance is not exact): ranks move out */
+  for (int i = 0; i < nodes; i++)
+    cap[i] = t.cores;
+  rc = repair_capacity(g, nodes, cap, node_of);
+  if (rc != TIERS_OK)
+    goto out;
+  /* one rank per core: each keeps the core Scotch gave it when that core
+   * is on its node and not taken, the others get the closest free one */
+  for (int v = 0; v < n; v++)
+    start[node_of[v] + 1]++;
+  for (int i = 0; i < nodes; i++)
+    start[i + 1] += start[i];
+  {
+    int64_t *fill = calloc((size_t)nodes, sizeof *fill);
+    if (!fill) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+    for (int v = 0; v < n; v++) {
+      int64_t pos = start[node_of[v]] + fill[node_of[v]]++;
+      members[pos] = v;
+      local[v] = (int32_t)(pos - start[node_of[v]]);
+    }
+    free(fill);
+  }
+  {
+    /* leaf[] reused per node: the core within the node, or -1 */
+    SCOTCH_Num *lf = malloc((size_t)(n > 0 ? n : 1) * sizeof *lf);
+    if (!lf) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+    for (int64_t j = 0; j < n; j++) {
+      int v = members[j];
+      lf[j] = leaf[v] / t.cores == node_of[v] ? leaf[v] % t.cores : -1;
+    }
+    for (int i = 0; i < nodes && rc == TIERS_OK; i++) {
+      const int sz = (int)(start[i + 1] - start[i]);
+      if (sz > 0)
+        rc = repair_cores(g, &t, members + start[i], sz, local, lf + start[i], slot_of);
+    }
+    free(lf);
+  }
+out:
+  if (strat_ok)
+    SCOTCH_stratExit(&strat);
+  if (arch_ok)
+    SCOTCH_archExit(&arch);
+  sgraph_free(&s);
+  free(sizetab);
+  free(linktab);
+  free(leaf);
+  free(cap);
+  free(start);
+  free(members);
+  free(local);
+  free(t.stride);
+  free(t.cost);
+  return rc;
+}

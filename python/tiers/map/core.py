@@ -149,3 +149,39 @@ def place(graph, node_of, nodes: int, arity, cost, seed: int = 1) -> np.ndarray:
           out.ctypes.data_as(ctypes.c_void_p))
     del keep
     return out
+
+
+#: Scotch's mapping strategy flags (scotch.h), by the names tiers uses;
+#: "default" is Scotch's default strategy (what ``gmap`` runs without -c).
+STRATEGIES = {"default": -1, "quality": 0x1, "balance": 0x4, "quality-balance": 0x5,
+              "recursive": 0x100, "recursive-balance": 0x104}
+
+
+def has_tree() -> bool:
+    """Return whether libtiers has the one-call mapping (:func:`tree`); a
+    libtiers built before it has only the two steps."""
+    return hasattr(_library(), "tiers_map_tree")
+
+
+def tree(graph, nodes: int, node_cost: float, arity, cost, *, strategy: str = "default",
+         balance: float = 0.05, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(node, slot)`` per rank: the graph mapped in one Scotch call
+    onto the tleaf tree of the whole machine -- ``nodes`` nodes joined at
+    ``node_cost``, each the tree of ``arity`` children per level with
+    ``cost`` per level (root first) -- with the strategy named in
+    STRATEGIES and the load ``balance`` Scotch may leave (nodes over
+    capacity and shared cores are repaired afterwards)."""
+    g, keep = _graph(graph)
+    ar = np.ascontiguousarray(arity, dtype=np.int32)
+    co = np.ascontiguousarray(cost, dtype=np.float64)
+    _library().tiers_map_tree.restype = ctypes.c_int
+    shape = _Node(len(ar), ar.ctypes.data if ar.size else None,
+                  co.ctypes.data if co.size else None)
+    node = np.empty(graph.n, dtype=np.int32)
+    slot = np.empty(graph.n, dtype=np.int32)
+    _call("tiers_map_tree", ctypes.byref(g), ctypes.c_int(nodes), ctypes.c_double(node_cost),
+          ctypes.byref(shape), ctypes.c_int(STRATEGIES[strategy]), ctypes.c_double(balance),
+          ctypes.c_uint64(seed), node.ctypes.data_as(ctypes.c_void_p),
+          slot.ctypes.data_as(ctypes.c_void_p))
+    del keep
+    return node, slot

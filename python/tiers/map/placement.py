@@ -116,12 +116,57 @@ def mapped(graph: Graph, machine: Machine, seed: int, *, intra: bool = True) -> 
         message = graph.total_bytes() / graph.edges / 2   # mean bytes one way
         if not links.uniform(message):
             cost = links.cost_per_byte(message)
+    whole = _whole_tree(graph, machine) if cost is None and core.has_tree() else None
+    if whole is not None:
+        node, slot = core.tree(graph, whole, NODE_COST_FACTOR * max(machine.cost),
+                               machine.arity, machine.cost, strategy=STRATEGY,
+                               balance=BALANCE, seed=seed)
+        if not intra:
+            return nb_of(Placement("afc", node, slot), machine)
+        return Placement("afc", node, slot,
+                         f"Scotch static mapping onto the machine's tleaf tree ({whole} nodes x "
+                         f"{'x'.join(map(str, machine.arity))}, {STRATEGY} strategy, "
+                         f"balance {BALANCE})")
     node = core.group(graph, machine.capacity, seed, link_cost=cost)
     if not intra:
         return Placement("afc-nb", node, _fill_order(node, machine.nodes),
                          "grouped with Scotch; inside a node in rank order")
     slot = core.place(graph, node, machine.nodes, machine.arity, machine.cost, seed)
     return Placement("afc", node, slot, "grouped and placed with Scotch")
+
+
+#: The cost of a pair on two nodes, relative to the dearest level inside a
+#: node, in the tleaf tree Scotch maps onto (the AFC mapping paper's 10^d
+#: processor graph: one decade per layer).
+NODE_COST_FACTOR = 10.0
+#: Scotch's strategy and load imbalance for the one-call mapping: its
+#: default strategy with 5 % imbalance (a node over capacity is repaired
+#: afterwards) cuts fewer bytes than an exact balance on grids and meshes.
+STRATEGY = "default"
+BALANCE = 0.05
+
+
+def _whole_tree(graph: Graph, machine: Machine) -> int | None:
+    """Return how many nodes the one-call mapping onto the machine's tree
+    uses (the first nodes that hold the ranks, as a block placement), or
+    None when it does not apply: nodes of unequal capacity, or capacity
+    other than the node's cores (oversubscribed)."""
+    cap = list(machine.capacity)
+    size = machine.slots_per_node
+    prod = 1
+    for a in machine.arity:
+        prod *= a
+    if not machine.arity or prod != size or any(c != size for c in cap):
+        return None
+    return min(len(cap), -(-graph.n // size))
+
+
+def nb_of(p: Placement, machine: Machine) -> Placement:
+    """Return ``afc-nb``: the nodes of ``p`` with the ranks of each node
+    filling its slots in rank order (the grouping without the placement
+    inside the node)."""
+    return Placement("afc-nb", p.node, _fill_order(p.node, machine.nodes),
+                     "grouped with Scotch; inside a node in rank order")
 
 
 # --------------------------------------------------------------------------
@@ -160,8 +205,9 @@ def _rcb(coords: np.ndarray, idx: np.ndarray, sizes: list[int], pair: np.ndarray
 
 def _box_tiling(parts, pair, size: int):
     """Return the box shape of ``size`` subdomains that tiles the grid of
-    ``parts`` exactly with the fewest bytes crossing boxes (then the
-    smallest box surface), or None when no box of that size tiles it."""
+    ``parts`` exactly with the fewest bytes crossing boxes, then the fewest
+    bytes the busiest box sends, then the smallest box surface; or None
+    when no box of that size tiles it."""
     import itertools
 
     dim = len(parts)
@@ -171,9 +217,15 @@ def _box_tiling(parts, pair, size: int):
     for shape in itertools.product(*divs):
         if int(np.prod(shape)) != size:
             continue
-        cut = sum((parts[a] // shape[a] - 1) * total // parts[a] * pair[a] for a in range(dim))
+        boxes = [parts[a] // shape[a] for a in range(dim)]
+        cut = sum((boxes[a] - 1) * total // parts[a] * pair[a] for a in range(dim))
+        # the busiest box: an inner one sends one face layer to each side
+        # (half a pair's bytes per face neighbour), a box of a row of two
+        # to one side only
+        busiest = sum(min(boxes[a] - 1, 2) * size // shape[a] * pair[a] / 2
+                      for a in range(dim))
         surface = sum(2 * size // shape[a] * pair[a] for a in range(dim))
-        key = (cut, surface)
+        key = (cut, busiest, surface)
         if best_key is None or key < best_key:
             best, best_key = shape, key
     return best
@@ -264,7 +316,7 @@ def strategies(graph: Graph, machine: Machine, seed: int = 1) -> list[Placement]
     """Return the placements to compare, the mapped one ("afc") first."""
     n = graph.n
     afc = mapped(graph, machine, seed)
-    out = [afc, mapped(graph, machine, seed, intra=False), block(n, machine),
+    out = [afc, nb_of(afc, machine), block(n, machine),
            by_node(n, machine), random(n, machine, seed)]
     if machine.arity and machine.arity[0] > 1:
         out.append(by_package(n, machine))
