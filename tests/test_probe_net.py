@@ -131,6 +131,9 @@ def test_only_physically_possible_values(tmp_path, ranks):
         assert r["rtt_us"] > 0 and r["latency_us"] > 0
         assert r["rtt_median_us"] >= r["rtt_us"]  # the best block is never above the median
         assert isinstance(r["rtt_noisy"], bool)
+        # the row flag covers every figure of the row and says why
+        assert r["noisy"] == bool(r["why"])
+        assert r["noisy"] >= bool(r["rtt_noisy"] or r["bw_noisy"])
         if r["bytes"] > 0:
             assert r["bw_mbps"] > 0 and r["bw_median_mbps"] > 0
             assert r["bw_mbps"] >= r["bw_median_mbps"]
@@ -154,6 +157,69 @@ def test_only_physically_possible_values(tmp_path, ranks):
         assert row["latency_mean_us"] is None or row["latency_mean_us"] >= 0
         assert row["bandwidth_mean_mbps"] is None or row["bandwidth_mean_mbps"] > 0
     assert not _NEGATIVE.search(run.stdout), run.stdout
+
+
+def _synthetic_row(nbytes, rtt_blocks, bw_blocks):
+    """A tiers-probe-net ping-pong row built from given block samples with the
+    statistics layer, as the tool writes it (best = the fastest block)."""
+    from tiers import stats
+
+    rt, bw = stats.summarize(rtt_blocks), stats.summarize(bw_blocks) if bw_blocks else None
+    row = {"bytes": nbytes, "rtt_us": rt["min"], "rtt_median_us": rt["median"],
+           "latency_us": rt["min"] / 2, "latency_median_us": rt["median"] / 2,
+           "pingpong_mbps": nbytes / (rt["min"] / 2) if nbytes else None,
+           "pingpong_median_mbps": nbytes / (rt["median"] / 2) if nbytes else None,
+           "rtt_noisy": rt["noisy"], "rtt_ci_low": rt["ci_low"], "rtt_ci_high": rt["ci_high"],
+           "rtt_n": rt["n"]}
+    if bw:
+        row.update(bw_mbps=max(bw_blocks), bw_median_mbps=bw["median"], bw_noisy=bw["noisy"],
+                   bw_window_n=bw["n"])
+    return row
+
+
+def test_a_row_with_best_far_below_median_is_flagged_in_every_column():
+    """4 MiB under a busy neighbour: one quiet block of 755 us among blocks
+    of 2,700 us.  The CI of the median alone is narrow (the disturbed blocks
+    agree with each other), but best and median are far apart: the row is
+    noisy, and the table marks every one of its figures."""
+    import io
+
+    from rich.console import Console
+
+    from tiers.probe import net
+
+    rtt = [755.55] + [2717.93 + 5 * (i % 3) for i in range(11)]
+    stream = [5630.0 + 3 * i for i in range(10)]
+    busy = net._pingpong_row(_synthetic_row(4 << 20, rtt, stream))
+    assert busy["rtt_noisy"] is False  # the layer alone would not flag it
+    assert busy["noisy"] is True and "below the median" in busy["why"]
+    quiet = net._pingpong_row(_synthetic_row(1024, [2.0 + 0.01 * (i % 3) for i in range(12)],
+                                             [1500.0 + i for i in range(12)]))
+    assert quiet["noisy"] is False and quiet["why"] is None
+    # streaming far below the ping-pong bandwidth of the same size: flagged
+    slow = net._pingpong_row(_synthetic_row(1 << 20, [119.6 + 0.1 * (i % 2) for i in range(12)],
+                                            [5630.0 + i for i in range(12)]))
+    assert slow["pingpong_mbps"] > 17000 and slow["bw_mbps"] < 6000
+    assert slow["noisy"] is True and "below ping-pong" in slow["why"]
+    assert not slow["rtt_noisy"] and not slow["bw_noisy"]
+    doc = {"params": {"ranks": 2, "mpi_library": "Open MPI", "launcher": {},
+                      "pingpong": {"iters": 200, "iters_large": 20, "large_above_bytes": 8192,
+                                   "skip": 10, "skip_large": 2, "window": 64,
+                                   "figure_time_s": 0.5}},
+           "samples": {"placement": [{"rank": 0, "host": "h", "pus": [0]},
+                                     {"rank": 1, "host": "h", "pus": [1]}]},
+           "summary": {"pingpong": {"pair": [0, 1], "rows": [quiet, slow, busy]}}}
+    buf = io.StringIO()
+    net.render(doc, Console(file=buf, width=200))
+    lines = {ln.split("│")[1].strip(): ln for ln in buf.getvalue().splitlines()
+             if ln.count("│") > 6}
+    for size in ("1,048,576", "4,194,304"):
+        cells = [c.strip() for c in lines[size].split("│")[2:-1]]
+        assert len(cells) == 6 and all(c.endswith("~") for c in cells), cells
+    assert not any(c.strip().endswith("~") for c in lines["1,024"].split("│")[2:-1])
+    assert "~ 4 MiB: best round trip 72 % below the median" in buf.getvalue()
+    assert any("3 ping-pong" in w or "2 ping-pong" in w
+               for w in net.noisy_warnings({"pingpong": {"rows": [quiet, slow, busy]}}))
 
 
 def test_pingpong_between_ranks_other_than_rank_0(tmp_path):

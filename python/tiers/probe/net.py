@@ -447,7 +447,42 @@ def _pingpong_row(r: dict) -> dict:
            "rtt_ci_us": ([r["rtt_ci_low"], r["rtt_ci_high"]]
                          if r.get("rtt_ci_low") is not None else None),
            "rtt_blocks": r.get("rtt_n"), "bw_blocks": r.get("bw_window_n")}
+    out["noisy"], out["why"] = _row_noise(out)
     return out
+
+
+#: From this size on, streaming (many messages in flight) below the ping-pong
+#: bandwidth of the same size means a disturbed measurement (below it, the
+#: per-message costs of the two methods differ and either can be lower).
+STREAM_CHECK_BYTES = 64 * 1024
+
+
+def _row_noise(row: dict) -> tuple[bool, str | None]:
+    """Whether a ping-pong row is noisy as a whole, and why: a row is one
+    measurement of one size, so one disturbed figure makes every column of
+    it suspect.  Noisy when the round trip's or the streaming bandwidth's
+    95 % CI of the median is wider than +-5 % (the statistics layer), when
+    the best block lies more than 5 % away from the median block (more than
+    the CI rule allows of a steady figure), or, from 64 KiB on, when
+    streaming, which keeps several messages in flight, is more than 5 %
+    below the ping-pong bandwidth of the same size (one of them was
+    disturbed)."""
+    rel = stats.NOISY_REL
+    why = []
+    if row.get("rtt_noisy"):
+        why.append("round trip: 95 % CI of the median wider than +-5 %")
+    if row.get("bw_noisy"):
+        why.append("streaming: 95 % CI of the median wider than +-5 %")
+    best, med = row.get("rtt_us"), row.get("rtt_median_us")
+    if best and med and (med - best) / med > rel:
+        why.append(f"best round trip {(med - best) / med * 100:.0f} % below the median")
+    bw, bwm = row.get("bw_mbps"), row.get("bw_median_mbps")
+    if bw and bwm and (bw - bwm) / bw > rel:
+        why.append(f"best streaming block {(bw - bwm) / bw * 100:.0f} % above the median")
+    pp = row.get("pingpong_mbps")
+    if bw and pp and row.get("bytes", 0) >= STREAM_CHECK_BYTES and bw < pp * (1 - rel):
+        why.append(f"streaming {bw:,.0f} MB/s below ping-pong {pp:,.0f} MB/s")
+    return bool(why), "; ".join(why) or None
 
 
 def noisy_warnings(summary: dict) -> list[str]:
@@ -455,11 +490,12 @@ def noisy_warnings(summary: dict) -> list[str]:
     and all-pairs figures that could not be given as measured."""
     out = []
     rows = (summary.get("pingpong") or {}).get("rows", [])
-    noisy = [r["bytes"] for r in rows if r.get("rtt_noisy")] + \
-        [r["bytes"] for r in rows if r.get("bw_noisy")]
+    noisy = [r["bytes"] for r in rows if r.get("noisy") or r.get("rtt_noisy")
+             or r.get("bw_noisy")]
     if noisy:
-        out.append(f"probe net: {len(noisy)} ping-pong figure(s) are noisy (95 % CI of the "
-                   f"median wider than +-5 %); the best block is printed, the median beside it")
+        out.append(f"probe net: {len(noisy)} ping-pong size(s) are noisy (95 % CI of the "
+                   f"median wider than +-5 %, best and median more than 5 % apart, or "
+                   f"streaming below ping-pong); every figure of such a row is marked")
     noisy_ar = [r["ranks"] for r in (summary.get("allreduce") or {}).get("rows", [])
                 if r.get("noisy")]
     if noisy_ar:
@@ -520,14 +556,20 @@ def render(doc: dict, console: Console) -> None:
         t.add_column("median MB/s", justify="right")
         any_noisy = False
         for r in pp["rows"]:
-            rn, bn = bool(r.get("rtt_noisy")), bool(r.get("bw_noisy"))
-            any_noisy = any_noisy or rn or bn
-            t.add_row(f"{r['bytes']:,}", stats.mark(_num(r["rtt_us"]), rn),
-                      _num(r.get("rtt_median_us")), stats.mark(_num(r["latency_us"]), rn),
-                      stats.mark(_num(r["pingpong_mbps"], "{:,.1f}"), rn and r["bytes"] > 0),
-                      stats.mark(_num(r["bw_mbps"], "{:,.1f}"), bn),
-                      _num(r.get("bw_median_mbps"), "{:,.1f}"))
+            # one disturbed figure makes the whole row suspect: every column is marked
+            rn = bool(r.get("noisy", r.get("rtt_noisy") or r.get("bw_noisy")))
+            any_noisy = any_noisy or rn
+
+            def cell(v, fmt="{:,.2f}"):
+                return stats.mark(_num(v, fmt), rn and v is not None)
+
+            t.add_row(f"{r['bytes']:,}", cell(r["rtt_us"]), cell(r.get("rtt_median_us")),
+                      cell(r["latency_us"]), cell(r["pingpong_mbps"], "{:,.1f}"),
+                      cell(r["bw_mbps"], "{:,.1f}"), cell(r.get("bw_median_mbps"), "{:,.1f}"))
         console.print(t)
+        for r in pp["rows"]:
+            if r.get("why"):
+                console.print(f"~ {_size(r['bytes'])}: {r['why']}", markup=False)
         pr = doc["params"]["pingpong"]
         if "figure_time_s" in pr:
             console.print(f"per size: the best block of {pr['iters']} round trips "
@@ -731,14 +773,20 @@ def plot(doc: dict, path) -> Path | None:
             right.semilogx(sizes, [x["pingpong_mbps"] or nan for x in pr], marker="s",
                            markersize=3, label="ping-pong, best")
             # noisy figures (95 % CI of the median wider than +-5 %) circled in red
-            for ax, key, flag in ((left, "latency_us", "rtt_noisy"),
-                                  (right, "bw_mbps", "bw_noisy")):
-                pts = [(x["bytes"], x[key]) for x in pr if x.get(flag) and x[key] is not None]
+            # (every figure of a noisy row: the row is one measurement)
+            labelled = set()
+            for ax, key in ((left, "latency_us"), (left, "latency_median_us"),
+                            (right, "bw_mbps"), (right, "bw_median_mbps"),
+                            (right, "pingpong_mbps")):
+                pts = [(x["bytes"], x[key]) for x in pr
+                       if x.get("noisy", x.get("rtt_noisy") or x.get("bw_noisy"))
+                       and x.get(key) is not None]
                 if pts:
                     ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=60,
-                               facecolors="none", edgecolors="red", label="noisy (~)",
-                               zorder=3)
-            if any(x.get("rtt_noisy") for x in pr):
+                               facecolors="none", edgecolors="red",
+                               label=None if id(ax) in labelled else "noisy (~)", zorder=3)
+                    labelled.add(id(ax))
+            if any(x.get("noisy", x.get("rtt_noisy")) for x in pr):
                 left.legend(fontsize=8)
             right.set_xlabel("message size (bytes)")
             right.set_ylabel("bandwidth (MB/s)")
