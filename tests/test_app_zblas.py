@@ -132,7 +132,7 @@ def test_portable_kernels_and_ragged_sizes(ranks, threads):
         _assert_consistent(doc, n, m, 3)
         assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
         assert doc["result"]["dznrm2"] == math.sqrt(exact_sumsq(n))
-    assert doc["result"]["simd"] in ("avx2-fma", "generic")
+    assert doc["result"]["simd"] in ("avx512", "avx2-fma", "generic")
 
 
 @pytest.mark.parametrize("scale", ["1e300", "1e-300", "1e160", "1e-170"])
@@ -167,7 +167,7 @@ def test_size_not_divisible_is_one_line(tiers):
     (["--kernel", "zaxpy,bogus"], "unknown --kernel bogus"),
     (["--matrix", "65"], "matrix order 65 is not divisible by the 2 processes"),
     (["--scale", "0"], "--scale needs a positive finite number"),
-    (["--simd", "sse"], "--simd must be auto, avx2 or generic"),
+    (["--simd", "sse"], "--simd must be auto, avx512, avx2 or generic"),
     (["--overlap"], "no halo exchange"),
 ])
 def test_bad_options_are_one_line(args, fragment):
@@ -195,3 +195,51 @@ def test_bench_app_entry():
     app = bench.app_info("zblas")
     assert app.tool == TOOL and app.size_option and app.iters_option
     assert not app.overlap_option and not app.classes
+
+
+def _simd_levels() -> list[str]:
+    """The --simd levels this CPU runs, from /proc/cpuinfo's flags."""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    levels = ["generic"]
+    if {"avx2", "fma"} <= flags:
+        levels.append("avx2")
+        if {"avx512f", "avx512dq"} <= flags:
+            levels.append("avx512")
+    return levels
+
+
+@pytest.mark.parametrize("simd", _simd_levels())
+@pytest.mark.parametrize("scale", ["1", "1e300", "1e-300"])
+def test_every_simd_level_is_exact_with_threads_sharing_the_work(simd, scale):
+    # long enough that both threads of the reductions take part (below
+    # 16384 complex numbers per thread zdotc and dznrm2 run on one), with a
+    # ragged tail; zdotc is exact (multiples of 1/16), dznrm2 within 1e-13
+    # of the exact norm, relative, whether its blocks take the fast path (scale 1)
+    # or Blue's scaled sums (huge and tiny values)
+    # (a sum of 65,000 rounded squares)
+    n = 2 * 16384 + 13
+    doc = _run(1, 2, "--size", str(n), "--matrix", "61", "--iters", "2", "--simd", simd,
+               "--scale", scale, "--kernel", "zaxpy,zdotc,dznrm2,zgemv")
+    _assert_consistent(doc, n, 61, 2)
+    assert doc["result"]["simd"] == {"generic": "generic", "avx2": "avx2-fma",
+                                     "avx512": "avx512"}[simd]
+    assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
+    want = float(scale) * math.sqrt(exact_sumsq(n))
+    assert doc["result"]["dznrm2"] == pytest.approx(want, rel=1e-13)
+
+
+def test_small_reductions_run_on_one_thread_and_stay_exact():
+    # below the threshold the second thread sits out: same exact values
+    n = 1000
+    for threads in (1, 2):
+        doc = _run(1, threads, "--size", str(n), "--iters", "5", "--kernel", "zdotc,dznrm2")
+        assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
+        assert doc["result"]["dznrm2"] == math.sqrt(exact_sumsq(n))

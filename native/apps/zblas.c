@@ -6,7 +6,7 @@
  *
  *   mpirun -n P tiers-zblas [--kernel all|zaxpy|zdotc|dznrm2|zgemv|zgemv_n|
  *       zgemv_t|zgemv_c[,...]] [--size N] [--matrix M] [--iters K]
- *       [--scale S] [--simd auto|avx2|generic] [--threads T]
+ *       [--scale S] [--simd auto|avx512|avx2|generic] [--threads T]
  *       [--pin none|compact|scatter] [--verify | --no-verify] [--quick]
  *
  * The kernels (complex double, interleaved real/imaginary as in BLAS):
@@ -49,8 +49,9 @@
  * of reference BLAS -- a different algorithm.  --scale S multiplies
  * dznrm2's input by S (try 1e300 or 1e-300).
  *
- * Vector kernels: AVX2+FMA when the CPU has it (chosen at run time;
- * --simd avx2|generic forces one), portable C otherwise.
+ * Vector kernels: AVX-512 for zaxpy, zdotc and dznrm2 (with the AVX2+FMA
+ * zgemv) when the CPU has AVX-512F/DQ, else AVX2+FMA, else portable C;
+ * chosen at run time, --simd avx512|avx2|generic forces one.
  *
  * Values: x_i, y_i and A_ij are fixed functions of the global indices:
  *   x_i = (((7i) mod 13) - 6) / 8 + i (((3i) mod 11) - 5) / 8
@@ -482,6 +483,141 @@ AVX2 static void gemv_t_avx2(long m, long j0, long j1, const double *restrict A,
   }
 }
 
+/* ---------------------------------------------------------------------
+ * AVX-512 kernels (zaxpy, zdotc, dznrm2; zgemv keeps the AVX2 kernels).
+ * A zmm register holds four complex numbers; _mm512_permute_pd(v, 0x55)
+ * swaps each real/imaginary pair.  Tails use masked loads and stores.
+ * --------------------------------------------------------------------- */
+
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+
+/* The mask of the first 2 r doubles (r complex numbers, r < 4). */
+AVX512 static inline __mmask8 tail_mask(long r) { return (__mmask8)((1u << (2 * r)) - 1u); }
+
+AVX512 static void zaxpy_avx512(long n, const double *a, const double *restrict x,
+                                double *restrict y)
+{
+  const __m512d ar = _mm512_set1_pd(a[0]);
+  const __m512d ai = _mm512_setr_pd(-a[1], a[1], -a[1], a[1], -a[1], a[1], -a[1], a[1]);
+  long i = 0;
+  for (; i + 16 <= n; i += 16) { /* 16 complex = 4 registers */
+    const double *xp = x + 2 * i;
+    double *yp = y + 2 * i;
+    __m512d x0 = _mm512_loadu_pd(xp), x1 = _mm512_loadu_pd(xp + 8);
+    __m512d x2 = _mm512_loadu_pd(xp + 16), x3 = _mm512_loadu_pd(xp + 24);
+    __m512d y0 = _mm512_fmadd_pd(ar, x0, _mm512_loadu_pd(yp));
+    __m512d y1 = _mm512_fmadd_pd(ar, x1, _mm512_loadu_pd(yp + 8));
+    __m512d y2 = _mm512_fmadd_pd(ar, x2, _mm512_loadu_pd(yp + 16));
+    __m512d y3 = _mm512_fmadd_pd(ar, x3, _mm512_loadu_pd(yp + 24));
+    _mm512_storeu_pd(yp, _mm512_fmadd_pd(ai, _mm512_permute_pd(x0, 0x55), y0));
+    _mm512_storeu_pd(yp + 8, _mm512_fmadd_pd(ai, _mm512_permute_pd(x1, 0x55), y1));
+    _mm512_storeu_pd(yp + 16, _mm512_fmadd_pd(ai, _mm512_permute_pd(x2, 0x55), y2));
+    _mm512_storeu_pd(yp + 24, _mm512_fmadd_pd(ai, _mm512_permute_pd(x3, 0x55), y3));
+  }
+  for (; i < n; i += 4) {
+    __mmask8 k = n - i >= 4 ? (__mmask8)0xff : tail_mask(n - i);
+    __m512d x0 = _mm512_maskz_loadu_pd(k, x + 2 * i);
+    __m512d y0 = _mm512_fmadd_pd(ar, x0, _mm512_maskz_loadu_pd(k, y + 2 * i));
+    _mm512_mask_storeu_pd(y + 2 * i, k, _mm512_fmadd_pd(ai, _mm512_permute_pd(x0, 0x55), y0));
+  }
+}
+
+AVX512 static void zdotc_avx512(long n, const double *restrict x, const double *restrict y,
+                                double out[2])
+{
+  /* as zdotc_avx2: p += x y, q += x swap(y); re = sum p, im = even(q) - odd(q) */
+  __m512d p0 = _mm512_setzero_pd(), p1 = p0, p2 = p0, p3 = p0;
+  __m512d q0 = p0, q1 = p0, q2 = p0, q3 = p0;
+  long i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const double *xp = x + 2 * i, *yp = y + 2 * i;
+    __m512d x0 = _mm512_loadu_pd(xp), x1 = _mm512_loadu_pd(xp + 8);
+    __m512d x2 = _mm512_loadu_pd(xp + 16), x3 = _mm512_loadu_pd(xp + 24);
+    __m512d y0 = _mm512_loadu_pd(yp), y1 = _mm512_loadu_pd(yp + 8);
+    __m512d y2 = _mm512_loadu_pd(yp + 16), y3 = _mm512_loadu_pd(yp + 24);
+    p0 = _mm512_fmadd_pd(x0, y0, p0);
+    p1 = _mm512_fmadd_pd(x1, y1, p1);
+    p2 = _mm512_fmadd_pd(x2, y2, p2);
+    p3 = _mm512_fmadd_pd(x3, y3, p3);
+    q0 = _mm512_fmadd_pd(x0, _mm512_permute_pd(y0, 0x55), q0);
+    q1 = _mm512_fmadd_pd(x1, _mm512_permute_pd(y1, 0x55), q1);
+    q2 = _mm512_fmadd_pd(x2, _mm512_permute_pd(y2, 0x55), q2);
+    q3 = _mm512_fmadd_pd(x3, _mm512_permute_pd(y3, 0x55), q3);
+  }
+  for (; i < n; i += 4) {
+    __mmask8 k = n - i >= 4 ? (__mmask8)0xff : tail_mask(n - i);
+    __m512d x0 = _mm512_maskz_loadu_pd(k, x + 2 * i), y0 = _mm512_maskz_loadu_pd(k, y + 2 * i);
+    p0 = _mm512_fmadd_pd(x0, y0, p0);
+    q0 = _mm512_fmadd_pd(x0, _mm512_permute_pd(y0, 0x55), q0);
+  }
+  const __m512d alt = _mm512_setr_pd(1, -1, 1, -1, 1, -1, 1, -1);
+  __m512d p = _mm512_add_pd(_mm512_add_pd(p0, p1), _mm512_add_pd(p2, p3));
+  __m512d q = _mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3));
+  out[0] = _mm512_reduce_add_pd(p);
+  out[1] = _mm512_reduce_add_pd(_mm512_mul_pd(q, alt));
+}
+
+/* dznrm2's sums, blocked: every block of NRM2_BLOCK doubles first takes
+ * the fast path (the plain sum of squares into the mid sum) while it
+ * tracks, on the bit patterns of |v|, the largest value and the smallest
+ * nonzero one (|v| - 1 as an unsigned integer wraps zero round to the
+ * top).  A block whose values all lie in Blue's mid range [TSML, TBIG]
+ * keeps that sum; any other block (huge, tiny, infinite or NaN values) is
+ * summed again by Blue's three-way split. */
+#define NRM2_BLOCK 1024
+AVX512 static void nrm2_avx512(long n, const double *restrict v, double acc[3])
+{
+  const __m512i absmask = _mm512_set1_epi64(0x7fffffffffffffffLL);
+  const __m512i one = _mm512_set1_epi64(1);
+  union { double d; int64_t i; } big = {TBIG}, sml = {TSML};
+  const __m512i bigbits = _mm512_set1_epi64(big.i), smlbits1 = _mm512_set1_epi64(sml.i - 1);
+  __m512d t0 = _mm512_setzero_pd(), t1 = t0; /* accepted blocks' mid sums */
+  double slow[3] = {0, 0, 0};
+  for (long b0 = 0; b0 < n; b0 += NRM2_BLOCK) {
+    long len = n - b0 < NRM2_BLOCK ? n - b0 : NRM2_BLOCK;
+    const double *p = v + b0;
+    __m512d m0 = _mm512_setzero_pd(), m1 = m0, m2 = m0, m3 = m0;
+    __m512i hi = _mm512_setzero_si512(), lo = _mm512_set1_epi64(-1);
+    long i = 0;
+#define NRM2_FAST(V, M)                                                           \
+  do {                                                                            \
+    __m512i a_ = _mm512_and_si512(_mm512_castpd_si512(V), absmask);               \
+    hi = _mm512_max_epu64(hi, a_);                                                \
+    lo = _mm512_min_epu64(lo, _mm512_sub_epi64(a_, one));                         \
+    M = _mm512_fmadd_pd(V, V, M);                                                 \
+  } while (0)
+    for (; i + 32 <= len; i += 32) {
+      __m512d v0 = _mm512_loadu_pd(p + i), v1 = _mm512_loadu_pd(p + i + 8);
+      __m512d v2 = _mm512_loadu_pd(p + i + 16), v3 = _mm512_loadu_pd(p + i + 24);
+      NRM2_FAST(v0, m0);
+      NRM2_FAST(v1, m1);
+      NRM2_FAST(v2, m2);
+      NRM2_FAST(v3, m3);
+    }
+    for (; i < len; i += 8) {
+      __mmask8 k = len - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (len - i)) - 1u);
+      __m512d v0 = _mm512_maskz_loadu_pd(k, p + i);
+      /* masked-off lanes load 0, which the wrap sends to the top of lo */
+      NRM2_FAST(v0, m0);
+    }
+#undef NRM2_FAST
+    __mmask8 out = _mm512_cmpgt_epu64_mask(hi, bigbits) | _mm512_cmplt_epu64_mask(lo, smlbits1);
+    if (!out) {
+      t0 = _mm512_add_pd(t0, _mm512_add_pd(m0, m1));
+      t1 = _mm512_add_pd(t1, _mm512_add_pd(m2, m3));
+    } else {
+      double part[3];
+      nrm2_avx2(len, p, part);
+      slow[0] += part[0];
+      slow[1] += part[1];
+      slow[2] += part[2];
+    }
+  }
+  acc[0] = slow[0];
+  acc[1] = slow[1] + _mm512_reduce_add_pd(_mm512_add_pd(t0, t1));
+  acc[2] = slow[2];
+}
+
 typedef struct kernels {
   const char *name;
   void (*zaxpy)(long, const double *, const double *, double *);
@@ -496,6 +632,8 @@ typedef struct kernels {
 static const kernels_t KERNELS_C = {"generic", zaxpy_c, zdotc_c, nrm2_c, gemv_n_c, gemv_t_c};
 static const kernels_t KERNELS_AVX2 = {"avx2-fma", zaxpy_avx2, zdotc_avx2, nrm2_avx2,
                                        gemv_n_avx2, gemv_t_avx2};
+static const kernels_t KERNELS_AVX512 = {"avx512", zaxpy_avx512, zdotc_avx512, nrm2_avx512,
+                                         gemv_n_avx2, gemv_t_avx2};
 
 /* Blue's final step: the norm from the three sums. */
 static double nrm2_combine(const double acc[3])
@@ -565,6 +703,8 @@ struct run {
   double *part;    /* zgemv_t/_c: this process's block of the summed products (ml) */
   tiers_barrier_t bar;
   double dot[2], nrm;
+  long v0, r0;     /* global index of the first local vector element, matrix row */
+  double scale;    /* dznrm2's input scale */
 };
 
 static int team_wait(tiers_team_t team, tiers_barrier_t bar)
@@ -576,19 +716,85 @@ static int team_wait(tiers_team_t team, tiers_barrier_t bar)
   return rc;
 }
 
+/* zdotc and dznrm2 end every call in a team reduction (a barrier): below
+ * PAR_MIN complex numbers per thread that costs more than the split saves,
+ * so they run on fewer threads (one: no reduction at all with one
+ * process).  zaxpy and zgemv need no barrier between calls and always use
+ * every thread. */
+#define PAR_MIN 16384L
+
+static int active_threads(long n, int nthreads)
+{
+  long a = n / PAR_MIN;
+  if (a < 1)
+    a = 1;
+  return a < nthreads ? (int)a : nthreads;
+}
+
+/* Thread t's block [lo, hi) of n items among the first act threads, on
+ * boundaries that are multiples of 8 items (whole cache lines); threads
+ * from act on get an empty block. */
+static void vsplit(long n, int act, int t, long *lo, long *hi)
+{
+  if (t >= act) {
+    *lo = *hi = n;
+    return;
+  }
+  long chunks = (n + 7) / 8, c0 = chunks * t / act, c1 = chunks * (t + 1) / act;
+  *lo = c0 * 8 < n ? c0 * 8 : n;
+  *hi = c1 * 8 < n ? c1 * 8 : n;
+}
+
+/* First-touch placement: every thread writes the blocks it computes on
+ * (vectors by the vector split, the matrix by columns as zgemv_t/_c read
+ * it), so that on a NUMA machine its pages sit on that thread's node. */
+static int init_body(tiers_team_t team, int t, void *arg)
+{
+  struct run *R = arg;
+  int nt = tiers_team_nthreads(team);
+  long lo, hi;
+  vsplit(R->nl, nt, t, &lo, &hi);
+  for (long i = lo; i < hi; i++) {
+    x_at(R->v0 + i, 1.0, R->x + 2 * i);
+    x_at(R->v0 + i, R->scale, R->xs + 2 * i);
+    y_at(R->v0 + i, R->yaxpy + 2 * i);
+    y_at(R->v0 + i, R->yd + 2 * i);
+  }
+  TIERS_CALL(tiers_team_split(team, R->m, t, &lo, &hi));
+  for (long j = lo; j < hi; j++)
+    for (long i = 0; i < R->ml; i++)
+      a_at(R->r0 + i, j, R->A + 2 * (i + j * R->ml));
+  TIERS_CALL(tiers_team_split(team, R->ml, t, &lo, &hi));
+  for (long i = lo; i < hi; i++) {
+    x_at(R->r0 + i, 1.0, R->gx + 2 * i);
+    for (int f = 0; f < 3; f++)
+      y_at(R->r0 + i, R->yg[f] + 2 * i);
+  }
+  return TIERS_OK;
+}
+
 static int batch_body(tiers_team_t team, int t, void *arg)
 {
   struct run *R = arg;
   const kernels_t *K = R->K;
+  const int nt = tiers_team_nthreads(team);
   long lo, hi;
+  int act;
   switch (R->kern) {
   case K_ZAXPY:
-    TIERS_CALL(tiers_team_split(team, R->nl, t, &lo, &hi));
+    vsplit(R->nl, nt, t, &lo, &hi);
     for (long it = 0; it < R->iters; it++)
       K->zaxpy(hi - lo, ALPHA, R->x + 2 * lo, R->yaxpy + 2 * lo);
     break;
   case K_ZDOTC:
-    TIERS_CALL(tiers_team_split(team, R->nl, t, &lo, &hi));
+    act = active_threads(R->nl, nt);
+    vsplit(R->nl, act, t, &lo, &hi);
+    if (act == 1 && R->nprocs == 1) { /* one thread, nothing to reduce */
+      if (t == 0)
+        for (long it = 0; it < R->iters; it++)
+          K->zdotc(R->nl, R->x, R->yd, R->dot);
+      break;
+    }
     for (long it = 0; it < R->iters; it++) {
       double part[2], all[2];
       K->zdotc(hi - lo, R->x + 2 * lo, R->yd + 2 * lo, part);
@@ -600,7 +806,17 @@ static int batch_body(tiers_team_t team, int t, void *arg)
     }
     break;
   case K_DZNRM2:
-    TIERS_CALL(tiers_team_split(team, 2 * R->nl, t, &lo, &hi));
+    act = active_threads(R->nl, nt);
+    vsplit(2 * R->nl, act, t, &lo, &hi);
+    if (act == 1 && R->nprocs == 1) {
+      if (t == 0)
+        for (long it = 0; it < R->iters; it++) {
+          double acc[3];
+          K->nrm2(2 * R->nl, R->xs, acc);
+          R->nrm = nrm2_combine(acc);
+        }
+      break;
+    }
     for (long it = 0; it < R->iters; it++) {
       double acc[3], all[3];
       K->nrm2(hi - lo, R->xs + lo, acc);
@@ -821,8 +1037,9 @@ int main(int argc, char **argv)
                 "zgemv_t, zgemv_c; comma-separated)", bad[0] ? bad : (v ? v : "(nothing)"));
       i++;
     } else if (strcmp(a, "--simd") == 0) {
-      app_check(&app, !v || (strcmp(v, "auto") && strcmp(v, "avx2") && strcmp(v, "generic")),
-                "--simd must be auto, avx2 or generic (got %s)", v ? v : "nothing");
+      app_check(&app, !v || (strcmp(v, "auto") && strcmp(v, "avx512") && strcmp(v, "avx2") &&
+                             strcmp(v, "generic")),
+                "--simd must be auto, avx512, avx2 or generic (got %s)", v ? v : "nothing");
       simd = v;
       i++;
     } else {
@@ -843,8 +1060,15 @@ int main(int argc, char **argv)
             "rows); set --matrix", m, app.size);
   __builtin_cpu_init();
   int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   app_check(&app, strcmp(simd, "avx2") == 0 && !avx2, "--simd avx2: this CPU lacks AVX2/FMA");
-  const kernels_t *K = (strcmp(simd, "generic") == 0 || !avx2) ? &KERNELS_C : &KERNELS_AVX2;
+  app_check(&app, strcmp(simd, "avx512") == 0 && !avx512,
+            "--simd avx512: this CPU lacks AVX-512F/DQ");
+  const kernels_t *K = &KERNELS_C;
+  if (strcmp(simd, "avx512") == 0 || (strcmp(simd, "auto") == 0 && avx512))
+    K = &KERNELS_AVX512;
+  else if (strcmp(simd, "avx2") == 0 || (strcmp(simd, "auto") == 0 && avx2))
+    K = &KERNELS_AVX2;
   app_team(&app, MPI_COMM_WORLD);
   tiers_team_t team = app.team;
   int nthreads = tiers_team_nthreads(team);
@@ -872,20 +1096,11 @@ int main(int argc, char **argv)
   memset(R.part, 0, sizeof(double) * 2 * (size_t)R.ml);
   int rc = tiers_barrier_create(&R.bar, nthreads);
   app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
-  for (long i = 0; i < R.nl; i++) {
-    x_at(v0 + i, 1.0, R.x + 2 * i);
-    x_at(v0 + i, scale, R.xs + 2 * i);
-    y_at(v0 + i, R.yaxpy + 2 * i);
-    y_at(v0 + i, R.yd + 2 * i);
-  }
-  for (long j = 0; j < m; j++)
-    for (long i = 0; i < R.ml; i++)
-      a_at(r0 + i, j, R.A + 2 * (i + j * R.ml));
-  for (long i = 0; i < R.ml; i++) {
-    x_at(r0 + i, 1.0, R.gx + 2 * i);
-    for (int f = 0; f < 3; f++)
-      y_at(r0 + i, R.yg[f] + 2 * i);
-  }
+  R.v0 = v0;
+  R.r0 = r0;
+  R.scale = scale;
+  rc = tiers_team_parallel(team, init_body, &R);
+  app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
 
   /* The timed part: one batch (one parallel region) per kernel. */
   double secs[K_COUNT] = {0}, total = 0;
