@@ -239,3 +239,30 @@ def test_map_launch_refuses_invented_hosts(tmp_path, machine):
                     "--rankfile", str(rf), timeout=120)
     assert run.returncode == 0, run.stderr
     assert len(rf.read_text().splitlines()) == 2
+
+
+@needs_mpirun
+@pytest.mark.parametrize("form", ["program", "launcher-line"])
+def test_map_launch_dry_run_prints_a_line_that_works_when_pasted(tmp_path, native_bin, form):
+    who = native_bin("tiers-whoami")
+    tab = tmp_path / "t.json"
+    cmd = [who] if form == "program" else ["mpirun", "-n", "4", "--oversubscribe", who]
+    run = run_tiers("map", "--stencil", "2d:2,2:400,4", "--oversubscribe", "--table", str(tab),
+                    "--launch", "--dry-run", "--", *cmd, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert '"tiers.whoami/1"' not in run.stdout          # nothing ran
+    line = run.stdout.strip().splitlines()[-1]
+    pasted = subprocess.run(line, shell=True, capture_output=True, text=True, timeout=120)
+    assert pasted.returncode == 0, (line, pasted.stderr)
+    doc = json.loads(next(ln for ln in pasted.stdout.splitlines() if "tiers.whoami/1" in ln))
+    table = json.loads(tab.read_text())["ranks"]
+    assert {r["rank"]: r["cpuset"] for r in doc["ranks"]} == \
+        {e["rank"]: str(e["pu"]) for e in table}
+    # the files the line names were kept for it; nothing else is left
+    folder = Path(next(w for w in line.split() if "tiers-map-launch-" in w)).parent
+    shutil.rmtree(folder)
+
+
+def test_dry_run_goes_with_launch():
+    assert_one_line_error(run_tiers("map", "--stencil", "2d:2,1:4,4", "--dry-run"),
+                          "--dry-run goes with --launch")

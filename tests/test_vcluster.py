@@ -404,3 +404,130 @@ def test_document_on_stdout_keeps_the_human_lines_on_stderr(clean, how):
     assert doc["schema"] == "tiers.vcluster/1"
     assert doc["summary"]["up"] is False
     assert "no virtual cluster is up" in run.stderr
+
+
+# --------------------------------------------------------------------------
+# Launch lines that work when pasted; down and node failures mid-run
+
+
+def _shim(folder: Path) -> dict:
+    """An environment whose PATH has a ``tiers`` that runs this tiers, as
+    the installed console command would, for pasting printed lines."""
+    shim = folder / "bin"
+    shim.mkdir(exist_ok=True)
+    exe = shim / "tiers"
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} -m tiers \"$@\"\n")
+    exe.chmod(0o755)
+    return {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
+
+
+def _paste(line: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(line, shell=True, capture_output=True, text=True, env=env,
+                          timeout=180)
+
+
+def _whoami_ranks(stdout: str) -> dict:
+    line = next(ln for ln in stdout.splitlines() if '"tiers.whoami/1"' in ln)
+    return {r["rank"]: r for r in json.loads(line)["ranks"]}
+
+
+def test_printed_launch_lines_work_when_pasted(two_nodes, native_bin, tmp_path):
+    env = _shim(tmp_path)
+    who = native_bin("tiers-whoami")
+    # the hint of 'up'
+    run = run_tiers("vcluster", "up", "--nodes", "2", "--slots", "2", "--link", "1gbit")
+    assert run.returncode == 0, run.stderr
+    hint = next(ln for ln in run.stdout.splitlines() if "tiers vcluster mpirun" in ln)
+    line = hint.split(": ", 1)[1].replace("PROGRAM [ARGS]", who)
+    pasted = _paste(line, env)
+    assert pasted.returncode == 0, pasted.stderr
+    ranks = _whoami_ranks(pasted.stdout)
+    assert sorted(r["host"] for r in ranks.values()) == ["tiers-n0"] * 2 + ["tiers-n1"] * 2
+
+    # tiers map --vcluster: the rankfile line it prints and the --dry-run line
+    rf, tab = tmp_path / "rf", tmp_path / "t.json"
+    run = run_tiers("map", "--stencil", "2d:2,2:400,4", "--vcluster", "--rankfile", str(rf),
+                    "--table", str(tab), "--launch", "--dry-run", "--", who, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert '"tiers.whoami/1"' not in run.stdout          # a dry run runs nothing
+    table = {e["rank"]: e for e in json.loads(tab.read_text())["ranks"]}
+    printed = next(ln for ln in run.stdout.splitlines() if ln.startswith("vcluster: "))
+    dry = run.stdout.strip().splitlines()[-1]
+    assert "mpirun -n 4 -rf" not in run.stdout         # a bare mpirun would miss the nodes
+    for line in (printed.split(": ", 1)[1].replace("./app", who), dry):
+        pasted = _paste(line, env)
+        assert pasted.returncode == 0, (line, pasted.stderr)
+        ranks = _whoami_ranks(pasted.stdout)
+        assert {r: (x["host"], x["cpuset"]) for r, x in ranks.items()} == \
+            {r: (e["host"], str(e["pu"])) for r, e in table.items()}, line
+
+
+def _pids_of(netns: str, word: str) -> list[int]:
+    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout
+    pids = []
+    for p in out.split():
+        try:
+            args = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if word in args:
+            pids.append(int(p))
+    return pids
+
+
+def _start_sleepers(ranks: int, nodes: list[str]) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen([sys.executable, "-m", "tiers", "vcluster", "mpirun", "-n",
+                             str(ranks), "--", "sleep", "300"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    pids = {}
+    while time.monotonic() < deadline:
+        pids = {n: _pids_of(n, "sleep 300") for n in nodes}
+        if all(pids.values()):
+            return proc, pids
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"the sleepers did not start: {pids}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return not stat[stat.rfind(")") + 2:].startswith("Z")
+
+
+def test_down_stops_a_running_program_first(clean):
+    run = run_tiers("vcluster", "up", "--nodes", "2", "--slots", "1", "--link", "1gbit",
+                    timeout=120)
+    assert run.returncode == 0, run.stderr
+    agent = json.loads(vcluster.state_path().read_text())["agent"]
+    proc, pids = _start_sleepers(2, ["tiers-n0", "tiers-n1"])
+    mpirun = [p for p, args in vcluster._launches(vcluster.load_state())]  # noqa: SLF001
+    assert len(mpirun) == 1
+    down = run_tiers("vcluster", "down", timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert "stopped mpirun" in down.stdout and "(sleep)" in down.stdout
+    proc.wait(timeout=30)                  # the tiers vcluster mpirun of the program ends
+    left = [p for ps in pids.values() for p in ps if _alive(p)] + \
+        [p for p in mpirun if _alive(p)]
+    assert left == []
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert agent not in ps
+
+
+def test_a_node_that_dies_mid_run_is_one_line(two_nodes):
+    proc, pids = _start_sleepers(4, ["tiers-n0", "tiers-n1"])
+    for pid in _pids_of("tiers-n1", ""):   # the node's daemon and ranks: the node is gone
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("tiers: error: node tiers-n1 ")
+    assert "stopped during the run of sleep on 4 ranks" in lines[0]
+    assert not any(_alive(p) for p in pids["tiers-n0"])

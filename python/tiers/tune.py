@@ -145,11 +145,17 @@ def _program_time(stdout: str) -> float | None:
 
 
 def _run_once(cmd: list[str], lenv: dict, *, what: str, label: str, n: int,
-              timeout: float | None) -> dict:
+              timeout: float | None, state: dict | None = None) -> dict:
     try:
         res = launch.run_command(cmd, env=lenv or None, timeout=timeout, check=True,
                                  label=label, ranks=n)
     except launch.LaunchError as exc:
+        if state is not None:
+            from . import vcluster as vcl
+            node = vcl.node_failure(exc.stderr + "\n" + exc.stdout, state)
+            if node is not None:
+                raise TiersError(f"{what}: {vcl.node_failure_message(node, label, n)}",
+                                 code=1) from None
         raise TiersError(f"{what}: {exc}", code=1) from None
     return {"wall_s": res.elapsed_s, "program_s": _program_time(res.stdout)}
 
@@ -252,7 +258,7 @@ def tune(program: list[str], ranks: int | None = None, *, vcluster: bool = False
                 lenv = {**yield_env, **lenv}
                 say(f"round {k}/{rounds}: {which} placement")
                 rec = _run_once(cmd, lenv, what=f"the {which} run of round {k}", label=label,
-                                n=n, timeout=timeout)
+                                n=n, timeout=timeout, state=state)
                 rec.update(placement=which, round=k, command=cmd)
                 runs.append(rec)
     except BaseException:

@@ -584,6 +584,60 @@ def _zombie(pid: int) -> bool:
     return stat[stat.rfind(")") + 2:].startswith("Z")
 
 
+def _launches(st: dict | None) -> list[tuple[int, str]]:
+    """Return ``(pid, command)`` of the launchers running on the cluster:
+    the processes of this machine's own namespace whose command line names
+    the cluster's rsh agent or hostfile (every mpirun tiers builds for the
+    cluster does, and so does one pasted from a line tiers printed)."""
+    marks = [str(x) for x in ((st or {}).get("agent"), (st or {}).get("hostfile")) if x]
+    marks = marks or [str(state_dir() / "rsh-agent"), str(state_dir() / "hostfile")]
+    me = os.getpid()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            words = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [w.decode(errors="replace") for w in words if w]
+        if not args or _zombie(int(entry)):
+            continue
+        if os.path.basename(args[0]) in ("mpirun", "mpiexec", "orterun", "prterun") and \
+                any(m in a for a in args for m in marks):
+            out.append((int(entry), " ".join(args)))
+    return out
+
+
+def _stop_launches(st: dict | None, grace: float = 5.0) -> list[str]:
+    """Stop the launchers running on the cluster (:func:`_launches`):
+    SIGTERM, so that each stops its ranks and daemons on every node, then
+    SIGKILL after ``grace`` seconds.  Return one line per launcher."""
+    found = _launches(st)
+    for pid, _ in found:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    left = [pid for pid, _ in found]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if Path(f"/proc/{p}").exists() and not _zombie(p)]
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return [f"{os.path.basename(cmd.split()[0])} (pid {pid}: "
+            f"{os.path.basename(_program_of(cmd))})" for pid, cmd in found]
+
+
+def _program_of(cmdline: str) -> str:
+    from . import launch as _launch
+    return _launch.guess_program(cmdline.split())
+
+
 def down() -> dict:
     """Remove the virtual cluster: every namespace, link and host entry the
     state records (processes left in its namespaces are killed first), plus
@@ -600,6 +654,9 @@ def down() -> dict:
     removed: list[str] = []
     kept: list[str] = []
     created = list((st or {}).get("created", []))
+    # programs running on the cluster stop first, through their launcher,
+    # so that none is left waiting on nodes that are going away
+    stopped = _stop_launches(st)
     for obj in reversed(created):
         kind, name = obj.get("kind"), obj.get("name")
         if kind == "netns" and _netns_exists(name):
@@ -651,6 +708,7 @@ def down() -> dict:
     except OSError:
         pass
     return {"removed": removed, "kept": kept, "left": left, "was_up": st is not None,
+            "stopped": stopped,
             "seconds": round(time.monotonic() - start, 3)}
 
 
@@ -828,6 +886,83 @@ def run(program: Sequence[str] | str, ranks: int, *, timeout: float | None = Non
                                label=os.path.basename(str(argv[0])), ranks=ranks)
 
 
+_LOST_NODE = (
+    # Open MPI 4 (ORTE) and 5 (PRRTE): the daemon of a node went away
+    re.compile(r"Remote daemon:\s*\S+\s+on node\s+(\S+)"),
+    re.compile(r"daemon on node\s+(\S+)\s+(?:has )?(?:unexpectedly )?(?:failed|died|lost)", re.I),
+    re.compile(r"lost (?:communication|contact) with (?:a remote daemon|the daemon) on "
+               r"(?:node\s+)?(\S+)", re.I),
+)
+
+
+def node_failure(output: str, state: dict | None = None) -> str | None:
+    """Return the name of the cluster node whose Open MPI daemon went away
+    during a run, as the launcher's output ``output`` says, or None when it
+    says no such thing (or names a host that is not a node of ``state``)."""
+    names = {n["name"] for n in (state or {}).get("nodes", [])}
+    for pat in _LOST_NODE:
+        m = pat.search(output or "")
+        if m:
+            node = m.group(1).rstrip(".,;:")
+            if not names or node in names:
+                return node
+    return None
+
+
+def node_failure_message(node: str, label: str, ranks: int | None) -> str:
+    """The one line that says node ``node`` stopped during a run."""
+    on = f" on {ranks} ranks" if ranks else ""
+    return (f"node {node} of the virtual cluster stopped during the run of {label}{on}: "
+            "Open MPI lost its daemon there and stopped the job")
+
+
+_OMPI_LINE = re.compile(r"^(?:-{20,}\s*$|(?:mpirun|prterun|orterun|mpiexec)(?: noticed|:)|"
+                        r"\[[^\]\s]+:\d+\]|ORTE |PRTE |Primary job\s+terminated)")
+
+
+class _Summariser:
+    """Forwards what a run prints as it comes, except the launcher's own
+    messages (Open MPI's dashed help blocks and ``mpirun noticed ...``
+    lines), which it keeps; :meth:`finish` then says in one line what went
+    wrong, or prints them as they were when it cannot."""
+
+    def __init__(self):
+        self.held: list[tuple[str, str]] = []
+        self.in_block = {"stdout": False, "stderr": False}   # per stream: two readers
+
+    def __call__(self, name: str, line: str) -> None:
+        if _SETPGID_RACE.search(line):
+            return
+        dashes = re.match(r"^-{20,}\s*$", line) is not None
+        if self.in_block.get(name) or dashes or _OMPI_LINE.match(line):
+            self.held.append((name, line))
+            if dashes:
+                self.in_block[name] = not self.in_block.get(name)
+            return
+        _forward_quietly(name, line)
+
+    def text(self) -> str:
+        return "".join(line for _, line in self.held)
+
+    def finish(self, returncode: int, *, label: str, ranks: int, state: dict | None) -> None:
+        """Raise TiersError (one line) for a failed run whose cause is
+        known; otherwise print the held lines."""
+        from . import launch as _launch
+
+        if returncode != 0:
+            node = node_failure(self.text(), state)
+            if node is not None:
+                raise TiersError(node_failure_message(node, label, ranks),
+                                 code=returncode if 0 < returncode < 256 else 1)
+            failure = _launch.parse_failure(self.text())
+            if failure is not None:
+                raise TiersError(_launch.failure_message(
+                    failure, ranks=ranks, label=label, launcher="mpirun",
+                    returncode=returncode), code=returncode if 0 < returncode < 256 else 1)
+        for name, line in self.held:
+            _forward_quietly(name, line)
+
+
 # Open MPI 4.x's rsh launcher calls setpgid() on a child that may already
 # have exec'd the agent, and then warns; the daemon is started all the same.
 _SETPGID_RACE = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent")
@@ -892,11 +1027,15 @@ def main(args, argv: list[str]) -> int:
         else:
             _say(f"up in {st['seconds']:.2f} s")
         _print_state(st)
+        _say(f"run a program on it: tiers vcluster mpirun -n {slots_total(st)} -- PROGRAM "
+             "[ARGS]")
         return 0
     if action == "down":
         res = down()
         if args.json:
             _write_json(res, args.json, args, argv)
+        for line in res.get("stopped") or []:
+            _say(f"stopped {line}, which ran on the cluster")
         if not res["was_up"] and not res["removed"]:
             _say("no virtual cluster was up; nothing to remove")
         else:
@@ -937,9 +1076,17 @@ def main(args, argv: list[str]) -> int:
             env[name] = value
         st = require_up()
         ranks = args.ranks if args.ranks is not None else slots_total(st)
-        res = run(cmd, ranks, timeout=args.timeout, stream=True, check=False,
+        rankfile = getattr(args, "rankfile", None)
+        if rankfile and args.map_by:
+            raise TiersError("a rankfile fixes where every rank runs: drop --map-by")
+        summariser = _Summariser()
+        res = run(cmd, ranks, timeout=args.timeout, stream=summariser, check=False,
                   env=env or None, map_by=args.map_by,
-                  oversubscribe=True if args.oversubscribe else None)
+                  oversubscribe=True if args.oversubscribe else None,
+                  # the rankfile binds each rank; the cluster's bind_to=none would undo it
+                  **({"rankfile": rankfile, "bind_to": ""} if rankfile else {}))
+        summariser.finish(res.returncode, label=os.path.basename(cmd[0]), ranks=ranks,
+                          state=st)
         return res.returncode
     raise TiersError(f"unknown vcluster action {action}")
 

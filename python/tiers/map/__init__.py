@@ -197,6 +197,8 @@ def main(args, argv: list[str]) -> int:
         hostfile = vcl.require_up()["hostfile"]
     if getattr(args, "launcher", None) and not args.launch:
         raise TiersError("--launcher goes with --launch -- PROGRAM")
+    if getattr(args, "dry_run", False) and not args.launch:
+        raise TiersError("--dry-run goes with --launch -- PROGRAM")
     if args.launch:
         apply.check_launchable(args.machine, nodes=args.nodes, hostfile=args.hostfile,
                                vcluster=vcluster)
@@ -232,7 +234,8 @@ def main(args, argv: list[str]) -> int:
         paths["permutation"] = str(writers.write_permutation(
             args.permutation, placement.permutation(best)))
     doc["summary"]["files"] = paths
-    doc["summary"]["commands"] = writers.commands(paths, best, mach, g.n)
+    doc["summary"]["commands"] = apply.vcluster_commands(paths, g.n) if vcluster else \
+        writers.commands(paths, best, mach, g.n)
     from ..render import console as tiers_console
     console = tiers_console()
     render(doc, console)
@@ -243,16 +246,19 @@ def main(args, argv: list[str]) -> int:
         console.print(f"wrote {path}", style="dim")
     if args.launch:
         return _launch(command, paths, best, mach, g.n,
-                       launcher=getattr(args, "launcher", None), vcluster=vcluster)
+                       launcher=getattr(args, "launcher", None), vcluster=vcluster,
+                       dry_run=getattr(args, "dry_run", False))
     return 0
 
 
 def _launch(command: list[str], paths: dict, best, mach, n: int, *,
-            launcher: str | None = None, vcluster: bool = False) -> int:
+            launcher: str | None = None, vcluster: bool = False,
+            dry_run: bool = False) -> int:
     """Run ``command`` with the placement applied and return its exit
     status.  ``command`` is a launcher line (``mpirun -n N ./app``: the
     placement's options are added to it) or the program alone (tiers builds
-    the launch with ``launcher``, or on the virtual cluster)."""
+    the launch with ``launcher``, or on the virtual cluster).  With
+    ``dry_run`` print the line instead (:func:`.apply.dry_run`)."""
     import tempfile
 
     from .. import launch
@@ -265,6 +271,10 @@ def _launch(command: list[str], paths: dict, best, mach, n: int, *,
     if launcher and has_launcher:
         raise TiersError("--launcher goes with a program alone; the launch line names "
                          f"its launcher already ({cmd[launch.find_launcher_word(cmd)]})")
+    if dry_run:
+        print(apply.dry_run(cmd, best, mach, launcher=launcher, vcluster=vcluster,
+                            rankfile=paths.get("rankfile"), has_launcher=has_launcher))
+        return 0
     with tempfile.TemporaryDirectory(prefix="tiers-map-") as work:
         if has_launcher:
             full, env = apply.insert(cmd, best, mach, work, rankfile=paths.get("rankfile"))

@@ -143,3 +143,44 @@ def insert(command_line: Sequence[str], p: Placement, machine: Machine, workdir,
     j = launch.program_index(cmd)
     return cmd[:i + 1] + opts + cmd[i + 1:j] + how["wrapper"] + cmd[j:], how["env"]
 
+
+
+def vcluster_commands(paths: dict, n: int) -> dict[str, str]:
+    """Return the command line that applies a written rankfile on the
+    virtual cluster -- ``tiers vcluster mpirun``, which adds the cluster's
+    hostfile, agent and MCA settings that a bare ``mpirun -rf`` lacks --
+    or nothing when no rankfile was written."""
+    if "rankfile" not in paths:
+        return {}
+    import shlex
+    return {"vcluster": f"tiers vcluster mpirun -n {n} --rankfile "
+                        f"{shlex.quote(str(Path(paths['rankfile']).absolute()))} -- ./app"}
+
+
+def dry_run(cmdline: Sequence[str], p: Placement, machine: Machine, *,
+            launcher: str | None = None, vcluster: bool = False, rankfile: str | None = None,
+            has_launcher: bool = False) -> str:
+    """Return the command line ``tiers map --launch`` would run, quoted
+    for a shell so that it works when pasted; the files it names are
+    written into a new folder (or the ``rankfile`` given) and kept.  On the
+    virtual cluster the line is ``tiers vcluster mpirun -n N --rankfile RF
+    -- PROGRAM``."""
+    import shlex
+    import tempfile
+
+    work = tempfile.mkdtemp(prefix="tiers-map-launch-")
+    if vcluster:
+        rf = rankfile or str(writers.write_rankfile(str(Path(work) / "placement.rankfile"),
+                                                    p, machine))
+        line = ["tiers", "vcluster", "mpirun", "-n", str(int(p.node.size)), "--rankfile",
+                str(Path(rf).absolute()), "--", *cmdline]
+        env: dict = {}
+    elif has_launcher:
+        line, env = insert(cmdline, p, machine, work, rankfile=rankfile)
+    else:
+        line, env = command(list(cmdline), p, machine, work, launcher=launcher,
+                            rankfile=rankfile)
+    if not os.listdir(work):
+        os.rmdir(work)
+    words = [f"{k}={shlex.quote(str(v))}" for k, v in env.items()]
+    return " ".join(words + [shlex.quote(str(w)) for w in line])
