@@ -253,3 +253,46 @@ def test_sync_probe_reports_the_same_median_statistics(native_bin, name):
             assert got[key] == pytest.approx(mine[key], rel=1e-12, abs=1e-15), key
     assert got["noisy"] == st["noisy"] == mine["noisy"]
     assert "mean_us" in st and "ci95_us" in st  # the EPCC figures stay
+
+
+def _cell_runs(times):
+    """A run function for bench._run_cell that returns application
+    documents with these times, one per call."""
+    it = iter(times)
+
+    def run():
+        t = next(it)
+        return {"doc": {"time_s": t}, "wall_s": t}
+    return run
+
+
+def test_bench_cells_repeat_until_the_median_time_is_steady():
+    """tiers bench (the survey's jacobi3d cells) with repeat_time_s: runs
+    repeat by the same rule; a steady cell stops at 6 runs and gives their
+    median, a cell with a disturbed first run is not moved by it, and a
+    scattered one stops at the cap and is flagged noisy in its row."""
+    from tiers import bench
+
+    steady = [0.100, 0.101, 0.099, 0.100, 0.102, 0.100, 0.5, 0.5]
+    out, rep = bench._run_cell(_cell_runs(steady), 60.0, 30)
+    assert rep["n"] == 6 and rep["stopped"] == "converged" and not rep["noisy"]
+    assert rep["median"] == pytest.approx(0.1) and rep["times_s"] == steady[:6]
+    assert out["doc"]["time_s"] == 0.100
+    disturbed = [0.9] + [0.100, 0.101, 0.099, 0.100, 0.102, 0.100, 0.101]
+    _, rep2 = bench._run_cell(_cell_runs(disturbed), 60.0, 30)
+    assert rep2["median"] == pytest.approx(0.1) and not rep2["noisy"] and rep2["min"] == 0.099
+    assert rep2["n"] == 7 and rep2["outliers"] == 1  # the disturbed run is left out
+    scattered = [0.1, 0.2, 0.3, 0.15, 0.25, 0.12, 0.28, 0.18]
+    _, rep3 = bench._run_cell(_cell_runs(scattered), 60.0, 8)
+    assert rep3["stopped"] == "max samples" and rep3["noisy"] and rep3["n"] == 8
+    one, none = bench._run_cell(_cell_runs([0.3]), None, 30)
+    assert none is None and one["doc"]["time_s"] == 0.3
+    doc = lambda t: {"time_s": t, "breakdown": {f"{p}_s": {"mean": 0.0}  # noqa: E731
+                                                for p in bench.PHASES}}
+    summary = bench.analyse([
+        {"ranks": 1, "threads": 1, "doc": doc(0.5), "repeats": rep},
+        {"ranks": 2, "threads": 1, "doc": doc(0.05), "repeats": rep3}])
+    r1, r2 = summary["rows"]
+    assert r1["time_s"] == rep["median"] and r1["noisy"] is False and r1["runs"] == 6
+    assert r2["time_s"] == rep3["median"] and r2["noisy"] is True
+    assert r2["speedup"] == pytest.approx(rep["median"] / rep3["median"])

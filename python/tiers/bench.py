@@ -258,18 +258,23 @@ def analyse(samples: list[dict]) -> dict:
     fitting = [s for s in samples if not s.get("oversubscribed")] or samples
     base = min(fitting, key=lambda s: (s["ranks"] * s["threads"], s["ranks"]))
     base_cores = base["ranks"] * base["threads"]
-    base_time = base["doc"]["time_s"]
+    base_time = base["repeats"]["median"] if base.get("repeats") else base["doc"]["time_s"]
     rows = []
     for s in samples:
         doc = s["doc"]
         cores = s["ranks"] * s["threads"]
-        t = doc["time_s"]
+        rep = s.get("repeats")  # repeated runs (repeat_time_s): their median time
+        t = rep["median"] if rep else doc["time_s"]
         # Speed-up against the baseline; when the baseline is not 1 x 1 it is
         # taken as perfectly parallel on its own cores (scaled, as usual).
         speedup = base_time / t * base_cores if t and t > 0 else None
         row = {"ranks": s["ranks"], "threads": s["threads"], "cores": cores, "time_s": t,
                "speedup": speedup,
                "efficiency": speedup / cores if speedup is not None else None}
+        if rep:
+            row.update(runs=rep["n"], time_min_s=rep["min"], time_ci_s=(
+                [rep["ci_low"], rep["ci_high"]] if rep["ci_low"] is not None else None),
+                noisy=rep["noisy"], stopped=rep["stopped"])
         if s.get("oversubscribed"):
             row.update(oversubscribed=True, reliable=False,
                        why=f"{cores} ranks x threads on fewer cores: the time shows "
@@ -331,7 +336,8 @@ def measure(app_name: str, ranks=None, threads=None, *, oversubscribe: bool = Fa
             app_extra: Sequence[str] = (), launcher=None, hostfile=None,
             vcluster: bool = False, comm=None,
             launcher_args: Sequence[str] | str = (), timeout: float | None = None,
-            progress=None, argv: list[str] | None = None) -> dict:
+            progress=None, argv: list[str] | None = None,
+            repeat_time_s: float | None = None, repeat_max: int = 30) -> dict:
     """Run ``app_name`` for every (ranks, threads) of the grid and return
     the ``tiers.bench/1`` result document.
 
@@ -353,7 +359,12 @@ def measure(app_name: str, ranks=None, threads=None, *, oversubscribe: bool = Fa
     both modes, ``summary["comm_comparison"]`` the rows of
     :func:`compare_comms`; the top-level summary is the first mode's.
     ``progress(ranks, threads)`` is called before each run (with a third
-    argument, the mode, when more than one mode runs).  Raise
+    argument, the mode, when more than one mode runs).  ``repeat_time_s``
+    applies the statistics layer's repeat-until rule to every cell: runs
+    repeat until the 95 % CI of the median time is within +-5 %, that many
+    seconds pass or ``repeat_max`` runs were made; the cell's time is then
+    the median run time, its sample keeps every run's time under
+    ``repeats`` and its row ``runs``, ``time_ci_s`` and ``noisy``.  Raise
     TiersError (one line) on bad input or a failed run."""
     app = app_info(app_name)
     fit_only = ranks is None and threads is None and not oversubscribe
@@ -384,10 +395,12 @@ def measure(app_name: str, ranks=None, threads=None, *, oversubscribe: bool = Fa
         for r, t, over in cells:
             if progress:
                 progress(r, t, *([mode] if len(modes) > 1 else []))
-            out = run_config(app, r, t, margs, pin=pin, launcher=lau, hostfile=hostfile,
-                             vcluster=vcluster, launcher_args=extra, timeout=limit)
+            out, repeats = _run_cell(
+                lambda: run_config(app, r, t, margs, pin=pin, launcher=lau, hostfile=hostfile,
+                                   vcluster=vcluster, launcher_args=extra, timeout=limit),
+                repeat_time_s, repeat_max)
             samples.append({"ranks": r, "threads": t, "comm": mode, "oversubscribed": over,
-                            **out})
+                            **out, **({"repeats": repeats} if repeats else {})})
     by_comm = {m: analyse([s for s in samples if s["comm"] == m]) for m in modes}
     summary = dict(by_comm[modes[0]])
     summary["comm"] = modes[0]
@@ -411,6 +424,35 @@ def measure(app_name: str, ranks=None, threads=None, *, oversubscribe: bool = Fa
             f"{cores} cores: oversubscribed, their times show contention, not scaling, and "
             "they are left out of the speed-up lines")
     return doc
+
+
+def stats_legend() -> str:
+    """The legend of the "~" mark (tiers.stats.LEGEND)."""
+    from . import stats
+
+    return stats.LEGEND
+
+
+def _run_cell(run, repeat_time_s: float | None, repeat_max: int) -> tuple[dict, dict | None]:
+    """Run one cell once (``repeat_time_s`` None), or by the repeat-until
+    rule (tiers.stats.Driver); return the run whose time is nearest the
+    median and the summary of every run's time (None for one run)."""
+    if repeat_time_s is None:
+        return run(), None
+    from . import stats
+
+    driver = stats.Driver(repeat_time_s, repeat_max)
+    outs = []
+    while True:
+        outs.append(run())
+        driver.add(outs[-1]["doc"]["time_s"])
+        if driver.stop() is not None:
+            break
+    summary = driver.summary()
+    summary["times_s"] = list(driver.samples)
+    summary["time_limit_s"] = driver.time_limit_s
+    med = summary["median"]
+    return min(outs, key=lambda o: abs(o["doc"]["time_s"] - med)), summary
 
 
 def _fmt(v, spec: str) -> str:
@@ -447,6 +489,7 @@ def _render_grid(p: dict, s: dict, console: Console, label: str) -> None:
             cells.append("-" if r is None else
                          f"{_fmt(r['time_s'], '.3g')} s  S={_fmt(r['speedup'], '.2f')}  "
                          f"E={_fmt(r['efficiency'] and 100 * r['efficiency'], '.0f')}%"
+                         + ("~" if r.get("noisy") else "")
                          + (f" {OVER_MARK}" if r.get("oversubscribed") else ""))
         t.add_row(str(rk), *cells)
     console.print(t)
@@ -457,17 +500,73 @@ def _render_grid(p: dict, s: dict, console: Console, label: str) -> None:
     for r in rows:
         b.add_row(f"{r['ranks']}x{r['threads']}"
                   + (f" {OVER_MARK}" if r.get("oversubscribed") else ""),
-                  _fmt(r["time_s"], ".3g"),
+                  _fmt(r["time_s"], ".3g") + ("~" if r.get("noisy") else ""),
                   _fmt(r["compute_s"], ".3g"), _fmt(r["comm_s"], ".3g"),
                   _fmt(r["sync_s"], ".3g"), _merit(r["merit"]),
                   "yes" if r["verified"] else "NO")
     console.print(b)
+    if any(r.get("runs") for r in rows):
+        console.print("times: the median over repeated runs (until the 95 % CI of the median is "
+                      "within +-5 % or the time per cell passes)"
+                      + ("; " + stats_legend() if any(r.get("noisy") for r in rows) else ""))
+
+
+def _render_app_results(doc: dict, console: Console) -> None:
+    """Print what the application itself measured, per configuration:
+    zblas's GFLOP/s per kernel, cg's zeta against NPB's reference value."""
+    samples = [smp for smp in doc["samples"] if isinstance(smp.get("doc"), dict)]
+    if not samples:
+        return
+    app = doc["params"]["app"]
+    multi = len(doc["params"].get("comm") or []) > 1
+
+    def label(smp):
+        return (f"{smp['ranks']}x{smp['threads']}"
+                + (f" {smp['comm']}" if multi else "")
+                + (f" {OVER_MARK}" if smp.get("oversubscribed") else ""))
+
+    if app == "zblas":
+        kernels: list[str] = []
+        per: list[dict] = []
+        for smp in samples:
+            ks = {k["name"]: k for k in smp["doc"].get("result", {}).get("kernels", [])}
+            per.append(ks)
+            kernels += [k for k in ks if k not in kernels]
+        if not kernels:
+            return
+        first = samples[0]["doc"]["result"]
+        t = Table(title=f"zblas: GFLOP/s per kernel (N = {first.get('length')}, "
+                  f"M = {first.get('matrix')}, {first.get('iters')} calls, "
+                  f"{first.get('simd')} kernels)")
+        t.add_column("kernel")
+        for smp in samples:
+            t.add_column(label(smp), justify="right", no_wrap=True)
+        for name in kernels:
+            t.add_row(name, *(_fmt(ks[name].get("gflops_per_s"), ".2f") if name in ks else "-"
+                              for ks in per))
+        console.print(t)
+    elif app == "cg":
+        rows = [(smp, smp["doc"].get("result", {})) for smp in samples]
+        rows = [(smp, r) for smp, r in rows if r.get("zeta") is not None]
+        if not rows:
+            return
+        t = Table(title="cg: zeta against NPB's reference value")
+        for col in ("config", "class", "zeta", "NPB zeta", "rel. error", "verified"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for smp, r in rows:
+            ok = bool(smp["doc"].get("verification", {}).get("passed"))
+            t.add_row(label(smp), str(r.get("class", "-")), _fmt(r.get("zeta"), ".13f"),
+                      _fmt(r.get("zeta_reference"), ".13f"), _fmt(r.get("zeta_rel_error"), ".2e"),
+                      "yes" if ok else "NO")
+        console.print(t)
 
 
 def render(doc: dict, console: Console) -> None:
     """Print the seed-004 Table 5 layout (ranks down, threads across: time,
     speed-up, efficiency) and the per-configuration breakdown, once per
-    messaging mode, then the MPI vs MBC comparison when both ran."""
+    messaging mode, the application's own figures (zblas: GFLOP/s per
+    kernel; cg: zeta and its verification), then the MPI vs MBC comparison
+    when both ran."""
     s = doc["summary"]
     p = doc["params"]
     if not s["rows"]:
@@ -479,6 +578,7 @@ def render(doc: dict, console: Console) -> None:
             _render_grid(p, s["by_comm"][mode], console, f" over {mode.upper()}")
     else:
         _render_grid(p, s, console, f" over {modes[0].upper()}" if modes == ["mbc"] else "")
+    _render_app_results(doc, console)
     comp = s.get("comm_comparison")
     if comp:
         c = Table(title=f"{p['app']}: MPI vs MBC (the MPI/MBCF paper's Tables 4-10; S = speed-up "
@@ -537,6 +637,10 @@ def plot(doc: dict, path) -> Path | None:
     if hollow:
         ax.plot([], [], linestyle="none", marker="o", markerfacecolor="none", color="grey",
                 label="oversubscribed (not scaling)")
+    noisy = [(r["cores"], r["speedup"]) for r in rows if r.get("noisy") and r["speedup"]]
+    if noisy:  # the median run time's 95 % CI stayed wider than +-5 %
+        ax.scatter([c for c, _ in noisy], [v for _, v in noisy], s=90, facecolors="none",
+                   edgecolors="red", zorder=3, label="noisy (~)")
     top = max(r["cores"] for r in rows)
     ax.plot([1, top], [1, top], color="grey", linestyle="--", label="ideal")
     ax.set_xlabel("cores (ranks x threads)")
@@ -544,7 +648,7 @@ def plot(doc: dict, path) -> Path | None:
     ax.set_title(f"{doc['params']['app']}: speed-up")
     ax.legend()
     ax = axes[0][1]
-    labels = [f"{r['ranks']}x{r['threads']}" for r in rows]
+    labels = [f"{r['ranks']}x{r['threads']}" + ("~" if r.get("noisy") else "") for r in rows]
     bottom = [0.0] * len(rows)
     hatch = ["//" if r.get("oversubscribed") else "" for r in rows]
     for phase in PHASES:
