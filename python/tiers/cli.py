@@ -329,6 +329,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...",
                    help="the command to trace, e.g. -- mpirun -n 4 ./app")
 
+    mbc = sub.add_parser("mbc", help="memory-based messaging under unmodified MPI programs")
+    msub = mbc.add_subparsers(dest="mbc_action", metavar="ACTION", parser_class=_Parser)
+    msub.required = True
+    p = msub.add_parser("run", help="run an MPI program with its messages carried by "
+                        "libtiers-mbc (libtiers-mbc-mpi.so preloaded)",
+                        usage="tiers mbc run [--stats] [--json FILE|-] [--timeout S] "
+                        "-- LAUNCHER ... PROGRAM [ARGS...]")
+    p.add_argument("--stats", action="store_true",
+                   help="print the traffic per message size: messages, bytes, share carried "
+                   "by remote writes and by the FIFO, unexpected messages, wildcard receives, "
+                   "calls passed to MPI (implied by --json)")
+    p.add_argument("--timeout", type=V.duration("--timeout"), metavar="S",
+                   help="stop the program after S seconds")
+    _add_output(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...",
+                   help="the command to run, e.g. -- mpirun -n 4 ./app")
+
     vc = sub.add_parser("vcluster", help="a virtual cluster on this machine: network "
                         "namespaces joined by shaped links, with Open MPI across them (root)")
     vsub = vc.add_subparsers(dest="vcluster_action", metavar="ACTION", parser_class=_Parser)
@@ -484,6 +501,9 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "trace":
         from . import trace
         return trace.main(args, full_argv)
+    if args.command == "mbc" and args.mbc_action == "run":
+        from . import mbcrun
+        return mbcrun.main(args, full_argv)
     if args.command == "vcluster":
         from . import vcluster
         return vcluster.main(args, full_argv)

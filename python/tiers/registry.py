@@ -110,6 +110,9 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind("trace", "trace summary: per-function profile, messages, comm matrix",
          "tiers trace (summary.json in the trace folder)",
          "tiers trace stats, tiers show, tiers report", "schemas/trace.md"),
+    Kind("mbc.run", "traffic of a program under tiers mbc run: messages per size bucket, "
+         "remote write vs FIFO, unexpected messages, wildcard receives",
+         "tiers mbc run --stats --json", _SHOWN, "mbc.md"),
     Kind("bench", "reference application over ranks x threads: times, speed-up",
          "tiers bench --json", _SHOWN, "schemas/bench.md"),
     Kind("survey", "index of a survey folder", "tiers survey (survey.json)", _SHOWN),
@@ -155,6 +158,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     *(Tool(a.tool, f"reference application: {a.description.split(' (')[0]} (tiers bench "
            f"{a.name})", "app", True) for a in APPS.values()),
     Tool("libtiers-trace.so", "the PMPI tracer that tiers trace preloads (a library)"),
+    Tool("libtiers-mbc-mpi.so", "the MPI interposition library that tiers mbc run preloads: "
+         "an unmodified program's messages over libtiers-mbc (a library)"),
 )}
 
 
@@ -270,6 +275,17 @@ COMMANDS: dict[str, Command] = {
         "Export a trace folder in another format: Chrome trace-event JSON (open it in "
         "chrome://tracing or Perfetto).",
         "tiers trace export tr --format chrome -o tr.chrome.json"),
+    "mbc": Command(
+        "Memory-based messaging under unmodified MPI programs: their point-to-point "
+        "messages travel as remote writes into the receiver's memory (or its per-sender "
+        "FIFO when the receive was not posted yet) through libtiers-mbc.",
+        "tiers mbc run --stats -- mpirun -n 4 ./app"),
+    "mbc run": Command(
+        "Run an MPI program, unchanged, with libtiers-mbc-mpi.so preloaded in every rank: "
+        "its messages are carried by libtiers-mbc, the rest goes to MPI. --stats prints "
+        "the traffic per message size, the share sent by remote write and by the FIFO, "
+        "unexpected messages, wildcard receives and the calls passed to MPI.",
+        "tiers mbc run --stats --json mbc.json -- mpirun -n 4 ./app"),
     "vcluster": Command(
         "A virtual cluster on this machine: Linux network namespaces joined by shaped "
         "links, with Open MPI across them, to show multi-node effects (root).",

@@ -89,6 +89,7 @@ KINDS: dict[str, Kind] = {
     "map": Kind("Placement (tiers map)", ".map"),
     "bench": Kind("Reference application (tiers bench)", ".bench", plot="plot"),
     "trace": Kind("Trace summary (tiers trace)", ".show", render="_render_trace"),
+    "mbc.run": Kind("Messages under memory-based messaging (tiers mbc run)", ".mbcrun"),
     "survey": Kind("Survey index (tiers survey)", ".survey"),
     "vcluster": Kind("Virtual cluster (tiers vcluster)", ".show", render="_render_vcluster"),
 }
