@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -114,6 +115,16 @@ def test_tiers_bench_cg_table(tiers, tmp_path):
     for row in doc["summary"]["rows"]:
         assert row["merit_unit"] == "Mop/s"
         assert row["merit"] == pytest.approx(npb_mops(1400, 7, 15, row["time_s"]), rel=1e-12)
+    # the zeta table: one row per configuration with the run's zeta and
+    # NPB's class S value, printed to 13 decimals
+    assert "zeta against NPB's reference value" in run.stdout
+    zetas = re.findall(r"^\W*(\d)x(\d)(?: \(over\))?\W+S\W+(\d+\.\d{13})\W+(\d+\.\d{13})\W.*\byes\b",
+                       run.stdout, re.M)
+    assert {(int(r), int(t)) for r, t, _, _ in zetas} == {(r, t) for r in (1, 2) for t in (1, 2)}
+    for r, t, zeta, ref in zetas:
+        sample = next(s for s in doc["samples"] if (s["ranks"], s["threads"]) == (int(r), int(t)))
+        assert float(zeta) == pytest.approx(sample["doc"]["result"]["zeta"], abs=1e-12)
+        assert float(ref) == pytest.approx(8.5971775078648, abs=1e-12)
 
 
 # ---------------------------------------------------------------------------

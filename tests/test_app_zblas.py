@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from fractions import Fraction
 
 import pytest
@@ -98,6 +99,16 @@ def test_every_configuration_verifies(grid_doc):
         _assert_consistent(d, QUICK_N, QUICK_M, QUICK_ITERS)
     assert doc["summary"]["all_verified"] is True
     assert "speed-up and efficiency" in run.stdout and "GB/s" in run.stdout
+    # the GFLOP/s table: a row per kernel, a column per configuration, each
+    # figure the run's own flops over its time
+    assert "GFLOP/s per kernel" in run.stdout
+    for name in KERNELS:
+        m = re.search(rf"^\W*{name}\b(.*)$", run.stdout, re.M)
+        assert m, name
+        shown = [float(v) for v in re.findall(r"\d+\.\d+", m.group(1))]
+        want = [next(k for k in s["doc"]["result"]["kernels"] if k["name"] == name)["gflops_per_s"]
+                for s in doc["samples"]]
+        assert shown == pytest.approx([round(w, 2) for w in want], abs=0.006)
 
 
 def test_dot_and_norm_are_exact_everywhere(grid_doc):
