@@ -88,6 +88,20 @@ def _where(vcluster: bool, hostfile: str | None, ranks: int | None) -> tuple[dic
 # The launch lines
 
 
+#: latency of one vcluster link in microseconds (veth + bridge + TCP, docs/vcluster.md)
+VCLUSTER_LATENCY_US = 25
+
+
+def _vcluster_layer_cost(state: dict | None) -> str | None:
+    """The ``--layer-cost`` of the virtual cluster's shaped links for the
+    model (``node=25/MBPS``), or None (the model's defaults) elsewhere and
+    on unshaped links."""
+    bits = ((state or {}).get("link") or {}).get("bits_per_s")
+    if not bits:
+        return None
+    return f"node={VCLUSTER_LATENCY_US}/{bits / 8e6:g}"
+
+
 def _label_env(extra: dict, run: str) -> dict:
     env = dict(extra)
     env[ENV_RUN] = run
@@ -116,14 +130,26 @@ def tuned_command(program: list[str], chosen, machine, workdir: Path, *, state: 
                   launcher: str | None, env: dict) -> tuple[list[str], dict]:
     """Return ``(launch line, launcher environment)`` of ``program`` under
     placement ``chosen`` (the files it needs go into ``workdir``), setting
-    ``env`` in every rank."""
-    from .map import apply
+    ``env`` in every rank.
+
+    On the virtual cluster the ranks go to their nodes through Open MPI's
+    sequential mapper (``--map-by seq``, one host per rank) and stay
+    unbound, as under the default launch there: the cluster's nodes share
+    this machine's cores, so binding each node's slot 0 to core 0 (a
+    rankfile) would put several ranks on one core and measure that instead
+    of the placement across nodes.  Elsewhere the placement is applied as
+    ``tiers map --launch`` applies it (:mod:`tiers.map.apply`)."""
+    from .map import apply, writers
+    if state is not None:
+        from . import vcluster as vcl
+        hosts = writers.write_hosts_per_rank(str(workdir / "placement.seq-hosts"), chosen,
+                                             machine)
+        return vcl.command(program, int(chosen.node.size), env=env, hostfile=str(hosts),
+                           map_by="seq"), {}
     rankfile = workdir / "placement.rankfile"
-    if state is not None or launch.detect(launcher).kind == "openmpi":
-        from .map import writers
+    if launch.detect(launcher).kind == "openmpi":
         writers.write_rankfile(str(rankfile), chosen, machine)
     cmd, lenv = apply.command(program, chosen, machine, str(workdir), launcher=launcher,
-                              vcluster=state is not None,
                               rankfile=str(rankfile) if rankfile.exists() else None)
     return launch.inject_env(cmd, env), lenv
 
@@ -229,7 +255,8 @@ def tune(program: list[str], ranks: int | None = None, *, vcluster: bool = False
         if g.n != n:
             raise TiersError(f"the trace holds {g.n} ranks, not {n}", code=1)
         out = map_cmd.plan(g, topo_doc, hostfile=machine_hostfile, seed=seed,
-                           oversubscribe=over, allow_disconnected=True)
+                           oversubscribe=over, allow_disconnected=True,
+                           layer_costs=_vcluster_layer_cost(state))
         mach, chosen = out["machine"], out["chosen"]
         mets = {m["placement"]: m for m in out["metrics"]}
         block = next(p for p in out["placements"] if p.name == "block")
@@ -302,6 +329,7 @@ def tune(program: list[str], ranks: int | None = None, *, vcluster: bool = False
         "trace": {"seconds": trace_s, "p2p_bytes": tdoc["summary"].get("p2p_bytes"),
                   "volume": getattr(g, "volume_note", "")},
         "map": {"chosen": chosen.name, "note": out.get("chosen_note", ""),
+                "layer_cost": _vcluster_layer_cost(state),
                 "seconds": out["seconds"], "comparison": out["metrics"]},
         "workdir": str(work) if keep else None,
     }
