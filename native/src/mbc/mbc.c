@@ -56,6 +56,8 @@
 
 enum { REQ_SEND = 1, REQ_RECV = 2 };
 
+void (*mbc_sent_hook)(size_t bytes, int tag, int direct);
+
 /* Waiting (common/wait.h has the reasoning): an idle wait spins for a
  * learned time (up to WAIT_SPIN_CAP_NS), then blocks.  The peers are other
  * processes and no futex word is shared with them, so blocking is a nap
@@ -897,6 +899,8 @@ static int advance_sends(tiers_mbc_t m, int dest, int *events)
           msg_write(m, dest, MBC_E_DIRECT, q->tag, q->len, h.rseq, NULL, 0);
           m->c.msgs_direct++;
           m->c.bytes_direct += q->len;
+          if (mbc_sent_hook)
+            mbc_sent_hook(q->len, q->tag, 1);
           (*events)++;
           q->blocked = 0;
           send_complete(m, p, q);
@@ -955,6 +959,8 @@ static int advance_sends(tiers_mbc_t m, int dest, int *events)
         m->c.msgs_fifo++;
         m->c.bytes_fifo += q->len;
       }
+      if (mbc_sent_hook)
+        mbc_sent_hook(q->len, q->tag, 0);
       send_complete(m, p, q);
     }
   }
@@ -1535,3 +1541,52 @@ int tiers_mbc_destroy(tiers_mbc_t *mp)
                          outstanding);
   return rc;
 }
+
+/* ------------------------------------------------------------------ */
+/* Entry points of the MPI interposition library (native/src/mbcmpi) */
+
+int mbc_progress_once(tiers_mbc_t m, int *events)
+{
+  TIERS_CALL(mbc_check(m));
+  return progress(m, events);
+}
+
+int mbc_iprobe(tiers_mbc_t m, int source, int tag, int *flag, tiers_mbc_status_t *st)
+{
+  TIERS_CALL(mbc_check(m));
+  *flag = 0;
+  int events = 0;
+  if (source == TIERS_MBC_ANY_SOURCE)
+    TIERS_CALL(progress(m, &events));
+  else
+    TIERS_CALL(progress_peer(m, source, &events));
+  for (struct unexp *u = m->ux_head; u; u = u->next) {
+    if (u->claimed || (source != TIERS_MBC_ANY_SOURCE && u->source != source) ||
+        !tag_matches(tag, u->tag))
+      continue;
+    *flag = 1;
+    if (st) {
+      memset(st, 0, sizeof *st);
+      st->source = u->source;
+      st->tag = u->tag;
+      st->bytes = st->message_bytes = u->total;
+    }
+    return TIERS_OK;
+  }
+  return TIERS_OK;
+}
+
+int mbc_cancel_recv(tiers_mbc_t m, tiers_mbc_request_t r)
+{
+  TIERS_CALL(mbc_check(m));
+  if (!r || r->kind != REQ_RECV || r->done || !r->posted || r->rseq)
+    return 0;
+  posted_remove(m, r);
+  r->done = 1;
+  memset(&r->st, 0, sizeof r->st);
+  r->st.source = TIERS_MBC_ANY_SOURCE;
+  r->st.tag = TIERS_MBC_ANY_TAG;
+  return 1;
+}
+
+int mbc_request_done(tiers_mbc_request_t r) { return !r || r->done; }

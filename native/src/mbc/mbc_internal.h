@@ -135,4 +135,22 @@ int mbc_check(tiers_mbc_t mbc);
 MPI_Comm mbc_comm(tiers_mbc_t mbc);
 void mbc_local_stats(tiers_mbc_t mbc, tiers_mbc_stats_t *st);
 
+/* For the MPI interposition library (native/src/mbcmpi), which compiles
+ * these sources in:
+ *  - mbc_sent_hook (NULL unless set) is called as each message leaves,
+ *    with its bytes, its tag and 1 when it went by direct remote write;
+ *  - mbc_progress_once: one round of progress; *events counts what
+ *    happened;
+ *  - mbc_iprobe: progress, then *flag = 1 and *st (source, tag, bytes)
+ *    when an unmatched message matches source/tag (not consumed);
+ *  - mbc_cancel_recv: 1 when the posted receive r was withdrawn (it then
+ *    completes empty), 0 when it cannot be (already matched, or it sent a
+ *    send request the sender may be answering);
+ *  - mbc_request_done: 1 when r (or NULL) has completed. */
+extern void (*mbc_sent_hook)(size_t bytes, int tag, int direct);
+int mbc_progress_once(tiers_mbc_t mbc, int *events);
+int mbc_iprobe(tiers_mbc_t mbc, int source, int tag, int *flag, tiers_mbc_status_t *st);
+int mbc_cancel_recv(tiers_mbc_t mbc, tiers_mbc_request_t r);
+int mbc_request_done(tiers_mbc_request_t r);
+
 #endif
