@@ -168,6 +168,33 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
                              const tiers_map_node_t *node, int strategy, double balance,
                              uint64_t seed, int *node_of, int *slot_of);
 
+/**
+ * @brief Refines a placement by swapping ranks between nodes (a
+ *        Kernighan-Lin / Fiduccia-Mattheyses family pass).
+ *
+ * Phase 1 lowers the bytes the busiest node sends to other nodes, phase 2
+ * the bytes crossing nodes.  A swap of two ranks on different nodes is
+ * taken only when the inter-node bytes do not grow and no node it changes
+ * ends above both its own old volume and the busiest node's volume, so
+ * the result is never worse on either measure; the best such swap around
+ * the node worked on is applied, and again, until none helps or the
+ * budget is spent.  Swapped ranks trade their slots, so every node keeps
+ * its rank count and every rank a distinct slot.  Deterministic.
+ * @param g the graph
+ * @param sent_bytes per CSR entry e of rank v, the bytes v sends to
+ *        adjncy[e] (the rest of adjwgt[e] goes the other way); NULL: half
+ *        each way
+ * @param nodes number of nodes
+ * @param[in,out] node_of per rank, its node
+ * @param[in,out] slot_of per rank, its slot in the node
+ * @param budget work limit, in edges visited (swaps tried x their degrees)
+ * @param[out] swaps swaps applied (may be NULL)
+ * @return TIERS_OK; TIERS_ERR_ARG for bad arguments; TIERS_ERR_NOMEM.
+ *         Thread-safe (no shared state).
+ */
+TIERS_API int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                               int *node_of, int *slot_of, int64_t budget, int *swaps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1324,3 +1324,248 @@ out:
   free(t.cost);
   return rc;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Refinement: node-level swaps */
+
+typedef struct rstate {
+  const tiers_map_graph_t *g;
+  const double *out;  /* per CSR entry, bytes v sends to adjncy[e] */
+  int *node;
+  double *sent;       /* per node, bytes it sends to other nodes */
+  double cut;         /* bytes crossing nodes, both directions */
+  int *touched;       /* nodes whose sent changed in the current trial */
+  double *before;     /* their values before it */
+  char *mark;
+  int nt;
+} rstate_t;
+
+static double sent_of(const rstate_t *st, int64_t e)
+{
+  return st->out ? st->out[e] : 0.5 * edge_weight(st->g, e);
+}
+
+/* The bytes adjncy[e] sends back to v. */
+static double recv_of(const rstate_t *st, int64_t e)
+{
+  return edge_weight(st->g, e) - sent_of(st, e);
+}
+
+static void touch(rstate_t *st, int x)
+{
+  if (!st->mark[x]) {
+    st->mark[x] = 1;
+    st->before[st->nt] = st->sent[x];
+    st->touched[st->nt++] = x;
+  }
+}
+
+static void move_rank(rstate_t *st, int r, int to)
+{
+  const int from = st->node[r];
+  if (from == to)
+    return;
+  touch(st, from);
+  touch(st, to);
+  for (int64_t e = st->g->xadj[r]; e < st->g->xadj[r + 1]; e++) {
+    const int t = st->g->adjncy[e];
+    const int nt = st->node[t];
+    const double so = sent_of(st, e), si = recv_of(st, e);
+    touch(st, nt);
+    if (nt != from) {
+      st->sent[from] -= so;
+      st->sent[nt] -= si;
+      st->cut -= so + si;
+    }
+    if (nt != to) {
+      st->sent[to] += so;
+      st->sent[nt] += si;
+      st->cut += so + si;
+    }
+  }
+  st->node[r] = to;
+}
+
+static void clear_touched(rstate_t *st)
+{
+  for (int i = 0; i < st->nt; i++)
+    st->mark[st->touched[i]] = 0;
+  st->nt = 0;
+}
+
+static int lower(double a, double b)
+{
+  return a < b - 1e-12 * fmax(fabs(a), fabs(b));
+}
+
+int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                     int *node_of, int *slot_of, int64_t budget, int *swaps)
+{
+  TIERS_CALL(check_args(g));
+  if (nodes < 1 || !node_of || !slot_of || budget < 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "map: bad arguments to tiers_map_refine");
+  const int n = g->n;
+  for (int v = 0; v < n; v++)
+    if (node_of[v] < 0 || node_of[v] >= nodes)
+      TIERS_ERROR(TIERS_ERR_ARG, "map: rank %d is on node %d, outside 0..%d", v, node_of[v],
+                  nodes - 1);
+  int rc = TIERS_OK;
+  rstate_t st = {g, sent_bytes, node_of, NULL, 0, NULL, NULL, NULL, 0};
+  st.sent = calloc((size_t)nodes, sizeof *st.sent);
+  st.touched = malloc((size_t)nodes * sizeof *st.touched);
+  st.before = malloc((size_t)nodes * sizeof *st.before);
+  st.mark = calloc((size_t)nodes, 1);
+  int64_t *start = calloc((size_t)nodes + 1, sizeof *start);
+  int32_t *members = malloc((size_t)n * sizeof *members);
+  int32_t *pos = malloc((size_t)n * sizeof *pos);
+  int32_t *cand = malloc((size_t)n * sizeof *cand);
+  char *seen = calloc((size_t)n, 1);
+  if (!st.sent || !st.touched || !st.before || !st.mark || !start || !members || !pos ||
+      !cand || !seen) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  for (int v = 0; v < n; v++)
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++)
+      if (node_of[g->adjncy[e]] != node_of[v]) {
+        st.sent[node_of[v]] += sent_of(&st, e);
+        st.cut += sent_of(&st, e);
+      }
+  /* members of each node: swaps keep the counts, so the slices stay */
+  for (int v = 0; v < n; v++)
+    start[node_of[v] + 1]++;
+  for (int i = 0; i < nodes; i++)
+    start[i + 1] += start[i];
+  {
+    int64_t *fill = calloc((size_t)nodes, sizeof *fill);
+    if (!fill) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+    for (int v = 0; v < n; v++) {
+      pos[v] = (int32_t)(start[node_of[v]] + fill[node_of[v]]++);
+      members[pos[v]] = v;
+    }
+    free(fill);
+  }
+  int done = 0;
+  int64_t work = 0;
+  /* Phase 1 works on the busiest node, phase 2 on every node in turn:
+   * a swap is taken when no node it changes ends above both its old volume
+   * and the busiest node's, the inter-node bytes do not grow, and either
+   * the node worked on sends less (phase 1) or the inter-node bytes drop
+   * (phase 2).  The best such swap of the node is applied, and again. */
+  for (int phase = 1; phase <= 2; phase++) {
+    int idle = 0; /* phase 2: nodes in a row without a swap */
+    int w = 0;
+    while (work < budget) {
+      double top = 0;
+      int busiest = 0;
+      for (int i = 0; i < nodes; i++)
+        if (st.sent[i] > top) {
+          top = st.sent[i];
+          busiest = i;
+        }
+      if (phase == 1)
+        w = busiest;
+      if (st.sent[w] <= 0 && phase == 1)
+        break;
+      /* candidates: ranks of other nodes adjacent to node w */
+      int nc = 0;
+      for (int64_t i = start[w]; i < start[w + 1]; i++) {
+        const int u = members[i];
+        for (int64_t e = g->xadj[u]; e < g->xadj[u + 1]; e++) {
+          const int t = g->adjncy[e];
+          if (node_of[t] != w && !seen[t]) {
+            seen[t] = 1;
+            cand[nc++] = t;
+          }
+        }
+      }
+      for (int j = 0; j < nc; j++)
+        seen[cand[j]] = 0;
+      int best_r = -1, best_s = -1;
+      double best_a = 0, best_b = 0;
+      for (int64_t i = start[w]; i < start[w + 1] && work < budget; i++) {
+        const int r = members[i];
+        int boundary = 0;
+        for (int64_t e = g->xadj[r]; e < g->xadj[r + 1] && !boundary; e++)
+          boundary = node_of[g->adjncy[e]] != w;
+        if (!boundary)
+          continue;
+        for (int j = 0; j < nc && work < budget; j++) {
+          const int s = cand[j];
+          const int b = node_of[s];
+          /* only pairs where r talks to b (or s to w directly): others
+           * cannot lower w's volume by much and are many */
+          int talks = 0;
+          for (int64_t e = g->xadj[r]; e < g->xadj[r + 1] && !talks; e++)
+            talks = node_of[g->adjncy[e]] == b;
+          if (!talks)
+            continue;
+          work += (g->xadj[r + 1] - g->xadj[r]) + (g->xadj[s + 1] - g->xadj[s]) + 2;
+          const double cut0 = st.cut, w0 = st.sent[w];
+          move_rank(&st, r, b);
+          move_rank(&st, s, w);
+          int ok = !lower(cut0, st.cut); /* cut' <= cut */
+          for (int k = 0; k < st.nt && ok; k++) {
+            const int x = st.touched[k];
+            if (lower(st.before[k], st.sent[x]) && !lower(st.sent[x], top))
+              ok = 0; /* x grew to the busiest node's volume or more */
+          }
+          double ka = phase == 1 ? st.sent[w] : st.cut, kb = phase == 1 ? st.cut : st.sent[w];
+          int gains = phase == 1 ? lower(st.sent[w], w0) : lower(st.cut, cut0);
+          /* undo */
+          move_rank(&st, s, b);
+          move_rank(&st, r, w);
+          for (int k = 0; k < st.nt; k++)
+            st.sent[st.touched[k]] = st.before[k]; /* exact values back */
+          st.cut = cut0;
+          clear_touched(&st);
+          if (ok && gains &&
+              (best_r < 0 || lower(ka, best_a) || (!lower(best_a, ka) && lower(kb, best_b)))) {
+            best_r = r;
+            best_s = s;
+            best_a = ka;
+            best_b = kb;
+          }
+        }
+      }
+      if (best_r < 0) {
+        if (phase == 1)
+          break;
+        w = (w + 1) % nodes;
+        if (++idle >= nodes)
+          break;
+        continue;
+      }
+      idle = 0;
+      const int b = node_of[best_s];
+      move_rank(&st, best_r, b);
+      move_rank(&st, best_s, w);
+      clear_touched(&st);
+      const int32_t pr = pos[best_r], ps = pos[best_s];
+      members[pr] = best_s;
+      members[ps] = best_r;
+      pos[best_r] = ps;
+      pos[best_s] = pr;
+      const int tmp = slot_of[best_r];
+      slot_of[best_r] = slot_of[best_s];
+      slot_of[best_s] = tmp;
+      done++;
+    }
+  }
+  if (swaps)
+    *swaps = done;
+out:
+  free(st.sent);
+  free(st.touched);
+  free(st.before);
+  free(st.mark);
+  free(start);
+  free(members);
+  free(pos);
+  free(cand);
+  free(seen);
+  return rc;
+}

@@ -163,6 +163,11 @@ def has_tree() -> bool:
     return hasattr(_library(), "tiers_map_tree")
 
 
+def has_refine() -> bool:
+    """Return whether libtiers has the native refinement (:func:`refine`)."""
+    return hasattr(_library(), "tiers_map_refine")
+
+
 def tree(graph, nodes: int, node_cost: float, arity, cost, *, strategy: str = "default",
          balance: float = 0.05, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(node, slot)`` per rank: the graph mapped in one Scotch call
@@ -185,3 +190,26 @@ def tree(graph, nodes: int, node_cost: float, arity, cost, *, strategy: str = "d
           slot.ctypes.data_as(ctypes.c_void_p))
     del keep
     return node, slot
+
+
+def refine(graph, node, slot, nodes: int, budget: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Return ``(node, slot, swaps)``: the placement improved by node-level
+    swaps in libtiers (``tiers_map_refine``: the busiest node's sent bytes
+    first, then the inter-node bytes, never worse on either), within
+    ``budget`` edges visited.  Raise TiersError when libtiers lacks it."""
+    lib = _library()
+    if not hasattr(lib, "tiers_map_refine"):
+        raise TiersError("this libtiers has no tiers_map_refine; reinstall tiers")
+    lib.tiers_map_refine.restype = ctypes.c_int
+    g, keep = _graph(graph)
+    sent = None if graph.adjsent is None else np.ascontiguousarray(graph.adjsent,
+                                                                   dtype=np.float64)
+    node = np.ascontiguousarray(node, dtype=np.int32).copy()
+    slot = np.ascontiguousarray(slot, dtype=np.int32).copy()
+    swaps = ctypes.c_int(0)
+    _call("tiers_map_refine", ctypes.byref(g),
+          sent.ctypes.data_as(ctypes.c_void_p) if sent is not None else None,
+          ctypes.c_int(nodes), node.ctypes.data_as(ctypes.c_void_p),
+          slot.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(budget), ctypes.byref(swaps))
+    del keep
+    return node, slot, swaps.value

@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import core
 from .graph import Graph
 from .machine import Machine
 from .placement import Placement
 
-#: Graphs with more ranks than this are not refined (the pass runs in
-#: Python, one swap at a time).
+#: The native pass (libtiers' tiers_map_refine) visits at most this many
+#: edges per edge of the graph, plus WORK_MIN, so that it costs about as
+#: much as the mapping itself.
+WORK_PER_EDGE = 20
+WORK_MIN = 200000
+#: Without the native pass (a libtiers built before it), graphs with more
+#: ranks than this are not refined (the fallback runs in Python, one swap
+#: at a time).
 MAX_RANKS = 20000
 #: At most this many candidate swaps are evaluated.
 MAX_TRIES = 10000
@@ -93,7 +100,17 @@ def swaps(graph: Graph, machine: Machine, p: Placement) -> Placement | None:
     """Return ``p`` improved by node-level swaps (named ``refined``), or
     None when the graph is too large for the pass or no swap helps.  Every
     rank keeps a distinct (node, slot): swapped ranks trade both."""
-    if graph.n > MAX_RANKS or machine.nodes < 2 or graph.edges == 0:
+    if machine.nodes < 2 or graph.edges == 0:
+        return None
+    if core.has_refine():
+        budget = WORK_PER_EDGE * int(graph.adjncy.size) + WORK_MIN
+        node, slot, swapped = core.refine(graph, p.node, p.slot, machine.nodes, budget)
+        if swapped == 0:
+            return None
+        return Placement("refined", node, slot,
+                         f"{p.name} with {swapped} node-level swap{'s' if swapped != 1 else ''}"
+                         " (busiest node's sent bytes, then inter-node bytes)")
+    if graph.n > MAX_RANKS:
         return None
     st = _State(graph, p.node, machine.nodes)
     slot = p.slot.copy()
