@@ -392,6 +392,8 @@ static atomic_long g_match_left;
 static atomic_int g_match_over;
 static OTF2_Archive *g_archive;
 static int g_write_otf2 = 1;
+static const char *g_dir;
+static char g_otf2_msg[512];
 
 static const char *region_name_of(const rank_t *r, int key, char *tmp, size_t ntmp) {
   if (key == 0x10000) return "tiers_swapout_unsynchronised";
@@ -839,7 +841,8 @@ static uint32_t rref(rank_t *r, int key) {
   do {                                                                                         \
     OTF2_ErrorCode e_ = (call);                                                                \
     if (e_ != OTF2_SUCCESS) {                                                                  \
-      fail("cannot write the OTF2 archive: %s", OTF2_Error_GetDescription(e_));                \
+      fail("cannot write the OTF2 archive in %s: %s", g_dir,                                 \
+           g_otf2_msg[0] ? g_otf2_msg : OTF2_Error_GetDescription(e_));                \
       goto out;                                                                                \
     }                                                                                          \
   } while (0)
@@ -868,7 +871,7 @@ static int write_rank(rank_t *r) {
       thr[i].w = OTF2_Archive_GetEvtWriter(g_archive, r->loc_ref[i]);
       thr[i].dw = OTF2_Archive_GetDefWriter(g_archive, r->loc_ref[i]);
       if (!thr[i].w || !thr[i].dw) {
-        fail("cannot write the OTF2 archive: no event writer for rank %d", r->rank);
+        fail("cannot write the OTF2 archive in %s: no event writer for rank %d", g_dir, r->rank);
         goto out;
       }
     }
@@ -1167,7 +1170,12 @@ static void json_str(FILE *f, const char *s) {
 static void json_num(FILE *f, double v) {
   if (!isfinite(v)) fputs("null", f);
   else if (v == 0) fputs("0.0", f);
-  else fprintf(f, "%.17g", v);
+  else {
+    char b[40];
+    snprintf(b, sizeof b, "%.17g", v);
+    fputs(b, f);
+    if (!strpbrk(b, ".eEn")) fputs(".0", f); /* a float stays a float in JSON */
+  }
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -1196,6 +1204,22 @@ static int cmp_rank(const void *a, const void *b) {
 
 static int cmp_path(const void *a, const void *b) {
   return strcmp(((const rank_t *)a)->path, ((const rank_t *)b)->path);
+}
+
+/* OTF2's own messages: kept off the terminal, the first one goes into ours */
+
+static OTF2_ErrorCode otf2_error(void *ud, const char *file, uint64_t line, const char *fn,
+                                 OTF2_ErrorCode code, const char *fmt, va_list va) {
+  (void)ud; (void)file; (void)line; (void)fn;
+  pthread_mutex_lock(&g_error_lock);
+  if (!g_otf2_msg[0]) {
+    char msg[400] = "";
+    if (fmt) vsnprintf(msg, sizeof msg, fmt, va);
+    snprintf(g_otf2_msg, sizeof g_otf2_msg, "%s%s%s", OTF2_Error_GetDescription(code),
+             msg[0] ? ": " : "", msg);
+  }
+  pthread_mutex_unlock(&g_error_lock);
+  return code;
 }
 
 static OTF2_FlushType pre_flush(void *ud, OTF2_FileType ft, OTF2_LocationRef loc, void *cd,
@@ -1237,6 +1261,8 @@ int main(int argc, char **argv) {
     else usage_error("give one trace folder");
   }
   if (!dir) usage_error("usage: tiers-trace-post DIR [--no-otf2] [--jobs N]");
+  g_dir = dir;
+  OTF2_Error_RegisterCallback(otf2_error, NULL);
   if (jobs < 1) jobs = 1;
   const char *mm = getenv("TIERS_TRACE_MATCH_MAX");
   long match_max = mm && *mm ? atol(mm) : (1l << 21);
@@ -1414,7 +1440,8 @@ int main(int argc, char **argv) {
     g_archive = OTF2_Archive_Open(path, "traces", OTF2_FILEMODE_WRITE, 1024 * 1024,
                                   4 * 1024 * 1024, OTF2_SUBSTRATE_POSIX, OTF2_COMPRESSION_NONE);
     if (!g_archive) {
-      fail("cannot write the OTF2 archive in %s: the OTF2 library could not create it", dir);
+      fail("cannot write the OTF2 archive in %s: %s", dir,
+           g_otf2_msg[0] ? g_otf2_msg : "the OTF2 library could not create it");
       goto failed;
     }
     static OTF2_FlushCallbacks fcb = {pre_flush, NULL}; /* OTF2 keeps the pointer */
@@ -1423,8 +1450,8 @@ int main(int argc, char **argv) {
         OTF2_Pthread_Archive_SetLockingCallbacks(g_archive, NULL) != OTF2_SUCCESS ||
         OTF2_Archive_OpenDefFiles(g_archive) != OTF2_SUCCESS ||
         OTF2_Archive_OpenEvtFiles(g_archive) != OTF2_SUCCESS) {
-      fail("cannot write the OTF2 archive in %s: the OTF2 library could not open its files",
-           dir);
+      fail("cannot write the OTF2 archive in %s: %s", dir,
+           g_otf2_msg[0] ? g_otf2_msg : "the OTF2 library could not open its files");
       goto failed;
     }
   }
@@ -1575,7 +1602,8 @@ int main(int argc, char **argv) {
         OTF2_Archive_CloseDefFiles(g_archive) != OTF2_SUCCESS ||
         OTF2_Archive_Close(g_archive) != OTF2_SUCCESS) {
       g_archive = NULL;
-      fail("cannot write the OTF2 archive in %s: closing it failed (is the disk full?)", dir);
+      fail("cannot write the OTF2 archive in %s: %s", dir,
+           g_otf2_msg[0] ? g_otf2_msg : "closing it failed (is the disk full?)");
       goto failed;
     }
     g_archive = NULL;

@@ -9,6 +9,12 @@ The command runs CMD (a launcher line such as ``mpirun -n 4 ./app``, or a
 single program) with libtiers-trace.so preloaded in every rank, then turns
 the per-rank raw event files into an OTF2 archive and ``summary.json``
 (schema ``tiers.trace/1``).  See docs/trace.md.
+
+Post-processing runs in the native tool ``tiers-trace-post``
+(native/src/trace/post.c): one streaming pass per rank file, in bounded
+memory, ranks in parallel.  The Python converter (convert.py, raw.py) is
+kept only as a fallback for a tiers built without that tool, and for reading
+raw files in tests and small tools: it holds a whole trace in memory.
 """
 
 from __future__ import annotations
@@ -200,6 +206,65 @@ def _remove_archive(folder: Path) -> None:
         (folder / name).unlink(missing_ok=True)
 
 
+POST_TOOL = "tiers-trace-post"
+
+
+def post_tool() -> Path | None:
+    """Return the path of the native post-processing tool, or None when
+    this tiers was built without it (the Python converter is used then)."""
+    if os.environ.get("TIERS_TRACE_POST") == "python":
+        return None
+    try:
+        return native.tool_path(POST_TOOL)
+    except TiersError:
+        return None
+
+
+def _check_room(folder: Path) -> None:
+    need = sum(f.stat().st_size for f in (folder / "raw").glob("rank-*.tev"))
+    free = shutil.disk_usage(folder).free
+    if free < 1.5 * need + (1 << 20):
+        raise TiersError(f"no space left in {folder} for the OTF2 archive "
+                         f"({_human(free)} free, about {_human(1.5 * need)} needed)")
+
+
+def post_native(folder: Path, otf2: bool = True, jobs: int | None = None) -> dict:
+    """Run ``tiers-trace-post`` on ``folder``: write the OTF2 archive (when
+    ``otf2``) and return its JSON: ``summary`` (as convert.summarize, less
+    ``per_rank``), ``per_rank``, ``buckets`` ({function: {bucket:
+    messages}}) and ``post`` (how long it took, on how many threads).
+    Raise TiersError with the tool's message, leaving no partial archive."""
+    import subprocess
+    import tempfile
+
+    tool = post_tool()
+    if tool is None:
+        raise TiersError(f"native tool {POST_TOOL} is missing; reinstall tiers with 'make build'")
+    folder = Path(os.path.normpath(folder))
+    if otf2:
+        _check_room(folder)
+    args = [str(tool), str(folder)] + ([] if otf2 else ["--no-otf2"])
+    if jobs:
+        args += ["--jobs", str(jobs)]
+    # stdout to a file: the document can be large (the matrices)
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as out:
+        proc = subprocess.run(args, stdout=out, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=native._die_with_parent())
+        out.seek(0)
+        text = out.read()
+    if proc.returncode != 0:
+        if otf2:
+            _remove_archive(folder)
+        raise native.tool_error(POST_TOOL, proc.stderr, proc.returncode)
+    return native.parse_json(POST_TOOL, text)
+
+
+def has_raw(folder: str | Path) -> bool:
+    """Return whether ``folder/raw`` holds any rank file (without reading them)."""
+    raw_dir = Path(folder) / "raw"
+    return raw_dir.is_dir() and any(raw_dir.glob("rank-*.tev"))
+
+
 def write_archive(logs: list, folder: Path) -> str:
     """Write the OTF2 archive of ``logs`` into ``folder``; return its anchor
     file's name.  Raise TiersError, leaving no partial archive, when there is
@@ -207,11 +272,7 @@ def write_archive(logs: list, folder: Path) -> str:
     the terminal and the first one goes into the error)."""
     import tempfile
 
-    need = sum(f.stat().st_size for f in (folder / "raw").glob("rank-*.tev"))
-    free = shutil.disk_usage(folder).free
-    if free < 1.5 * need + (1 << 20):
-        raise TiersError(f"no space left in {folder} for the OTF2 archive "
-                         f"({_human(free)} free, about {_human(1.5 * need)} needed)")
+    _check_room(folder)
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as noise:
@@ -244,7 +305,10 @@ def build_summary(folder: Path, params: dict, argv: list[str] | None = None,
     and ``summary.json``; return the summary document.  With ``strict``
     False a failure to write them (a full disk) does not raise: the
     document then says why in ``summary["archive_error"]`` (and
-    ``summary["archive"]`` is None)."""
+    ``summary["archive"]`` is None).  The native tool does the work when
+    installed (see :func:`post_native`), the Python converter otherwise."""
+    if post_tool() is not None:
+        return _build_summary_native(folder, params, argv, otf2, strict, warnings)
     logs = raw.read_all(folder)
     if not logs:
         raise TiersError(f"{folder} holds no raw trace files")
@@ -263,6 +327,43 @@ def build_summary(folder: Path, params: dict, argv: list[str] | None = None,
         if strict:
             raise
         summary["archive_error"] = str(exc)
+    return doc
+
+
+def _build_summary_native(folder: Path, params: dict, argv: list[str] | None, otf2: bool,
+                          strict: bool, warnings: list[str] | None) -> dict:
+    if not has_raw(folder):
+        raise TiersError(f"{folder} holds no raw trace files")
+    archive_error = None
+    try:
+        post = post_native(folder, otf2=otf2)
+    except TiersError as exc:
+        if not otf2 or strict or "OTF2 archive" not in str(exc):
+            raise
+        # the archive could not be written (a full disk): the summary alone
+        archive_error = str(exc)
+        post = post_native(folder, otf2=False)
+    summary = post["summary"]
+    summary["archive"] = f"{convert.ARCHIVE_NAME}.otf2" if otf2 and archive_error is None \
+        else None
+    doc = result.new_document("trace", params=params,
+                              samples={"ranks": post["per_rank"], "buckets": post["buckets"],
+                                       "post": post.get("post")},
+                              summary=summary, argv=argv,
+                              **({"warnings": list(warnings)} if warnings else {}))
+    if post.get("post", {}).get("receiver_first", "computed") != "computed":
+        doc.setdefault("warnings", []).append(
+            "receiver_first_share " + post["post"]["receiver_first"])
+    if archive_error is None:
+        try:
+            result.write(doc, folder / "summary.json")
+        except TiersError as exc:
+            (folder / "summary.json.tmp").unlink(missing_ok=True)
+            if strict:
+                raise
+            archive_error = str(exc)
+    if archive_error is not None:
+        summary["archive_error"] = archive_error
     return doc
 
 
@@ -323,7 +424,7 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
         stopped, rc = f"timed out after {timeout:g} s", exc.returncode
     except launch.Interrupted as exc:
         stopped, rc, interrupted = f"stopped by {exc.signame}", -exc.signum, exc
-    if not raw.read_all(folder):
+    if not has_raw(folder):
         _unprepare(folder, created)
         if interrupted is not None:
             raise launch.Interrupted(interrupted.signum, label, message=(

@@ -40,6 +40,10 @@ def size_buckets(folder: str | Path) -> dict[str, dict[str, int]]:
     trace folder ``folder``: every point-to-point message a rank sent or
     received, and every collective by the bytes this rank sent, counted for
     the MPI function it happened in; {} when the folder has no raw files."""
+    from . import has_raw, post_native, post_tool
+
+    if post_tool() is not None and has_raw(folder):
+        return post_native(Path(folder), otf2=False)["buckets"]
     out: dict[str, dict[str, int]] = {}
     for log in raw.read_all(folder):
         stacks: dict[int, list[int]] = {}
@@ -111,7 +115,10 @@ def profile(doc: dict, folder: str | Path | None = None, *, sort: str = "time",
            "mpi_share": mpi_time / (duration * nranks) if duration > 0 else None,
            "times": "summed over ranks", "functions": rows[:top] if top else rows,
            "shown": min(len(rows), top) if top else len(rows), "total_functions": len(rows)}
-    if folder is not None and (Path(folder) / "raw").is_dir():
+    kept = (doc.get("samples") or {}).get("buckets")
+    if isinstance(kept, dict):
+        out["buckets"] = kept           # counted by tiers-trace-post with the summary
+    elif folder is not None and (Path(folder) / "raw").is_dir():
         out["buckets"] = size_buckets(folder)
     return out
 
