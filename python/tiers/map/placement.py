@@ -144,6 +144,11 @@ NODE_COST_FACTOR = 10.0
 #: afterwards) cuts fewer bytes than an exact balance on grids and meshes.
 STRATEGY = "default"
 BALANCE = 0.05
+#: Above this many ranks the mapping is done in the two steps (Scotch's
+#: k-way mapping into nodes, then each node's tree): Scotch's mapping onto
+#: a tree of tens of thousands of cores takes minutes where the two steps
+#: take seconds.
+TREE_MAX_RANKS = 32768
 
 
 def _whole_tree(graph: Graph, machine: Machine) -> int | None:
@@ -157,6 +162,8 @@ def _whole_tree(graph: Graph, machine: Machine) -> int | None:
     for a in machine.arity:
         prod *= a
     if not machine.arity or prod != size or any(c != size for c in cap):
+        return None
+    if graph.n > TREE_MAX_RANKS:
         return None
     return min(len(cap), -(-graph.n // size))
 
@@ -387,17 +394,17 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
       ``max_node_sent_bytes``."""
     u, v, w, level = edge_layers(graph, machine, p)
     levels = len(machine.arity)
-    names = np.array(list(machine.level_layers) + ["core", "node"], dtype=object)
-
-    def layer_of(lv):
-        return np.where(lv < 0, "node", names[np.clip(lv, 0, levels)] if levels else "core")
-
-    layer = layer_of(level)
+    # layers by code: 0 = another node, 1 + i = tree level i, levels + 1 =
+    # one core shared (integer codes: no string arrays on large graphs)
+    names = ["node"] + list(machine.level_layers) + ["core"]
+    code = level + 1
+    by_code = np.bincount(code, weights=w, minlength=levels + 2)
+    count = np.bincount(code, minlength=levels + 2)
     per_layer: dict[str, float] = {}
     for name in ("node", "machine", "numa", "package", "cache", "core"):
-        sel = layer == name
-        if sel.any():
-            per_layer[name] = float(w[sel].sum())
+        sel = [c for c, x in enumerate(names) if x == name]
+        if sel and count[sel].sum() > 0:
+            per_layer[name] = float(by_code[sel].sum())
     weights = hop_weights(machine)
     hops = np.where(level < 0, 2 * (levels + 1), 2 * (levels - level))
     cross = level < 0
@@ -405,7 +412,8 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
     # every direction with traffic: src sends b bytes to dst
     src, dst, b = graph.sent()
     has = b > 0
-    src, dst, b = src[has], dst[has], b[has]
+    if not has.all():
+        src, dst, b = src[has], dst[has], b[has]
     ns, nd = p.node[src], p.node[dst]
     ss, sd = p.slot[src].astype(np.int64), p.slot[dst].astype(np.int64)
     dlevel = np.full(src.size, levels, dtype=np.int64)
@@ -413,14 +421,12 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
         dlevel[(ss // machine.strides[i]) != (sd // machine.strides[i])] = i
     dcross = ns != nd
     dlevel[dcross] = -1
-    dlayer = layer_of(dlevel)
     sent_node = np.bincount(ns[dcross], weights=b[dcross], minlength=machine.nodes)
     recv_node = np.bincount(nd[dcross], weights=b[dcross], minlength=machine.nodes)
-    lat = np.zeros(dlayer.size)
-    bw = np.ones(dlayer.size)
-    for name in np.unique(dlayer) if dlayer.size else ():
-        sel = dlayer == name
-        lat[sel], bw[sel] = machine.layer_costs[str(name)]
+    lat_of = np.array([machine.layer_costs[x][0] for x in names], dtype=np.float64)
+    bw_of = np.array([machine.layer_costs[x][1] for x in names], dtype=np.float64)
+    lat = lat_of[dlevel + 1]
+    bw = bw_of[dlevel + 1]
     links = getattr(machine, "links", None)
     if links is not None and dcross.any():
         lat[dcross] = links.latency[ns[dcross], nd[dcross]]
@@ -429,7 +435,7 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
     # (or the link's) latency and bandwidth; a node's link, shared by its
     # ranks, is the second resource
     t_rank = np.bincount(src, weights=lat + b / bw, minlength=graph.n)
-    t_link = np.bincount(ns, weights=np.where(dcross, b / bw, 0.0), minlength=machine.nodes)
+    t_link = np.bincount(ns[dcross], weights=b[dcross] / bw[dcross], minlength=machine.nodes)
     rank_s = float(t_rank.max()) if t_rank.size else 0.0
     link_s = float(t_link.max()) if t_link.size else 0.0
     critical = "link" if link_s > rank_s else "rank"
@@ -460,7 +466,7 @@ def metrics(graph: Graph, machine: Machine, p: Placement) -> dict:
         "predicted_time_s": max(rank_s, link_s),
         "critical": critical,
         "critical_detail": detail,
-        "nodes_used": int(np.unique(p.node).size),
+        "nodes_used": int(np.count_nonzero(np.bincount(p.node, minlength=machine.nodes))),
     }
 
 

@@ -1,0 +1,243 @@
+"""tiers map candidates on small graphs whose best placements are known:
+Scotch's one-call mapping onto the machine tree, the box tiling's choice
+of shape, the native refinement, afc-nb's reuse of afc's grouping and the
+capacity check that comes before any large allocation.  Every expected
+value is computed here, by plain loops over the grid, not by tiers' model."""
+
+from __future__ import annotations
+
+import itertools
+import resource
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_line_error, run_tiers
+from tiers import topo
+from tiers.map import core
+from tiers.map import graph as G
+from tiers.map import machine as M
+from tiers.map import placement as P
+from tiers.map import plan, refine
+
+NODE16 = "synthetic:pack:2 core:8 pu:1"     # 2 packages x 8 cores
+
+
+@pytest.fixture(scope="module")
+def node16():
+    return topo.measure(NODE16)
+
+
+def grid_traffic(parts, points):
+    """Directed face exchanges of a grid numbered x-fastest, by loops:
+    {(src, dst): bytes}."""
+    out = {}
+    dims = len(parts)
+    for c in itertools.product(*[range(p) for p in parts]):
+        r = sum(c[a] * int(np.prod(parts[:a])) for a in range(dims))
+        for a in range(dims):
+            if c[a] + 1 < parts[a]:
+                d = list(c)
+                d[a] += 1
+                s = sum(d[b] * int(np.prod(parts[:b])) for b in range(dims))
+                face = int(np.prod([points[b] for b in range(dims) if b != a])) * 8
+                out[(r, s)] = face
+                out[(s, r)] = face
+    return out
+
+
+def by_hand(traffic, node):
+    """(inter-node bytes, max bytes one node sends to other nodes)."""
+    inter = 0.0
+    sent = {}
+    for (s, d), b in traffic.items():
+        if node[s] != node[d]:
+            inter += b
+            sent[node[s]] = sent.get(node[s], 0.0) + b
+    return inter, max(sent.values(), default=0.0)
+
+
+def check_placement(node, slot, nodes, per_node):
+    assert np.bincount(node, minlength=nodes).max() <= per_node
+    assert np.all((slot >= 0) & (slot < per_node))
+    assert len(set(zip(node.tolist(), slot.tolist()))) == node.size
+
+
+needs_tree = pytest.mark.skipif(not core.has_tree(), reason="libtiers without tiers_map_tree")
+
+
+@needs_tree
+def test_tree_mapping_cuts_a_slab_grid_at_its_thin_plane():
+    """4x4x2 subdomains of 8^3 points on 2 nodes of 16 cores: the cut that
+    leaves 16 ranks per node with the fewest bytes halves x or y (8 face
+    pairs; the z plane would cut 16); inside each node the 2x4x2 half
+    splits into two 2x2x2 cubes (4 face pairs between the packages)."""
+    parts, points = [4, 4, 2], [8, 8, 8]
+    g = G.stencil(parts, points)
+    node, slot = core.tree(g, 2, 100.0, [2, 8], [10.0, 1.0], seed=1)
+    check_placement(node, slot, 2, 16)
+    traffic = grid_traffic(parts, points)
+    face = 8 * 8 * 8
+    inter, top = by_hand(traffic, node)
+    assert inter == 8 * 2 * face
+    assert top == 8 * face
+    for i in range(2):
+        c = g.coords[node == i]
+        ext = sorted(int(c[:, a].max() - c[:, a].min()) + 1 for a in range(3))
+        assert ext == [2, 2, 4]                                # a 2x4x2 half
+    pkg = node * 2 + slot // 8
+    between = sum(b for (s, d), b in traffic.items()
+                  if node[s] == node[d] and pkg[s] != pkg[d])
+    assert between == 2 * 4 * 2 * face                        # 4 pairs per node, both ways
+
+
+@needs_tree
+@pytest.mark.parametrize("strategy", sorted(core.STRATEGIES))
+def test_every_strategy_gives_a_placement_within_capacity(strategy):
+    """Each Scotch strategy maps a 6x6x4 grid (144 ranks) onto 9 nodes of
+    16 with distinct cores and no node over capacity, and cuts fewer bytes
+    than the block placement."""
+    parts, points = [6, 6, 4], [16, 16, 16]
+    g = G.stencil(parts, points)
+    node, slot = core.tree(g, 9, 100.0, [2, 8], [10.0, 1.0], strategy=strategy, seed=2)
+    check_placement(node, slot, 9, 16)
+    traffic = grid_traffic(parts, points)
+    block = np.arange(g.n) // 16
+    assert by_hand(traffic, node)[0] < by_hand(traffic, block)[0]
+
+
+def _best_tiling(parts, points, per_node):
+    """The (inter, max sent) of every box shape that tiles the grid, by
+    loops; returns the lowest pair (inter first)."""
+    traffic = grid_traffic(parts, points)
+    best = None
+    for shape in itertools.product(*[[d for d in range(1, p + 1) if p % d == 0]
+                                     for p in parts]):
+        if int(np.prod(shape)) != per_node:
+            continue
+        node = {}
+        for c in itertools.product(*[range(p) for p in parts]):
+            r = sum(c[a] * int(np.prod(parts[:a])) for a in range(len(parts)))
+            box = [c[a] // shape[a] for a in range(len(parts))]
+            node[r] = tuple(box)
+        key = by_hand(traffic, node)
+        if best is None or key < best:
+            best = key
+    return best
+
+
+@pytest.mark.parametrize("parts,points", [([4, 4, 4], [64, 32, 16]),
+                                          ([8, 4, 4], [16, 32, 64]),
+                                          ([8, 8], [128, 32])])
+def test_geometric_takes_the_tiling_with_the_least_busy_node(node16, parts, points):
+    """Among box shapes that cut the same bytes, the geometric candidate
+    takes the one whose busiest node sends least (anisotropic subdomains
+    make the shapes differ)."""
+    g = G.stencil(parts, points)
+    mach = M.build(node16, nodes=g.n // 16, ranks=g.n)
+    geo = P.geometric(g, mach)
+    geo.check(mach)
+    got = by_hand(grid_traffic(parts, points), geo.node.tolist())
+    assert got == _best_tiling(parts, points, 16)
+
+
+def test_afc_nb_is_afc_grouping_in_rank_order(node16):
+    g = G.stencil([8, 4, 4], [16, 16, 16])
+    mach = M.build(node16, nodes=8, ranks=g.n)
+    places = {p.name: p for p in P.strategies(g, mach, 3)}
+    afc, nb = places["afc"], places["afc-nb"]
+    assert np.array_equal(afc.node, nb.node)
+    for i in range(mach.nodes):
+        ranks = np.flatnonzero(nb.node == i)
+        assert nb.slot[ranks].tolist() == list(range(ranks.size))
+
+
+needs_refine = pytest.mark.skipif(not core.has_refine(),
+                                  reason="libtiers without tiers_map_refine")
+
+
+@needs_refine
+def test_native_refinement_undoes_two_swapped_ranks(node16):
+    """The z-plane split of a 4x4x2 grid (a local optimum: no single swap
+    of two ranks lowers its cut) with two ranks traded between the nodes: the refinement trades them back (the minimum cut and busiest
+    node, by hand) and keeps one rank per slot."""
+    parts, points = [4, 4, 2], [8, 8, 8]
+    g = G.stencil(parts, points)
+    best = (g.coords[:, 2]).astype(np.int32)
+    slot = np.empty(g.n, dtype=np.int32)
+    for i in range(2):
+        slot[best == i] = np.arange(16)
+    node = best.copy()
+    a, b = 5, 16 + 10
+    node[a], node[b] = node[b], node[a]
+    slot[a], slot[b] = slot[b], slot[a]
+    traffic = grid_traffic(parts, points)
+    assert by_hand(traffic, node)[0] > by_hand(traffic, best)[0]
+    new_node, new_slot, swaps = core.refine(g, node, slot, 2, 10**6)
+    assert swaps >= 1
+    check_placement(new_node, new_slot, 2, 16)
+    assert by_hand(traffic, new_node) == by_hand(traffic, best)
+
+
+@needs_refine
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_native_refinement_is_never_worse_on_either_measure(node16, seed):
+    """From a random placement of a 6x4x4 grid on 6 nodes: neither the
+    inter-node bytes nor the busiest node's sent bytes grow, and the result
+    is deterministic."""
+    parts, points = [6, 4, 4], [8, 16, 32]
+    g = G.stencil(parts, points)
+    mach = M.build(node16, nodes=6, ranks=g.n)
+    rnd = P.random(g.n, mach, seed)
+    traffic = grid_traffic(parts, points)
+    before = by_hand(traffic, rnd.node.tolist())
+    out = refine.swaps(g, mach, rnd)
+    assert out is not None
+    out.check(mach)
+    after = by_hand(traffic, out.node.tolist())
+    assert after[0] <= before[0] and after[1] <= before[1]
+    assert after != before
+    again = refine.swaps(g, mach, rnd)
+    assert np.array_equal(again.node, out.node) and np.array_equal(again.slot, out.slot)
+
+
+def test_written_placement_moves_no_more_than_afc_on_a_shuffled_grid(node16):
+    """A 8x8x8 grid with shuffled numbering (no coordinates): what tiers
+    writes is at most afc's inter-node bytes and busiest node, and within
+    the model's tie of the fastest candidate."""
+    g = G.stencil([8, 8, 8], [32, 32, 32])
+    g = g.permuted(np.random.default_rng(4).permutation(g.n))
+    g.coords = g.grid = None
+    out = plan(g, node16, nodes=32)
+    mets = {m["placement"]: m for m in out["metrics"]}
+    chosen = mets[out["chosen"].name]
+    assert chosen["bytes_inter_node"] <= mets["afc"]["bytes_inter_node"] or \
+        chosen["predicted_time_s"] < mets["afc"]["predicted_time_s"] * (1 - P.TIME_TIE)
+    fastest = min(m["predicted_time_s"] for m in out["metrics"] if m["placement"] != "random")
+    assert chosen["predicted_time_s"] <= fastest * (1 + P.TIME_TIE)
+
+
+def _limited(cmd, limit_bytes):
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    return subprocess.run(cmd, capture_output=True, text=True, preexec_fn=cap, timeout=120)
+
+
+def test_huge_stencil_is_refused_before_its_graph_is_built():
+    """262,144,000 ranks on 2 nodes: one line naming the capacity, under an
+    address-space limit far below what the graph would need (so the check
+    comes before the allocation)."""
+    r = _limited([sys.executable, "-m", "tiers", "map", "--stencil", "3d:640,640,640:8,8,8",
+                  "--machine", NODE16, "--nodes", "2"], 3 << 30)
+    assert_one_line_error(r, "32 cores of 2 node(s) x 16 cores")
+    assert r.returncode == 2
+
+
+def test_graph_larger_than_the_machine_is_one_line(tmp_path):
+    path = tmp_path / "g.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real general\n40 40 2\n1 2 5\n39 40 5\n")
+    r = run_tiers("map", "--comm", str(path), "--machine", NODE16, "--nodes", "2",
+                  "--allow-disconnected")
+    assert_one_line_error(r, "40 ranks are more than the 32 cores of 2 node(s) x 16 cores")
