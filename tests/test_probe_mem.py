@@ -313,3 +313,40 @@ def test_native_tool_prints_one_json_object(native_bin):
     assert raw["native"]["tool"] == "tiers-probe-mem"
     assert raw["params"]["size_meets_stream_rule"] is False  # 64 KiB is cache-sized
     assert raw["validation_passed"] is True
+
+
+def test_auto_stores_report_each_kernels_faster_variant(tmp_path):
+    # the default runs both store kinds side by side in every repetition:
+    # each storing kernel reports the variant with the shorter mean time,
+    # its figures are that variant's, and the other one's stand beside it;
+    # the arrays still validate (each kernel leaves the same values twice)
+    doc = _doc(tmp_path, "--threads", "1,2", "--pin", "compact", "--placement", "first-touch",
+               "--size", "1000008", "--ntimes", "4")
+    assert doc["params"]["stores"] == "auto" and doc["params"]["default_stores"] == "auto"
+    for cfg in doc["samples"]:
+        assert cfg["validation"]["passed"] is True and cfg["stores"] == "auto"
+        for r in cfg["results"]:
+            timed = r["times_s"][1:]
+            assert r["avg_time_s"] == pytest.approx(sum(timed) / len(timed), rel=1e-12)
+            assert r["mean_rate_mbps"] == pytest.approx(r["bytes"] / r["avg_time_s"] / 1e6,
+                                                        rel=1e-12)
+            assert r["best_rate_mbps"] == pytest.approx(r["bytes"] / min(timed) / 1e6,
+                                                        rel=1e-12)
+            if r["kernel"] in ("read", "memcpy"):
+                assert "variants" not in r and "variant" not in r
+                continue
+            assert r["stores"] == "auto"
+            variants = r["variants"]
+            assert sorted(v["stores"] for v in variants) == ["nt", "regular"]
+            chosen = variants[0]
+            assert chosen["stores"] == r["variant"]
+            assert chosen["times_s"] == r["times_s"]
+            assert chosen["avg_time_s"] <= variants[1]["avg_time_s"]
+            for v in variants:
+                vt = v["times_s"][1:]
+                assert v["avg_time_s"] == pytest.approx(sum(vt) / len(vt), rel=1e-12)
+                assert v["mean_rate_mbps"] == pytest.approx(r["bytes"] / v["avg_time_s"] / 1e6,
+                                                            rel=1e-12)
+    rows = doc["summary"]["rows"]
+    assert all(row["mean_rate_mbps"] is not None for row in rows)
+    assert {row["variant"] for row in rows if row["kernel"] == "triad"} <= {"regular", "nt"}

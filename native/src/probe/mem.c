@@ -59,8 +59,15 @@
 #define FILL 7.0
 #define EPSILON 1e-13 /* STREAM's relative tolerance for 8-byte reals */
 
-/* The default store kind, chosen by measurement: see docs/benchmarks.md. */
-#define DEFAULT_NT 1
+/* Store kinds: --stores regular, nt, or auto (the default where both
+ * exist): every repetition runs both variants of each storing kernel, one
+ * right after the other, and each kernel reports the variant with the
+ * shorter mean time (likwid-bench reports the mean), the other one's
+ * figures beside it.  Every kernel reads only arrays it does not write, so
+ * running it twice leaves the same values: the validation is unchanged. */
+enum stores { STORES_REGULAR = 0, STORES_NT = 1, STORES_AUTO = 2 };
+#define NVARIANTS 2 /* regular, nt */
+static const char *const store_names[] = {"regular", "nt", "auto"};
 
 enum placement { PLACE_FIRST_TOUCH = 0, PLACE_MASTER = 1, PLACE_COUNT = 2 };
 
@@ -90,6 +97,9 @@ struct options {
   int progress;
 };
 
+/* The kernels a run uses: K[v] for variant v (regular, nt); NULL where not run. */
+typedef const tiers_mem_kernels_t *kernel_set_t[NVARIANTS];
+
 /* Everything one configuration reports, filled by the measuring threads. */
 struct run {
   int threads;
@@ -99,7 +109,7 @@ struct run {
   int *bound;       /* [threads * npus]: PUs each thread is bound to, read back */
   int *nbound;      /* [threads] */
   int *cpu;         /* [threads]: logical PU each thread ran on at the end */
-  double *times;    /* [kernel * ntimes] */
+  double *times;    /* [(kernel * NVARIANTS + variant) * ntimes] */
   double *sums;     /* [ntimes]: the read kernel's total per repetition */
   double *partial;  /* [threads * 8]: per-thread sums, padded to a cache line */
   int bind_error;   /* a thread could not be bound */
@@ -110,7 +120,7 @@ static void usage(void)
 {
   printf("usage: tiers-probe-mem [--threads LIST] [--pin LIST] [--placement LIST]\n"
          "                       [--kernels LIST] [--size BYTES] [--ntimes N]\n"
-         "                       [--stores regular|nt] [--isa NAME] [--quick] [--progress]\n"
+         "                       [--stores auto|regular|nt] [--isa NAME] [--quick] [--progress]\n"
          "Memory bandwidth (STREAM copy/scale/add/triad, read, write, memcpy) per thread\n"
          "count, pinning (none, compact, scatter) and placement (first-touch, master).\n"
          "Prints one JSON document.  --size is per array (3 arrays); --isa is one of\n"
@@ -314,15 +324,17 @@ static void parse_options(int argc, char **argv, struct options *o, tiers_topo_t
                     ntimes_text, MAX_NTIMES);
 
   /* Stores. */
-  o->nt = DEFAULT_NT && tiers_mem_have_nt();
+  o->nt = tiers_mem_have_nt() ? STORES_AUTO : STORES_REGULAR;
   if (stores_text) {
     if (strcmp(stores_text, "regular") == 0)
-      o->nt = 0;
+      o->nt = STORES_REGULAR;
     else if (strcmp(stores_text, "nt") == 0)
-      o->nt = 1;
+      o->nt = STORES_NT;
+    else if (strcmp(stores_text, "auto") == 0)
+      o->nt = tiers_mem_have_nt() ? STORES_AUTO : STORES_REGULAR;
     else
-      tiers_tool_fail("--stores: unknown kind '%s' (choose regular or nt)", stores_text);
-    if (o->nt && !tiers_mem_have_nt())
+      tiers_tool_fail("--stores: unknown kind '%s' (choose auto, regular or nt)", stores_text);
+    if (o->nt == STORES_NT && !tiers_mem_have_nt())
       tiers_tool_fail("--stores nt: non-temporal stores need an x86-64 build");
   }
 
@@ -332,12 +344,14 @@ static void parse_options(int argc, char **argv, struct options *o, tiers_topo_t
       tiers_tool_fail("--isa: '%s' is unknown or this CPU cannot run it (choose among "
                       "avx512f, avx2, sse2, generic)",
                       o->isa);
-    if (o->nt && !tiers_mem_kernels(o->isa, 1))
+    if (o->nt == STORES_NT && !tiers_mem_kernels(o->isa, 1))
       tiers_tool_fail("--isa %s has no non-temporal kernels; use --stores regular", o->isa);
+    if (o->nt == STORES_AUTO && !tiers_mem_kernels(o->isa, 1))
+      o->nt = STORES_REGULAR;
   } else {
     o->isa = tiers_mem_best_isa();
-    if (o->nt && !tiers_mem_kernels(o->isa, 1))
-      o->nt = 0;
+    if (o->nt != STORES_REGULAR && !tiers_mem_kernels(o->isa, 1))
+      o->nt = STORES_REGULAR;
   }
 
   /* Array size: per array, at least 4x the last-level caches (STREAM's rule). */
@@ -380,6 +394,9 @@ static void fill(double *x, size_t lo, size_t hi, double v)
     x[i] = v;
 }
 
+/* 1 when kernel k has store variants (read stores nothing, memcpy is libc's). */
+static int kernel_has_variants(int k) { return k != TIERS_MEM_READ && k != TIERS_MEM_MEMCPY; }
+
 /* Runs kernel k on the slice; returns the read kernel's sum (0 otherwise). */
 static double run_kernel(const tiers_mem_kernels_t *K, int k, double *a, double *b, double *c,
                          size_t lo, size_t hi)
@@ -417,7 +434,7 @@ static int current_pu(hwloc_topology_t hw)
  * cpuset the process started with.
  */
 static void measure(tiers_topo_t topo, hwloc_const_cpuset_t initial, const struct options *o,
-                    const tiers_mem_kernels_t *K, double *a, double *b, double *c, size_t n,
+                    const kernel_set_t K, double *a, double *b, double *c, size_t n,
                     struct run *r)
 {
   hwloc_topology_t hw = tiers_topo_hwloc(topo);
@@ -467,8 +484,10 @@ static void measure(tiers_topo_t topo, hwloc_const_cpuset_t initial, const struc
 
     double t0 = 0.0;
     for (long rep = 0; rep < ntimes; rep++) {
-      for (int k = 0; k < TIERS_MEM_NKERNELS; k++) {
-        if (!o->selected[k])
+      for (int kv = 0; kv < TIERS_MEM_NKERNELS * NVARIANTS; kv++) {
+        const int k = kv / NVARIANTS, v = kv % NVARIANTS;
+        /* read and memcpy run once, with the first kernel set there is */
+        if (!o->selected[k] || !K[v] || (!kernel_has_variants(k) && v > 0 && K[0]))
           continue;
         /* Two barriers around the start time: no thread may start before
          * thread 0 has read the clock, else a preempted thread 0 would
@@ -477,12 +496,12 @@ static void measure(tiers_topo_t topo, hwloc_const_cpuset_t initial, const struc
         if (t == 0)
           t0 = tiers_now();
 #pragma omp barrier
-        double s = run_kernel(K, k, a, b, c, lo, hi);
+        double s = run_kernel(K[v], k, a, b, c, lo, hi);
         if (k == TIERS_MEM_READ)
           r->partial[(size_t)t * 8] = s;
 #pragma omp barrier
         if (t == 0) {
-          r->times[(size_t)k * (size_t)ntimes + (size_t)rep] = tiers_now() - t0;
+          r->times[(size_t)kv * (size_t)ntimes + (size_t)rep] = tiers_now() - t0;
           if (k == TIERS_MEM_READ) {
             double sum = 0.0;
             for (int u = 0; u < T; u++)
@@ -629,7 +648,34 @@ static const char *kernel_stores(int k, int nt)
     return "none";
   if (k == TIERS_MEM_MEMCPY)
     return "libc";
-  return nt ? "nt" : "regular";
+  return store_names[nt];
+}
+
+/* Min, mean and max of the timed repetitions (the first is dropped). */
+static void time_range(const double *times, long nt, double *min, double *avg, double *max)
+{
+  double lo = INFINITY, hi = 0.0, sum = 0.0;
+  for (long rep = 1; rep < nt; rep++) {
+    lo = times[rep] < lo ? times[rep] : lo;
+    hi = times[rep] > hi ? times[rep] : hi;
+    sum += times[rep];
+  }
+  *min = lo;
+  *avg = sum / (double)(nt - 1);
+  *max = hi;
+}
+
+/* The variant (0 regular, 1 nt) whose times kernel k reports: the only
+ * one run, or under auto the one with the shorter mean time. */
+static int chosen_variant(const struct options *o, const struct run *r, int k)
+{
+  if (o->nt != STORES_AUTO || !kernel_has_variants(k))
+    return o->nt == STORES_NT;
+  const long nt = o->ntimes;
+  double lo, avg[NVARIANTS], hi;
+  for (int v = 0; v < NVARIANTS; v++)
+    time_range(r->times + (size_t)(k * NVARIANTS + v) * (size_t)nt, nt, &lo, &avg[v], &hi);
+  return avg[1] < avg[0];
 }
 
 static void write_results(tiers_json_t *j, const struct options *o, const struct run *r, size_t n)
@@ -640,25 +686,45 @@ static void write_results(tiers_json_t *j, const struct options *o, const struct
   for (int k = 0; k < TIERS_MEM_NKERNELS; k++) {
     if (!o->selected[k])
       continue;
-    const double *times = r->times + (size_t)k * (size_t)nt;
-    double min = INFINITY, max = 0.0, sum = 0.0;
-    for (long rep = 1; rep < nt; rep++) { /* the first repetition is dropped */
-      min = times[rep] < min ? times[rep] : min;
-      max = times[rep] > max ? times[rep] : max;
-      sum += times[rep];
-    }
+    const int cv = chosen_variant(o, r, k);
+    const double *times = r->times + (size_t)(k * NVARIANTS + cv) * (size_t)nt;
+    double min, avg, max;
+    time_range(times, nt, &min, &avg, &max);
     double bytes = (double)kernel_bytes[k] * (double)n;
     double best = min > 0 ? 1e-6 * bytes / min : INFINITY;
     tiers_json_object_begin(j);
     tiers_json_kv_string(j, "kernel", kernel_names[k]);
     tiers_json_kv_string(j, "stores", kernel_stores(k, o->nt));
+    if (kernel_has_variants(k))
+      tiers_json_kv_string(j, "variant", store_names[cv]);
     tiers_json_kv_int(j, "bytes_per_element", kernel_bytes[k]);
     tiers_json_kv_double(j, "bytes", bytes);
     tiers_json_kv_double_array(j, "times_s", times, (size_t)nt);
     tiers_json_kv_double(j, "min_time_s", min);
-    tiers_json_kv_double(j, "avg_time_s", sum / (double)(nt - 1));
+    tiers_json_kv_double(j, "avg_time_s", avg);
     tiers_json_kv_double(j, "max_time_s", max);
     tiers_json_kv_double(j, "best_rate_mbps", best);
+    tiers_json_kv_double(j, "mean_rate_mbps", avg > 0 ? 1e-6 * bytes / avg : INFINITY);
+    if (o->nt == STORES_AUTO && kernel_has_variants(k)) {
+      /* both variants' figures, the chosen one first */
+      tiers_json_key(j, "variants");
+      tiers_json_array_begin(j);
+      for (int u = 0; u < NVARIANTS; u++) {
+        int v = u == 0 ? cv : 1 - cv;
+        const double *vt = r->times + (size_t)(k * NVARIANTS + v) * (size_t)nt;
+        double vmin, vavg, vmax;
+        time_range(vt, nt, &vmin, &vavg, &vmax);
+        tiers_json_object_begin(j);
+        tiers_json_kv_string(j, "stores", store_names[v]);
+        tiers_json_kv_double_array(j, "times_s", vt, (size_t)nt);
+        tiers_json_kv_double(j, "min_time_s", vmin);
+        tiers_json_kv_double(j, "avg_time_s", vavg);
+        tiers_json_kv_double(j, "best_rate_mbps", vmin > 0 ? 1e-6 * bytes / vmin : INFINITY);
+        tiers_json_kv_double(j, "mean_rate_mbps", vavg > 0 ? 1e-6 * bytes / vavg : INFINITY);
+        tiers_json_object_end(j);
+      }
+      tiers_json_array_end(j);
+    }
     tiers_json_kv_double(j, "per_thread_mbps", best / r->threads);
     /* the statistics layer on the timed repetitions (docs/statistics.md):
      * the median rate beside the best, and whether the figure is noisy */
@@ -722,8 +788,8 @@ static void write_params(tiers_json_t *j, const struct options *o, tiers_topo_t 
   tiers_json_kv_int(j, "available_memory_bytes", (int64_t)tiers_topo_available_memory());
   tiers_json_kv_int(j, "ntimes", o->ntimes);
   tiers_json_kv_int(j, "timed_repetitions", o->ntimes - 1);
-  tiers_json_kv_string(j, "stores", o->nt ? "nt" : "regular");
-  tiers_json_kv_string(j, "default_stores", DEFAULT_NT && tiers_mem_have_nt() ? "nt" : "regular");
+  tiers_json_kv_string(j, "stores", store_names[o->nt]);
+  tiers_json_kv_string(j, "default_stores", tiers_mem_have_nt() ? "auto" : "regular");
   tiers_json_kv_string(j, "isa", o->isa);
   tiers_json_kv_string(j, "best_isa", tiers_mem_best_isa());
   tiers_json_kv_bool(j, "quick", o->quick);
@@ -779,9 +845,14 @@ int main(int argc, char **argv)
 
   struct options o;
   parse_options(argc, argv, &o, topo);
-  const tiers_mem_kernels_t *K = tiers_mem_kernels(o.isa, o.nt);
-  if (!K)
-    tiers_tool_fail("no %s kernels for %s", o.nt ? "non-temporal" : "regular", o.isa);
+  kernel_set_t K = {NULL, NULL};
+  if (o.nt != STORES_NT)
+    K[0] = tiers_mem_kernels(o.isa, 0);
+  if (o.nt != STORES_REGULAR)
+    K[1] = tiers_mem_kernels(o.isa, 1);
+  if ((o.nt != STORES_NT && !K[0]) || (o.nt != STORES_REGULAR && !K[1]))
+    tiers_tool_fail("no %s kernels for %s", o.nt == STORES_REGULAR ? "regular" : "non-temporal",
+                    o.isa);
 
   /* The cpuset this thread started with: where "none" lets threads run. */
   hwloc_bitmap_t initial = hwloc_bitmap_alloc();
@@ -806,7 +877,7 @@ int main(int argc, char **argv)
   r.bound = calloc((size_t)max_threads * (size_t)npus, sizeof *r.bound);
   r.nbound = calloc((size_t)max_threads, sizeof *r.nbound);
   r.cpu = calloc((size_t)max_threads, sizeof *r.cpu);
-  r.times = calloc((size_t)TIERS_MEM_NKERNELS * (size_t)o.ntimes, sizeof *r.times);
+  r.times = calloc((size_t)TIERS_MEM_NKERNELS * NVARIANTS * (size_t)o.ntimes, sizeof *r.times);
   r.sums = calloc((size_t)o.ntimes, sizeof *r.sums);
   r.partial = calloc((size_t)max_threads * 8, sizeof *r.partial);
   if (!r.pin_order || !r.bound || !r.nbound || !r.cpu || !r.times || !r.sums || !r.partial)
@@ -854,7 +925,7 @@ int main(int argc, char **argv)
         tiers_json_kv_int(&j, "threads", r.threads);
         tiers_json_kv_string(&j, "pin", tiers_pin_policy_name(r.pin));
         tiers_json_kv_string(&j, "placement", placement_names[r.placement]);
-        tiers_json_kv_string(&j, "stores", o.nt ? "nt" : "regular");
+        tiers_json_kv_string(&j, "stores", store_names[o.nt]);
         write_threads(&j, &r, npus);
         write_results(&j, &o, &r, n);
         int ok = validate(&j, &o, &r, a, b, c, n, why, sizeof why);

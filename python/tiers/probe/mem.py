@@ -127,6 +127,8 @@ def summarise(raw: dict) -> dict:
                          "min_time_s": res["min_time_s"], "avg_time_s": res["avg_time_s"],
                          "max_time_s": res["max_time_s"],
                          "median_rate_mbps": res.get("median_rate_mbps"),
+                         "mean_rate_mbps": res.get("mean_rate_mbps"),
+                         "variant": res.get("variant"),
                          "noisy": res.get("noisy"),
                          "valid": cfg["validation"]["passed"]})
     best = {}
@@ -187,7 +189,10 @@ def render(doc: dict, console: Console) -> None:
                   f"({p['total_bytes'] / 2**20:,.1f} MiB); last-level caches "
                   f"{p['llc_total_bytes'] / 2**20:,.1f} MiB.")
     console.print(f"Each kernel ran {p['ntimes']} times, the first dropped; stores: "
-                  f"{p['stores']} ({p['isa']} kernels); MB = 10^6 bytes.")
+                  f"{p['stores']} ({p['isa']} kernels); MB = 10^6 bytes."
+                  + (" auto: every repetition ran both regular and non-temporal stores; each "
+                     "kernel shows the variant (in brackets) with the shorter mean time."
+                     if p["stores"] == "auto" else ""))
     if not p.get("size_meets_stream_rule", True):
         console.print("[yellow]Arrays are smaller than 4x the last-level caches: the rates "
                       "include cache bandwidth.[/yellow]")
@@ -199,15 +204,19 @@ def render(doc: dict, console: Console) -> None:
         table.add_column("Function")
         table.add_column("Best Rate MB/s", justify="right")
         table.add_column("Median MB/s", justify="right")
+        table.add_column("Mean MB/s", justify="right")
         table.add_column("Avg time", justify="right")
         table.add_column("Min time", justify="right")
         table.add_column("Max time", justify="right")
         table.add_column("MB/s per thread", justify="right")
         for res in cfg["results"]:
             med = res.get("median_rate_mbps")
-            table.add_row(res["kernel"].capitalize() + ":",
+            mean = res.get("mean_rate_mbps")
+            variant = f" ({res['variant']})" if res.get("variant") and \
+                res["variant"] != res["stores"] else ""
+            table.add_row(res["kernel"].capitalize() + ":" + variant,
                           stats.mark(_mb(res["best_rate_mbps"]), res.get("noisy")),
-                          "-" if med is None else _mb(med),
+                          "-" if med is None else _mb(med), "-" if mean is None else _mb(mean),
                           f"{res['avg_time_s']:.6f}", f"{res['min_time_s']:.6f}",
                           f"{res['max_time_s']:.6f}", _mb(res["per_thread_mbps"]))
         console.print(table)
