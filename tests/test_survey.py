@@ -30,6 +30,7 @@ def test_survey_writes_every_section(tmp_path):
     plotted = {s["name"] for s in index["samples"] if s["plot"]}
     assert plotted == {"probe-mem", "probe-sync", "probe-net", "bench-jacobi3d"}
     _check_app_sections(out)
+    _check_key_figures(out)
     # The printed summary names every section and the folder.
     for section in index["samples"]:
         assert section["title"] in run.stdout
@@ -69,3 +70,36 @@ def _check_app_sections(out):
     assert all(comp["afc"]["predicted_time_s"] <= c["predicted_time_s"] * (1 + 1e-9)
                for c in comp.values())
     assert comp["afc"]["bytes_inter_node"] <= comp["random"]["bytes_inter_node"]
+
+
+def _check_key_figures(out):
+    """The survey's key figures follow the statistics layer's rule: every
+    sync figure is a positive median of its pairs or 'below noise' with why
+    and no number; every ping-pong row carries one flag for all its
+    columns; every bench cell is the median of repeated runs."""
+    import math
+    import statistics
+
+    sync = json.loads((out / "probe-sync.json").read_text())
+    assert sync["params"]["figure_time_s"] == 0.2
+    for r in sync["summary"]["rows"]:
+        if r["reliable"]:
+            assert r["value_us"] > 0 and r["reps"] >= sync["params"]["reps"]
+        else:
+            assert r["why"].startswith("below noise") and r["noisy"]
+            assert r["value_us"] is None and r["mean_us"] is None and r["min_us"] is None
+    net = json.loads((out / "probe-net.json").read_text())
+    for r in net["summary"]["pingpong"]["rows"]:
+        assert isinstance(r["noisy"], bool) and r["noisy"] == bool(r["why"])
+    bench = json.loads((out / "bench-jacobi3d.json").read_text())
+    rows = {(r["ranks"], r["threads"]): r for r in bench["summary"]["rows"]}
+    for s in bench["samples"]:
+        rep = s["repeats"]
+        assert rep["n"] == len(rep["times_s"]) >= 1
+        assert rep["stopped"] in ("converged", "time limit", "max samples")
+        if rep["stopped"] == "converged":
+            assert rep["n"] >= 6 and not rep["noisy"]
+        row = rows[(s["ranks"], s["threads"])]
+        assert row["runs"] == rep["n"] and row["noisy"] == rep["noisy"]
+        if rep["outliers"] == 0:
+            assert math.isclose(row["time_s"], statistics.median(rep["times_s"]), rel_tol=1e-12)

@@ -113,7 +113,9 @@ def _drop_impossible_min(st: dict) -> None:
     """An EPCC overhead is a difference of two timed loops, so one noisy
     repetition can come out at zero or below.  Such a minimum (or mean, or
     median) is not a cost a construct can have: store None,
-    ``<figure>_reliable: false`` and why, instead of the number."""
+    ``<figure>_reliable: false`` and why, instead of the number.  A mean
+    whose t interval reaches zero or below is dropped the same way
+    (``mean_why``)."""
     for key, others in _POSITIVE.items():
         v = st.get(key)
         if isinstance(v, (int, float)) and v <= 0:
@@ -124,6 +126,16 @@ def _drop_impossible_min(st: dict) -> None:
             st[key.replace("_us", "_reliable")] = False
             if key == "min_us":
                 st["min_why"] = MIN_WHY
+    ci = st.get("ci95_us")
+    if st.get("mean_us") is not None and ci and isinstance(ci[0], (int, float)) and ci[0] <= 0:
+        # the t interval of the EPCC mean reaches zero: a few disturbed
+        # repetitions pull the mean; the mean is not a cost to give
+        for k in ("mean_us", "mean_cycles", "ci95_us", "ci95_cycles"):
+            if k in st:
+                st[k] = None
+        st["mean_reliable"] = False
+        st["mean_why"] = ("the 95 % t interval of the EPCC mean includes zero: the mean is "
+                          "not told from the noise (the median is the figure)")
     ms = st.get("median_stats")
     if isinstance(ms, dict):
         for key in ("min", "median", "ci_low", "ci_high", "min_cycles", "median_cycles"):
@@ -181,8 +193,9 @@ def summarise(raw: dict) -> dict:
             if "chunk" in test:
                 row["chunk"] = test["chunk"]
             row.update({k: st.get(k) for k in _ROW_KEYS})
-            if "min_why" in st:
-                row["min_why"] = st["min_why"]
+            for k in ("min_why", "mean_why"):
+                if k in st:
+                    row[k] = st[k]
             row["value_us"] = value
             row["value_cycles"] = value * hz * 1e-6 if isinstance(value, (int, float)) else None
             row["median_ci95_us"] = ci
