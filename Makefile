@@ -36,9 +36,11 @@ test-asan: setup
 # The messaging layer's MPI checks also run against the ASan build when
 # test-asan has made it (expanded when the recipe runs, after test-asan).
 MBC_ASAN := $(CURDIR)/build/asan/native/src/mbc/tiers-mbc-check
+MBC_MPI_ASAN := $(CURDIR)/build/asan/native/src/mbcmpi/libtiers-mbc-mpi.so
 
 test-py: build
-	TIERS_MBC_ASAN_CHECK=$(wildcard $(MBC_ASAN)) $(PY) -m pytest -q
+	TIERS_MBC_ASAN_CHECK=$(wildcard $(MBC_ASAN)) TIERS_MBC_MPI_ASAN_LIB=$(wildcard $(MBC_MPI_ASAN)) \
+	  $(PY) -m pytest -q
 
 # The MPI tests again with MPICH: the native parts built with
 # -DTIERS_MPI=mpich into build/mpich, installed to build/mpich-inst, run under
