@@ -18,10 +18,10 @@
  * fixed blocks (a record larger than a block grows the block to that one
  * record), OTF2 flushes its event chunks to disk as they fill, and the
  * per-rank state is definitions (communicators, threads, function tables),
- * not events.  The one figure that needs every message, the receiver-first
- * share, keeps 32 bytes per point-to-point message up to a cap
- * (TIERS_TRACE_MATCH_MAX messages, default 2^21); beyond it the share is
- * null and "post" says why.
+ * not events.  The one figure that pairs messages across ranks, the
+ * receiver-first share, sorts them externally: sorted runs of a fixed size
+ * go to an unlinked temporary file (in DIR, else $TMPDIR or /tmp), merged
+ * a chunk of each run at a time.
  *
  * Each file is read twice: a scan that skips from record head to record
  * head collects the definitions an OTF2 event needs before it is written
@@ -388,8 +388,26 @@ typedef struct rank_s {
 
 static int g_n;          /* the run's rank count */
 static uint64_t *g_mbytes, *g_mmsgs;
-static atomic_long g_match_left;
-static atomic_int g_match_over;
+/* The receiver-first share pairs the k-th send of each (source,
+ * destination, communicator, tag) in time order with the k-th receive.  The
+ * messages go through an external merge sort: each rank's writer sorts
+ * runs of RUN records in memory and appends them to one temporary file per
+ * kind; the runs are merged at the end, CHUNK records of each at a time. */
+#define RUN (1u << 17)
+static size_t g_run = RUN; /* TIERS_TRACE_POST_RUN: smaller runs (tests of the merge) */
+#define CHUNK 1024u
+typedef struct {
+  uint64_t off, n; /* record offset and count in the kind's file */
+} run_t;
+typedef struct {
+  int fd;
+  uint64_t next; /* records written */
+  run_t *runs;
+  size_t nruns, cap;
+  pthread_mutex_t lock;
+} spill_t;
+static spill_t g_spill[2] = {{-1, 0, NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER},
+                             {-1, 0, NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER}};
 static OTF2_Archive *g_archive;
 static int g_write_otf2 = 1;
 static const char *g_dir;
@@ -815,14 +833,47 @@ static int world_of(int gid, int32_t peer) {
   return g_comms[gid].members[peer];
 }
 
+static int cmp_msg(const void *a, const void *b);
+
+/* sort the n records of buf and append them as a run to kind's file */
+static void spill_run(int kind, msg_t *buf, size_t n) {
+  if (!n) return;
+  qsort(buf, n, sizeof *buf, cmp_msg);
+  spill_t *sp = &g_spill[kind];
+  pthread_mutex_lock(&sp->lock);
+  uint64_t at = sp->next;
+  sp->next += n;
+  GROW(sp->runs, sp->nruns, sp->cap);
+  sp->runs[sp->nruns].off = at;
+  sp->runs[sp->nruns].n = n;
+  sp->nruns++;
+  pthread_mutex_unlock(&sp->lock);
+  const char *p = (const char *)buf;
+  size_t left = n * sizeof *buf;
+  off_t pos = (off_t)(at * sizeof *buf);
+  while (left) {
+    ssize_t w = pwrite(sp->fd, p, left, pos);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      fail("cannot write a temporary file in %s: %s", g_dir, w < 0 ? strerror(errno) : "disk full");
+      return;
+    }
+    p += w;
+    left -= (size_t)w;
+    pos += w;
+  }
+}
+
 static void add_msg(rank_t *r, int send, int32_t src, int32_t dst, int32_t gid, int32_t tag,
                     int64_t t, uint64_t bytes) {
-  if (atomic_load_explicit(&g_match_over, memory_order_relaxed)) return;
-  if (atomic_fetch_sub_explicit(&g_match_left, 1, memory_order_relaxed) <= 0) {
-    atomic_store(&g_match_over, 1);
-    return;
-  }
   msg_t m = {src, dst, gid, tag, t, bytes};
+  if (send && r->nsends >= g_run) {
+    spill_run(0, r->sends, r->nsends);
+    r->nsends = 0;
+  } else if (!send && r->nrecvs >= g_run) {
+    spill_run(1, r->recvs, r->nrecvs);
+    r->nrecvs = 0;
+  }
   if (send) {
     GROW(r->sends, r->nsends, r->ncap_s);
     r->sends[r->nsends++] = m;
@@ -1083,6 +1134,12 @@ static int write_rank(rank_t *r) {
       }
     }
   }
+  spill_run(0, r->sends, r->nsends);
+  spill_run(1, r->recvs, r->nrecvs);
+  free(r->sends);
+  free(r->recvs);
+  r->sends = r->recvs = NULL;
+  r->nsends = r->nrecvs = 0;
   if (atomic_load(&g_failed)) goto out;
   if (g_write_otf2) {
     /* a killed rank: close what it left open at its last time stamp */
@@ -1182,12 +1239,101 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int cmp_send(const void *a, const void *b) {
+static int cmp_msg(const void *a, const void *b) {
   const msg_t *x = a, *y = b;
 #define C(f) if (x->f != y->f) return x->f < y->f ? -1 : 1
   C(src); C(dst); C(gid); C(tag); C(t); C(bytes);
 #undef C
   return 0;
+}
+
+/* k-way merge of the sorted runs of one spill file, CHUNK records of each
+ * run in memory at a time */
+typedef struct {
+  const spill_t *sp;
+  size_t nruns;
+  msg_t *buf;       /* nruns x CHUNK */
+  uint64_t *done;   /* records of each run taken into its buffer so far */
+  size_t *pos, *len;
+  size_t *heap, nheap;
+} merge_t;
+
+static int merge_less(const merge_t *m, size_t a, size_t b) {
+  return cmp_msg(&m->buf[a * CHUNK + m->pos[a]], &m->buf[b * CHUNK + m->pos[b]]) < 0;
+}
+
+static int merge_fill(merge_t *m, size_t r) {
+  uint64_t left = m->sp->runs[r].n - m->done[r];
+  size_t n = left < CHUNK ? (size_t)left : CHUNK;
+  m->pos[r] = 0;
+  m->len[r] = n;
+  if (!n) return 0;
+  size_t bytes = n * sizeof(msg_t);
+  off_t at = (off_t)((m->sp->runs[r].off + m->done[r]) * sizeof(msg_t));
+  char *p = (char *)&m->buf[r * CHUNK];
+  while (bytes) {
+    ssize_t got = pread(m->sp->fd, p, bytes, at);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      fail("cannot read back a temporary file in %s", g_dir);
+      m->len[r] = 0;
+      return 0;
+    }
+    p += got;
+    bytes -= (size_t)got;
+    at += got;
+  }
+  m->done[r] += n;
+  return 1;
+}
+
+static void merge_down(merge_t *m, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, best = i;
+    if (l < m->nheap && merge_less(m, m->heap[l], m->heap[best])) best = l;
+    if (l + 1 < m->nheap && merge_less(m, m->heap[l + 1], m->heap[best])) best = l + 1;
+    if (best == i) return;
+    size_t x = m->heap[i];
+    m->heap[i] = m->heap[best];
+    m->heap[best] = x;
+    i = best;
+  }
+}
+
+static void merge_open(merge_t *m, const spill_t *sp) {
+  memset(m, 0, sizeof *m);
+  m->sp = sp;
+  m->nruns = sp->nruns;
+  m->buf = xmalloc(m->nruns * CHUNK * sizeof(msg_t));
+  m->done = xcalloc(m->nruns, sizeof *m->done);
+  m->pos = xcalloc(m->nruns, sizeof *m->pos);
+  m->len = xcalloc(m->nruns, sizeof *m->len);
+  m->heap = xmalloc((m->nruns ? m->nruns : 1) * sizeof *m->heap);
+  for (size_t r = 0; r < m->nruns; r++)
+    if (merge_fill(m, r)) m->heap[m->nheap++] = r;
+  for (size_t i = m->nheap; i-- > 0;) merge_down(m, i);
+}
+
+static const msg_t *merge_peek(const merge_t *m) {
+  if (!m->nheap) return NULL;
+  size_t r = m->heap[0];
+  return &m->buf[r * CHUNK + m->pos[r]];
+}
+
+static void merge_pop(merge_t *m) {
+  size_t r = m->heap[0];
+  if (++m->pos[r] == m->len[r] && !merge_fill(m, r)) {
+    m->heap[0] = m->heap[--m->nheap];
+  }
+  if (m->nheap) merge_down(m, 0);
+}
+
+static void merge_close(merge_t *m) {
+  free(m->buf);
+  free(m->done);
+  free(m->pos);
+  free(m->len);
+  free(m->heap);
 }
 
 /* ------------------------------------------------------------ main */
@@ -1220,6 +1366,43 @@ static OTF2_ErrorCode otf2_error(void *ud, const char *file, uint64_t line, cons
   }
   pthread_mutex_unlock(&g_error_lock);
   return code;
+}
+
+/* OTF2's chunks: at most POOL chunks a writer; when they are used up OTF2
+ * flushes them to disk and frees them (its default pool is 128 MiB a
+ * writer, this keeps memory small and constant) */
+#define POOL 8
+typedef struct {
+  int n;
+  void *chunk[POOL];
+} pool_t;
+
+static void *pool_alloc(void *ud, OTF2_FileType ft, OTF2_LocationRef loc, void **per,
+                        uint64_t size) {
+  (void)ud; (void)ft; (void)loc;
+  pool_t *p = *per;
+  if (!p) {
+    p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    *per = p;
+  }
+  if (p->n == POOL) return NULL; /* OTF2 flushes, frees, asks again */
+  void *c = malloc(size);
+  if (c) p->chunk[p->n++] = c;
+  return c;
+}
+
+static void pool_free_all(void *ud, OTF2_FileType ft, OTF2_LocationRef loc, void **per,
+                          bool final) {
+  (void)ud; (void)ft; (void)loc;
+  pool_t *p = *per;
+  if (!p) return;
+  for (int i = 0; i < p->n; i++) free(p->chunk[i]);
+  p->n = 0;
+  if (final) {
+    free(p);
+    *per = NULL;
+  }
 }
 
 static OTF2_FlushType pre_flush(void *ud, OTF2_FileType ft, OTF2_LocationRef loc, void *cd,
@@ -1262,11 +1445,10 @@ int main(int argc, char **argv) {
   }
   if (!dir) usage_error("usage: tiers-trace-post DIR [--no-otf2] [--jobs N]");
   g_dir = dir;
+  const char *run_env = getenv("TIERS_TRACE_POST_RUN");
+  if (run_env && atol(run_env) >= 16) g_run = (size_t)atol(run_env);
   OTF2_Error_RegisterCallback(otf2_error, NULL);
   if (jobs < 1) jobs = 1;
-  const char *mm = getenv("TIERS_TRACE_MATCH_MAX");
-  long match_max = mm && *mm ? atol(mm) : (1l << 21);
-  atomic_store(&g_match_left, 2 * match_max);
 
   char rawdir[4096];
   snprintf(rawdir, sizeof rawdir, "%s/raw", dir);
@@ -1290,6 +1472,23 @@ int main(int argc, char **argv) {
     return 1;
   }
   qsort(g_ranks, (size_t)g_nranks, sizeof *g_ranks, cmp_path);
+  /* the message runs: in the trace folder, else in $TMPDIR (a folder we
+   * may not write, e.g. tiers trace stats on someone else's trace) */
+  for (int k = 0; k < 2; k++) {
+    const char *where[3] = {dir, getenv("TMPDIR"), "/tmp"};
+    for (int w = 0; w < 3 && g_spill[k].fd < 0; w++) {
+      if (!where[w] || !*where[w]) continue;
+      char tmp[4200];
+      snprintf(tmp, sizeof tmp, "%s/.tiers-trace-post-XXXXXX", where[w]);
+      g_spill[k].fd = mkstemp(tmp);
+      if (g_spill[k].fd >= 0) unlink(tmp); /* gone when the tool ends, however it ends */
+    }
+    if (g_spill[k].fd < 0) {
+      fprintf(stderr, "tiers-trace-post: error: cannot create a temporary file in %s or /tmp: "
+                      "%s\n", dir, strerror(errno));
+      return 1;
+    }
+  }
   struct timespec t_start, t_scan, t_end;
   clock_gettime(CLOCK_MONOTONIC, &t_start);
   run_workers(0, jobs);
@@ -1445,8 +1644,10 @@ int main(int argc, char **argv) {
       goto failed;
     }
     static OTF2_FlushCallbacks fcb = {pre_flush, NULL}; /* OTF2 keeps the pointer */
+    static OTF2_MemoryCallbacks mcb = {pool_alloc, pool_free_all};
     if (OTF2_Archive_SetFlushCallbacks(g_archive, &fcb, NULL) != OTF2_SUCCESS ||
         OTF2_Archive_SetSerialCollectiveCallbacks(g_archive) != OTF2_SUCCESS ||
+        OTF2_Archive_SetMemoryCallbacks(g_archive, &mcb, NULL) != OTF2_SUCCESS ||
         OTF2_Pthread_Archive_SetLockingCallbacks(g_archive, NULL) != OTF2_SUCCESS ||
         OTF2_Archive_OpenDefFiles(g_archive) != OTF2_SUCCESS ||
         OTF2_Archive_OpenEvtFiles(g_archive) != OTF2_SUCCESS) {
@@ -1611,46 +1812,34 @@ int main(int argc, char **argv) {
   }
 
   /* ---- receiver-first share */
-  int match_ok = !atomic_load(&g_match_over);
   uint64_t matched = 0, rf_bytes = 0;
-  if (match_ok) {
-    size_t ns = 0, nr = 0;
-    for (int i = 0; i < g_nranks; i++) {
-      ns += g_ranks[i].nsends;
-      nr += g_ranks[i].nrecvs;
-    }
-    msg_t *S = xmalloc(ns * sizeof *S), *R = xmalloc(nr * sizeof *R);
-    ns = nr = 0;
-    for (int i = 0; i < g_nranks; i++) {
-      rank_t *r = &g_ranks[i];
-      memcpy(S + ns, r->sends, r->nsends * sizeof *S);
-      memcpy(R + nr, r->recvs, r->nrecvs * sizeof *R);
-      ns += r->nsends;
-      nr += r->nrecvs;
-      free(r->sends);
-      free(r->recvs);
-      r->sends = r->recvs = NULL;
-    }
-    qsort(S, ns, sizeof *S, cmp_send);
-    qsort(R, nr, sizeof *R, cmp_send);
-    size_t a = 0, b = 0;
-    while (a < ns && b < nr) {
-      msg_t *s = &S[a], *q = &R[b];
+  {
+    merge_t ms, mr;
+    merge_open(&ms, &g_spill[0]);
+    merge_open(&mr, &g_spill[1]);
+    const msg_t *s = merge_peek(&ms), *q = merge_peek(&mr);
+    while (s && q) {
       int c = s->src != q->src ? (s->src < q->src ? -1 : 1)
               : s->dst != q->dst ? (s->dst < q->dst ? -1 : 1)
               : s->gid != q->gid ? (s->gid < q->gid ? -1 : 1)
               : s->tag != q->tag ? (s->tag < q->tag ? -1 : 1) : 0;
-      if (c < 0) a++;
-      else if (c > 0) b++;
-      else {
-        matched += s->bytes;
-        if (q->t < s->t) rf_bytes += s->bytes;
-        a++;
-        b++;
+      if (c <= 0) {
+        if (!c) {
+          matched += s->bytes;
+          if (q->t < s->t) rf_bytes += s->bytes;
+          merge_pop(&mr);
+          q = merge_peek(&mr);
+        }
+        merge_pop(&ms);
+        s = merge_peek(&ms);
+      } else {
+        merge_pop(&mr);
+        q = merge_peek(&mr);
       }
     }
-    free(S);
-    free(R);
+    merge_close(&ms);
+    merge_close(&mr);
+    if (atomic_load(&g_failed)) goto failed;
   }
 
   /* ---- JSON */
@@ -1681,9 +1870,9 @@ int main(int argc, char **argv) {
   fputs(", \"message_rate_per_s\": ", o);
   if (duration > 0) json_num(o, (double)p2p_msgs / duration); else fputs("null", o);
   fputs(", \"receiver_first_share\": ", o);
-  if (match_ok && matched) json_num(o, (double)rf_bytes / (double)matched); else fputs("null", o);
+  if (matched) json_num(o, (double)rf_bytes / (double)matched); else fputs("null", o);
   fputs(", \"matched_p2p_bytes\": ", o);
-  if (match_ok) fprintf(o, "%" PRIu64, matched); else fputs("null", o);
+  fprintf(o, "%" PRIu64, matched);
   /* swap-outs */
   {
     uint64_t cnt = 0, bytes = 0, uns = 0;
@@ -1925,11 +2114,8 @@ int main(int argc, char **argv) {
     json_num(o, secs);
     fputs(", \"scan_seconds\": ", o);
     json_num(o, scan);
-    fprintf(o, ", \"otf2\": %s, \"match_max_messages\": %ld, \"receiver_first\": %s}}\n",
-            g_write_otf2 ? "true" : "false", match_max,
-            match_ok ? "\"computed\""
-                     : "\"not computed: more point-to-point messages than "
-                       "TIERS_TRACE_MATCH_MAX\"");
+    fprintf(o, ", \"otf2\": %s, \"message_runs\": %zu}}\n", g_write_otf2 ? "true" : "false",
+            g_spill[0].nruns + g_spill[1].nruns);
   }
   fflush(o);
   return ferror(o) ? 1 : 0;

@@ -230,3 +230,82 @@ def read_all(folder: str | Path) -> list[RankLog]:
             raise TiersError(f"{raw}: rank {log.rank} ran with {log.size} ranks, rank "
                              f"{logs[0].rank} with {logs[0].size}: the folder mixes runs")
     return logs
+
+
+def write_synthetic(folder: str | Path, events: int, *, ranks: int = 2, nbytes: int = 8,
+                    step_ns: int = 250, block: int = 1 << 16) -> list[Path]:
+    """Write the raw files of a ping-pong run of about ``events`` events in
+    all (ranks 2k and 2k+1 exchange ``nbytes``-byte messages with MPI_Send
+    and MPI_Recv, 6 events a round trip and rank) into ``folder/raw``, in the
+    tracer's record format, without running anything: the input of the
+    post-processing benchmarks and tests.  The files hold what a finalized
+    run holds (INFO, MPI_COMM_WORLD and MPI_COMM_SELF, both clock steps).
+    Written in blocks of ``block`` round trips; return the files written."""
+    import numpy as np
+
+    if ranks < 2 or ranks % 2:
+        raise TiersError("write_synthetic: ranks must be even and at least 2")
+    raw_dir = Path(folder) / "raw"
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    fns = ["MPI_Init", "MPI_Finalize", "MPI_Send", "MPI_Recv"]
+    rounds = max(1, events // (6 * ranks))
+
+    def head(kind, func, size, flags=0, thread=0):
+        return kind | flags << 8 | thread << 16 | func << 32 | (size // 8) << 48
+
+    rt = np.dtype([("e1", "<u8"), ("t1", "<i8"), ("m1", "<u8"), ("tm1", "<i8"),
+                   ("c1", "<i4"), ("p1", "<i4"), ("g1", "<i4"), ("x1", "<i4"),
+                   ("b1", "<u8"), ("r1", "<u8"), ("l1", "<u8"), ("tl1", "<i8"),
+                   ("e2", "<u8"), ("t2", "<i8"), ("m2", "<u8"), ("tm2", "<i8"),
+                   ("c2", "<i4"), ("p2", "<i4"), ("g2", "<i4"), ("x2", "<i4"),
+                   ("b2", "<u8"), ("r2", "<u8"), ("l2", "<u8"), ("tl2", "<i8")])
+    files = []
+    for rank in range(ranks):
+        host = b"synthetic\0"
+        names = b"".join(n.encode() + b"\0" for n in fns)
+        hlen = (32 + len(names) + len(host) + 7) & ~7
+        hdr = MAGIC + struct.pack("<6I", VERSION, hlen, rank, ranks, len(fns), len(host))
+        hdr = (hdr + names + host).ljust(hlen, b"\0")
+        peer = rank ^ 1
+        first, second = (2, 3) if rank % 2 == 0 else (3, 2)    # even ranks send first
+        kinds = {2: SEND, 3: RECV}
+        t0 = 1_000_000
+        pre = _HEAD.pack(INFO, 0, 0, 0, (16 + 40) // 8, t0) + struct.pack(
+            "<iiQddQ", 0, 3, 1 << 20, 0.0, 0.5, 0)
+        members = struct.pack(f"<{ranks}i", *range(ranks))
+        members = members.ljust((len(members) + 7) & ~7, b"\0")
+        pre += _HEAD.pack(COMM, 0, 0, 0, (32 + len(members)) // 8, t0) + \
+            _COMM.pack(0, -1, ranks, 0) + members
+        pre += _HEAD.pack(COMM, 0, 0, 0, 40 // 8, t0) + _COMM.pack(1, -1, 1, 0) + \
+            struct.pack("<ii", rank, 0)
+        pre += _HEAD.pack(ENTER, 0, 0, 0, 2, t0) + _HEAD.pack(CLOCK, 0, 0, 0, 5, t0 + 10) + \
+            _CLOCK.pack(0, 100, 0, 0) + _HEAD.pack(LEAVE, 0, 0, 0, 2, t0 + 20)
+        path = raw_dir / f"rank-{rank:06d}.tev"
+        t = t0 + 1000
+        with open(path, "wb") as f:
+            f.write(hdr + pre)
+            done = 0
+            while done < rounds:
+                k = min(block, rounds - done)
+                a = np.zeros(k, dtype=rt)
+                base = t + step_ns * 6 * np.arange(k, dtype=np.int64)
+                for i, fn in ((1, first), (2, second)):
+                    a[f"e{i}"] = head(ENTER, fn, 16)
+                    a[f"m{i}"] = head(kinds[fn], fn, 48)
+                    a[f"l{i}"] = head(LEAVE, fn, 16)
+                    a[f"c{i}"] = 0
+                    a[f"p{i}"] = peer
+                    a[f"g{i}"] = 1
+                    a[f"b{i}"] = nbytes
+                    off = 3 * (i - 1) * step_ns
+                    a[f"t{i}"] = base + off
+                    a[f"tm{i}"] = base + off + step_ns
+                    a[f"tl{i}"] = base + off + 2 * step_ns
+                a.tofile(f)
+                done += k
+                t += step_ns * 6 * k
+            f.write(_HEAD.pack(ENTER, 0, 0, 1, 2, t) + _HEAD.pack(CLOCK, 0, 0, 0, 5, t + 10) +
+                    _CLOCK.pack(0, 100, 1, 0) + _HEAD.pack(LEAVE, 0, 0, 1, 2, t + 20) +
+                    _HEAD.pack(MEM, 0, 0, 0, 4, t + 30) + _MEM.pack(1 << 20, 1 << 20))
+        files.append(path)
+    return files
