@@ -360,6 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "or 'none' for unshaped (default 1gbit)")
     p.add_argument("--subnet", default="10.77.0.0/24", metavar="CIDR",
                    help="private subnet of the nodes (default 10.77.0.0/24)")
+    p.add_argument("--slurm", action="store_true",
+                   help="run Slurm on it too: munged, slurmctld and one slurmd per node "
+                   "(packages slurm-wlm and munge)")
+    p.add_argument("--slurm-timeout", type=V.duration("--slurm-timeout", maximum=600),
+                   metavar="S", help="with --slurm: seconds to wait for every node to be "
+                   "idle in sinfo (default 30)")
     _add_output(p)
     p = vsub.add_parser("down", help="remove everything 'up' created")
     _add_output(p)
@@ -382,6 +388,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop the run after S seconds")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- PROGRAM...",
                    help="the program and its arguments")
+    for name, what in (("srun", "start an MPI program on the nodes through Slurm's srun"),
+                       ("salloc", "run a command in a Slurm allocation of the nodes "
+                        "(e.g. mpirun)"),
+                       ("sinfo", "Slurm's view of the nodes")):
+        p = vsub.add_parser(name, help=f"{what} (after 'up --slurm')",
+                            usage=f"tiers vcluster {name} [--mpi M] [--timeout S] -- "
+                            f"[{name.upper()} OPTIONS] {'' if name == 'sinfo' else 'PROGRAM'}")
+        p.add_argument("--mpi", choices=("openmpi", "mpich"),
+                       help="the MPI of the program, which picks srun's PMI (pmix for "
+                       "Open MPI, pmi2 for MPICH; default: the MPI tiers was built with)")
+        p.add_argument("--timeout", type=V.duration("--timeout"), metavar="S",
+                       help="stop it after S seconds")
+        p.add_argument("cmd", nargs=argparse.REMAINDER, metavar=f"-- {name.upper()} ARGS...",
+                       help=f"{name}'s own options and the program")
+    p = vsub.add_parser("env", help="print the exports that make srun, salloc and sinfo "
+                        "use the cluster's Slurm: eval \"$(tiers vcluster env)\"")
+    p.add_argument("--mpi", choices=("openmpi", "mpich"),
+                   help="the MPI of the programs (picks SLURM_MPI_TYPE)")
 
     p = sub.add_parser("bench", help="run a reference application of the hybrid runtime, "
                        "flat and hybrid, over ranks x threads: time, speed-up, efficiency "

@@ -299,6 +299,17 @@ COMMANDS: dict[str, Command] = {
     "vcluster mpirun": Command("Run an MPI program across the virtual cluster's nodes "
                                "with Open MPI.",
                                "tiers vcluster mpirun -n 4 -- ./app"),
+    "vcluster srun": Command("Start an MPI program on the virtual cluster's nodes through "
+                             "Slurm's srun (after 'tiers vcluster up --slurm').",
+                             "tiers vcluster srun -- -n 4 ./app"),
+    "vcluster salloc": Command("Run a command, such as mpirun, in a Slurm allocation of the "
+                               "virtual cluster's nodes.",
+                               "tiers vcluster salloc -- -n 4 mpirun ./app"),
+    "vcluster sinfo": Command("Show Slurm's view of the virtual cluster's nodes.",
+                              "tiers vcluster sinfo -- -N -l"),
+    "vcluster env": Command("Print the exports that make srun, salloc and sinfo use the "
+                            "virtual cluster's Slurm.",
+                            "tiers vcluster env --mpi mpich"),
     "bench": Command(
         "Run a reference application of the hybrid runtime, flat and hybrid, over ranks "
         "x threads: time, speed-up, efficiency and the compute/comm/sync breakdown "

@@ -444,7 +444,8 @@ def _write_files(st: dict) -> None:
 
 
 def up(nodes: int, slots: int = 1, link: str | int | None = DEFAULT_LINK,
-       subnet: str = DEFAULT_SUBNET) -> dict:
+       subnet: str = DEFAULT_SUBNET, *, slurm: bool = False,
+       slurm_timeout: float | None = None) -> dict:
     """Build (or complete) a virtual cluster and return its state.
 
     ``nodes`` network namespaces ``tiers-n0`` ... with ``slots`` slots each,
@@ -459,8 +460,17 @@ def up(nodes: int, slots: int = 1, link: str | int | None = DEFAULT_LINK,
     same name exists that tiers did not create, or when not root or ``ip``
     / ``tc`` is missing.  The returned state has ``already_up`` (True when
     nothing had to be created), ``link_changed`` (the rate was applied anew)
-    and ``seconds``."""
+    and ``seconds``.
+
+    With ``slurm``, munged, slurmctld and one slurmd per node run on the
+    cluster too (:func:`tiers.slurm.start`, waiting ``slurm_timeout``
+    seconds for every node to be idle); when they do not come up,
+    everything this call started is removed again (the whole cluster when
+    it was not up before) and TiersError names the nodes."""
     check_tools()
+    if slurm:
+        from . import slurm as _slurm
+        _slurm.check_installed()
     start = time.monotonic()
     want = plan(nodes, slots, link, subnet)
     old = load_state()
@@ -525,6 +535,8 @@ def up(nodes: int, slots: int = 1, link: str | int | None = DEFAULT_LINK,
     _write_files(st)
     _wait_reachable(st)
     st["complete"] = True
+    if slurm:
+        _up_slurm(st, was_complete, slurm_timeout)
     elapsed = time.monotonic() - start
     already = was_complete and len(st["created"]) == created_before
     if not already:
@@ -536,6 +548,28 @@ def up(nodes: int, slots: int = 1, link: str | int | None = DEFAULT_LINK,
     out["link_changed"] = link_changed
     out["seconds"] = round(elapsed, 3)
     return out
+
+
+def _up_slurm(st: dict, was_complete: bool, timeout: float | None) -> None:
+    """Start Slurm on the cluster ``st`` unless it runs already; on failure
+    stop what was started, and remove the cluster too when this ``up``
+    built it, then raise."""
+    from . import slurm as _slurm
+
+    rec = st.get("slurm") or {}
+    want = {f"slurmd on {n['name']}" for n in st["nodes"]} | {"slurmctld", "munged"}
+    if rec.get("complete") and want <= set(_slurm.running()):
+        return
+    try:
+        _slurm.start(st, timeout=timeout or _slurm.DEFAULT_TIMEOUT, save=_save)
+    except BaseException:
+        _slurm.stop(st)
+        st.pop("slurm", None)
+        if was_complete:
+            _save(st)
+        else:
+            down()
+        raise
 
 
 def _wait_reachable(st: dict, timeout: float = 10.0) -> None:
@@ -657,6 +691,8 @@ def down() -> dict:
     # programs running on the cluster stop first, through their launcher,
     # so that none is left waiting on nodes that are going away
     stopped = _stop_launches(st)
+    from . import slurm as _slurm
+    removed += _slurm.stop(st)          # slurmd, slurmctld, munged and their files
     for obj in reversed(created):
         kind, name = obj.get("kind"), obj.get("name")
         if kind == "netns" and _netns_exists(name):
@@ -730,6 +766,10 @@ def leftovers() -> list[str]:
         pass
     if state_path().exists():
         out.append(f"state {state_path()}")
+    from . import slurm as _slurm
+    out += [f"process {p}" for p in _slurm.running()]
+    if _slurm.folder().exists():
+        out.append(f"folder {_slurm.folder()}")
     return out
 
 
@@ -766,6 +806,9 @@ def status() -> dict:
             rec["processes"] = 0
         nodes.append(rec)
     out["nodes"] = nodes
+    if st.get("slurm"):
+        from . import slurm as _slurm
+        out["slurm"] = dict(st["slurm"], running=_slurm.running(), nodes=_slurm.nodes())
     out["healthy"] = out["up"] and all(r["netns_exists"] and r["host_if_up"]
                                        and r["node_if_exists"] for r in nodes)
     return out
@@ -837,6 +880,45 @@ def launch_options(ranks: int | None = None, *, mca: Mapping[str, str] | None = 
     params.update({str(k): str(v) for k, v in (mca or {}).items()})
     return {"hostfile": st["hostfile"], "rsh_agent": st["agent"], "mca": params,
             "bind_to": "none"}
+
+
+def launcher_settings(kind: str, options: Mapping, env: Mapping[str, str], *,
+                      state: dict | None = None) -> tuple[dict, dict]:
+    """Return ``(build_command options, launcher environment)``: ``options``
+    and ``env`` of a launch with MPICH's Hydra or Slurm's srun turned into a
+    launch on the cluster.  Hydra starts its proxies through the cluster's
+    agent and is reached on the bridge (``HYDRA_IFACE``); srun gets the
+    cluster's Slurm (:func:`tiers.slurm.environment`).  Open MPI launches
+    go through :func:`command` instead.  Raise TiersError when no cluster,
+    or for srun no Slurm on it, is up."""
+    from . import slurm as _slurm
+
+    st = state or require_up()
+    opts, out_env = dict(options), dict(env)
+    if kind == "mpich":
+        opts["rsh_agent"] = st["agent"]
+        out_env["HYDRA_IFACE"] = st["bridge"]
+    elif kind == "slurm":
+        if not st.get("slurm"):
+            raise TiersError("the virtual cluster runs no Slurm: 'tiers vcluster up --slurm' "
+                             "first")
+        out_env.update(_slurm.environment(st))
+    else:
+        raise TiersError(f"launcher_settings is for mpich and slurm, not {kind}")
+    return opts, out_env
+
+
+def launcher(kind: str):
+    """Return the :class:`tiers.launch.Launcher` of ``kind`` that launches
+    on the cluster; for ``slurm`` the srun that its Slurm answers (srun
+    22.05 gives its version only with a configuration)."""
+    from . import launch as _launch
+    from . import slurm as _slurm
+
+    kind = _launch.Launcher(kind).kind
+    if kind != "slurm":
+        return _launch.detect(kind)
+    return _slurm.launcher()
 
 
 def slots_total(state: dict | None = None) -> int:
@@ -1010,13 +1092,30 @@ def _print_state(st: dict) -> None:
         _say(f"  {n['name']:<10} {n['ip']:<15} "
               f"{n['host_if']}<->{n['netns']}:{n['node_if']}{extra}")
     _say(f"hostfile {st.get('hostfile')}; agent {st.get('agent')}; state {state_path()}")
+    _print_slurm(st)
+
+
+def _print_slurm(st: dict) -> None:
+    """Slurm's view of the nodes (sinfo), when the cluster runs Slurm."""
+    sl = st.get("slurm")
+    if not sl:
+        return
+    view = sl.get("nodes") or []
+    _say(f"slurm: {len(view)} nodes known to slurmctld; SLURM_CONF={sl.get('conf')}"
+         + (f"; running: {', '.join(sl['running'])}" if "running" in sl else ""))
+    for v in view:
+        _say(f"  {v['name']:<10} {v['state']:<10} {v['cpus']} CPUs = {v['sockets']} sockets x "
+             f"{v['cores_per_socket']} cores x {v['threads_per_core']} threads, "
+             f"partition {v['partition']}")
 
 
 def main(args, argv: list[str]) -> int:
     """``tiers vcluster up|down|status|mpirun``; return the exit status."""
     action = args.vcluster_action
     if action == "up":
-        st = up(args.nodes, args.slots, args.link, args.subnet)
+        st = up(args.nodes, args.slots, args.link, args.subnet,
+                slurm=bool(getattr(args, "slurm", False)),
+                slurm_timeout=getattr(args, "slurm_timeout", None))
         if args.json:
             _write_json(st, args.json, args, argv)
         if st["already_up"] and st["link_changed"]:
@@ -1029,6 +1128,9 @@ def main(args, argv: list[str]) -> int:
         _print_state(st)
         _say(f"run a program on it: tiers vcluster mpirun -n {slots_total(st)} -- PROGRAM "
              "[ARGS]")
+        if st.get("slurm"):
+            _say(f"or with Slurm: tiers vcluster srun -n {slots_total(st)} PROGRAM [ARGS] "
+                 "(eval \"$(tiers vcluster env)\" for srun, salloc and sinfo themselves)")
         return 0
     if action == "down":
         res = down()
@@ -1088,7 +1190,38 @@ def main(args, argv: list[str]) -> int:
         summariser.finish(res.returncode, label=os.path.basename(cmd[0]), ranks=ranks,
                           state=st)
         return res.returncode
+    if action in ("srun", "salloc", "sinfo"):
+        return _slurm_command(action, list(args.cmd or []), args)
+    if action == "env":
+        from . import slurm as _slurm
+        st = require_up()
+        if not st.get("slurm"):
+            raise TiersError("the virtual cluster runs no Slurm: tiers vcluster up --slurm")
+        for name, value in _slurm.environment(st, mpi=args.mpi).items():
+            print(f"export {name}='{value}'")
+        return 0
     raise TiersError(f"unknown vcluster action {action}")
+
+
+def _slurm_command(action: str, words: list[str], args) -> int:
+    """Run Slurm's ``srun``/``salloc``/``sinfo`` with ``words`` on the
+    cluster (its SLURM_CONF, PMI type and Open MPI settings); return the
+    command's exit status."""
+    from . import launch as _launch
+    from . import slurm as _slurm
+
+    if words and words[0] == "--":
+        words = words[1:]
+    st = require_up()
+    if not st.get("slurm"):
+        raise TiersError(f"the virtual cluster runs no Slurm: 'tiers vcluster up --slurm' "
+                         f"before 'tiers vcluster {action}'")
+    if action != "sinfo" and not words:
+        raise TiersError(f"nothing to run: tiers vcluster {action} [OPTIONS] PROGRAM [ARGS]")
+    env = _slurm.environment(st, mpi=args.mpi)
+    res = _launch.run_command([action] + words, timeout=args.timeout, stream=True,
+                              check=False, env=env)
+    return res.returncode
 
 
 def document(state: dict, args, argv: list[str]) -> dict:
