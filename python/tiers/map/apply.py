@@ -83,7 +83,10 @@ def plan_launch(kind: str, p: Placement, machine: Machine, workdir: str | os.Pat
     if kind not in ("mpich", "slurm"):
         raise TiersError(f"tiers map cannot launch with '{kind}'")
     hosts = writers.write_hosts_per_rank(str(work / "placement.hosts"), p, machine)
-    bl = writers.bind_list(p, machine)
+    # Hydra numbers local ranks per run of equal lines of its machine file
+    # (a host named again later starts a new proxy at local rank 0); Slurm
+    # per host over the whole SLURM_HOSTFILE
+    bl = writers.bind_list(p, machine, runs=kind == "mpich")
     opts = {}
     wrapper: list[str] = []
     if bl is not None:
@@ -110,6 +113,14 @@ def command(program: Sequence[str], p: Placement, machine: Machine, workdir, *,
     virtual cluster with ``vcluster``, else with ``launcher`` (a kind, or
     None to detect)."""
     n = int(p.node.size)
+    if vcluster and launcher and launch.Launcher(launcher).kind != "openmpi":
+        # Hydra through the cluster's agent, or srun on its Slurm
+        from .. import vcluster as vcl
+        kind = launch.Launcher(launcher).kind
+        how = plan_launch(kind, p, machine, workdir)
+        opts, env = vcl.launcher_settings(kind, how["options"], how["env"])
+        lau = vcl.launcher(kind)
+        return launch.build_command(lau, how["wrapper"] + list(program), n, **opts), env
     if vcluster:
         from .. import vcluster as vcl
         how = plan_launch("openmpi", p, machine, workdir, rankfile=rankfile)
@@ -169,7 +180,9 @@ def dry_run(cmdline: Sequence[str], p: Placement, machine: Machine, *,
     import tempfile
 
     work = tempfile.mkdtemp(prefix="tiers-map-launch-")
-    if vcluster:
+    if vcluster and launcher and launch.Launcher(launcher).kind != "openmpi":
+        line, env = command(list(cmdline), p, machine, work, launcher=launcher, vcluster=True)
+    elif vcluster:
         rf = rankfile or str(writers.write_rankfile(str(Path(work) / "placement.rankfile"),
                                                     p, machine))
         line = ["tiers", "vcluster", "mpirun", "-n", str(int(p.node.size)), "--rankfile",

@@ -63,11 +63,26 @@ def pu_list(p: Placement, machine: Machine) -> str:
     return ",".join(str(int(machine.slot_pu[int(s)])) for s in p.slot)
 
 
-def bind_list(p: Placement, machine: Machine) -> list[int] | None:
+def _runs_pus(p: Placement, machine: Machine) -> list[list[int]]:
+    """The OS PUs of each run of consecutive ranks on one host."""
+    out: list[list[int]] = []
+    last = None
+    for r in range(p.node.size):
+        if int(p.node[r]) != last:
+            out.append([])
+            last = int(p.node[r])
+        out[-1].append(int(machine.slot_pu[int(p.slot[r])]))
+    return out
+
+
+def bind_list(p: Placement, machine: Machine, *, runs: bool = False) -> list[int] | None:
     """Return the one per-local-rank PU list that holds on every host, or
     None when the hosts need different lists (then Hydra's ``user:`` and
-    Slurm's ``map_cpu:`` cannot express the placement in one option)."""
-    lists = list(local_pus(p, machine).values())
+    Slurm's ``map_cpu:`` cannot express the placement in one option).
+    With ``runs`` the local ranks are counted per run of consecutive ranks
+    on one host, as Hydra counts them (one proxy per run of equal lines of
+    its machine file)."""
+    lists = _runs_pus(p, machine) if runs else list(local_pus(p, machine).values())
     longest = max(lists, key=len)
     for lst in lists:
         if lst != longest[:len(lst)]:
@@ -109,8 +124,10 @@ def commands(paths: dict, p: Placement, machine: Machine, n: int) -> dict[str, s
     # rank binds itself through tiers-bind instead
     wrap = "" if bl else f"tiers-bind --pus {pu_list(p, machine)} -- "
     if "hydra" in paths:
-        bind = f" -bind-to user:{','.join(map(str, bl))}" if bl else " -bind-to none"
-        out["mpich"] = f"mpiexec -n {n} -f {paths['hydra']}{bind} {wrap}./app"
+        hl = bind_list(p, machine, runs=True)     # Hydra: local ranks per run of lines
+        bind = f" -bind-to user:{','.join(map(str, hl))}" if hl else " -bind-to none"
+        hwrap = "" if hl else f"tiers-bind --pus {pu_list(p, machine)} -- "
+        out["mpich"] = f"mpiexec -n {n} -f {paths['hydra']}{bind} {hwrap}./app"
     if "slurm" in paths:
         bind = f" --cpu-bind=map_cpu:{','.join(map(str, bl))}" if bl else " --cpu-bind=none"
         out["slurm"] = (f"SLURM_HOSTFILE={paths['slurm']} srun -n {n} "
