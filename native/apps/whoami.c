@@ -21,7 +21,8 @@
  *     ...]}
  * "netns" names the network namespace the rank runs in (the link
  * /proc/self/ns/net; "" where there is none), which tells the nodes of a
- * tiers vcluster apart.  "threads" is omp_get_max_threads() (what
+ * tiers vcluster apart; "netns_name" is that namespace's name under
+ * /run/netns (``ip netns``: "tiers-n0" on a vcluster node, "" for none).  "threads" is omp_get_max_threads() (what
  * OMP_NUM_THREADS asked for);
  * "thread_cpusets" holds, per thread of one parallel region, the PUs that
  * thread is bound to.
@@ -32,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <hwloc.h>
@@ -52,6 +55,33 @@ static void bound_pus(hwloc_topology_t hw, int flags, char *out, size_t size)
   hwloc_bitmap_free(set);
 }
 
+/* The name under /run/netns (ip netns) of the calling process's network
+ * namespace, or "" when it has none there. */
+static void netns_name(char *out, size_t size)
+{
+  out[0] = '\0';
+  struct stat self;
+  if (stat("/proc/self/ns/net", &self) != 0)
+    return;
+  DIR *dir = opendir("/run/netns");
+  if (!dir)
+    return;
+  struct dirent *e;
+  while ((e = readdir(dir)) != NULL) {
+    char path[512];
+    struct stat st;
+    if (e->d_name[0] == '.')
+      continue;
+    if ((size_t)snprintf(path, sizeof path, "/run/netns/%s", e->d_name) >= sizeof path)
+      continue;
+    if (stat(path, &st) == 0 && st.st_ino == self.st_ino && st.st_dev == self.st_dev) {
+      snprintf(out, size, "%s", e->d_name);
+      break;
+    }
+  }
+  closedir(dir);
+}
+
 /* Writes this rank's record as one JSON object into a fresh buffer; returns its length. */
 static size_t write_record(int rank, int size, const char **env_names, int n_env, char **text)
 {
@@ -60,6 +90,8 @@ static size_t write_record(int rank, int size, const char **env_names, int n_env
   char netns[64] = "";
   ssize_t netns_len = readlink("/proc/self/ns/net", netns, sizeof netns - 1);
   netns[netns_len > 0 ? netns_len : 0] = '\0';
+  char ns_name[256];
+  netns_name(ns_name, sizeof ns_name);
 
   int n_threads = omp_get_max_threads();
   char *thread_sets = calloc((size_t)n_threads, CPUSET_CHARS);
@@ -93,6 +125,7 @@ static size_t write_record(int rank, int size, const char **env_names, int n_env
   tiers_json_kv_int(&j, "pid", (int64_t)getpid());
   tiers_json_kv_string(&j, "host", host);
   tiers_json_kv_string(&j, "netns", netns);
+  tiers_json_kv_string(&j, "netns_name", ns_name);
   tiers_json_kv_string(&j, "cpuset", process_set);
   tiers_json_kv_int(&j, "threads", n_threads);
   tiers_json_key(&j, "thread_cpusets");
