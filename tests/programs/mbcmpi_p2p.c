@@ -308,6 +308,38 @@ static void test_comms(void)
   CHECK(half == MPI_COMM_NULL, "comm_free sets null");
 }
 
+/* an intercommunicator between the even and the odd ranks (passed to
+ * MPI), and the intracommunicator merged from it (carried) */
+static void test_intercomm(void)
+{
+  MPI_Comm half, inter, merged;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+  MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, rank % 2 ? 0 : 1, 55, &inter);
+  int hr, rsize;
+  MPI_Comm_rank(half, &hr);
+  MPI_Comm_remote_size(inter, &rsize);
+  if (hr < rsize) {
+    int v = rank, g = -1;
+    MPI_Status st;
+    MPI_Sendrecv(&v, 1, MPI_INT, hr, 56, &g, 1, MPI_INT, hr, 56, inter, &st);
+    int partner = rank % 2 ? rank - 1 : rank + 1;
+    CHECK(g == partner && st.MPI_SOURCE == hr, "intercomm exchange %d", g);
+  }
+  MPI_Intercomm_merge(inter, rank % 2, &merged);
+  int mr, ms, sum = -1;
+  MPI_Comm_rank(merged, &mr);
+  MPI_Comm_size(merged, &ms);
+  int v = mr, g = -1;
+  MPI_Sendrecv(&v, 1, MPI_INT, (mr + 1) % ms, 57, &g, 1, MPI_INT, MPI_ANY_SOURCE, 57, merged,
+               MPI_STATUS_IGNORE);
+  CHECK(ms == size && g == (mr + ms - 1) % ms, "merged ring %d", g);
+  MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, merged);
+  CHECK(sum == size * (size - 1) / 2, "merged allreduce %d", sum);
+  MPI_Comm_free(&merged);
+  MPI_Comm_free(&inter);
+  MPI_Comm_free(&half);
+}
+
 /* a real MPI request (Ibarrier) and ours in one array; Waitany, Testsome */
 static void test_mixed(void)
 {
@@ -444,6 +476,7 @@ int main(int argc, char **argv)
   test_datatypes();
   test_persistent();
   test_comms();
+  test_intercomm();
   test_mixed();
   test_cancel_trunc_null();
   test_collectives();

@@ -24,21 +24,29 @@
   __typeof__(PMPI_##name) MPI_##name __attribute__((alias("w_" #name), visibility("default"))); \
   __typeof__(PMPI_##name) PMPI_##name __attribute__((alias("w_" #name), visibility("default")));
 
-/* The choice table: a collective is carried on the transport when its
- * payload (bytes per process) is at most max_bytes; SIZE_MAX - never.
- * Entries are set from bench/mbc_vs_mpi's interposition measurement
- * (docs/benchmarks.md); TIERS_MBC_MPI_COLL=mpi passes every collective
- * to MPI, =mbc carries every one that can be. */
+/* The choice table, in one place: a collective is carried on the
+ * transport when enabled and its payload (bytes per process) is at most
+ * max_bytes.  The alternative is not MPI's blocking call but its
+ * non-blocking form polled with transport progress (see above).
+ *  - barrier: carried.  libtiers-mbc's dissemination barrier measured
+ *    1.19x MPI_Barrier at 2 processes and 0.95x at 4 oversubscribed ones
+ *    (docs/benchmarks.md, mbc_vs_mpi) against the blocking call, and
+ *    needs no polling of MPI; bench/mbc_vs_mpi/run prints MPI_Barrier
+ *    through this library against plain MPI.
+ *  - bcast, allreduce: passed to MPI until a measurement through this
+ *    library shows the transport faster (the code to carry them is here:
+ *    TIERS_MBC_MPI_COLL=mbc carries every collective that can be).
+ * TIERS_MBC_MPI_COLL=mpi passes every collective to MPI. */
 static const struct {
   int fn;
   size_t max_bytes;
 } carry_table[] = {
-    {F_Barrier, 0},    /* payload 0: carried when max_bytes >= 0 and enabled */
+    {F_Barrier, 0},
     {F_Bcast, 0},
     {F_Allreduce, 0},
 };
 static const int carry_enabled[] = {
-    1, /* barrier: dissemination on one-line FIFO entries */
+    1, /* barrier */
     0, /* bcast */
     0, /* allreduce */
 };
