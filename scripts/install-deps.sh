@@ -17,6 +17,7 @@ debs=(
   libscotch-dev scotch
   libotf2-trace-dev otf2-tools
   likwid hpcc libopenblas-dev
+  lammps lammps-examples petsc-dev
   python3-venv python3-dev
   clang libclang-rt-14-dev
   chromium
@@ -50,6 +51,7 @@ stamp=$venv/.tiers-deps
 reqs=$here/requirements.txt
 if [ ! -f "$stamp" ] || [ "$reqs" -nt "$stamp" ]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -r "$reqs"
+  # mpi4py builds against the MPI that tiers uses by default: Open MPI's mpicc
+  MPICC=${MPICC:-mpicc.openmpi} "$venv/bin/python" -m pip install -q -r "$reqs"
   cp "$reqs" "$stamp"
 fi
