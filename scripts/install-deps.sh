@@ -51,7 +51,7 @@ stamp=$venv/.tiers-deps
 reqs=$here/requirements.txt
 if [ ! -f "$stamp" ] || [ "$reqs" -nt "$stamp" ]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
-  # mpi4py builds against the MPI that tiers uses by default: Open MPI's mpicc
+  # a source build of mpi4py uses the MPI tiers uses by default: Open MPI's mpicc
   MPICC=${MPICC:-mpicc.openmpi} "$venv/bin/python" -m pip install -q -r "$reqs"
   cp "$reqs" "$stamp"
 fi
