@@ -276,3 +276,16 @@ def test_p2p_under_address_sanitizer(programs, ranks):
     assert "AddressSanitizer" not in res.stderr and "runtime error" not in res.stderr, res.stderr
     assert res.returncode == 0, res.stdout + res.stderr
     assert _checks(res.stdout)[1] == 0
+
+
+def test_exports_only_mpi_names():
+    """The library lives inside someone else's program: it exports the MPI
+    functions it stands in for and nothing else (libtiers-mbc compiled in
+    stays hidden)."""
+    out = subprocess.run(["nm", "-D", "--defined-only", _lib()], capture_output=True, text=True,
+                         check=True).stdout
+    names = [ln.split()[-1] for ln in out.splitlines() if ln.strip()]
+    assert names
+    assert [n for n in names if not n.startswith(("MPI_", "PMPI_"))] == []
+    for fn in ("MPI_Send", "PMPI_Send", "MPI_Waitall", "PMPI_Comm_split", "MPI_Init_thread"):
+        assert fn in names
