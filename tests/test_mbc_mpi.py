@@ -204,22 +204,28 @@ def test_thread_multiple_is_refused_in_one_line(programs, ranks):
 # -- Fortran --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def fortran_program(tmp_path_factory):
+def fortran_programs(tmp_path_factory):
+    """mbcmpi_f.f90 (`use mpi`) and mbcmpi_f08.f90 (`use mpi_f08`), compiled."""
     fc = shutil.which("mpif90") or shutil.which("mpifort")
     if not fc:
         pytest.fail("mpif90 missing: install gfortran and the MPI Fortran bindings")
-    exe = tmp_path_factory.mktemp("mbcmpi_f") / "mbcmpi_f"
-    subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / "mbcmpi_f.f90")], check=True,
-                   capture_output=True)
-    return str(exe)
+    folder = tmp_path_factory.mktemp("mbcmpi_f")
+    exes = {}
+    for name in ("mbcmpi_f", "mbcmpi_f08"):
+        exe = folder / name
+        subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / f"{name}.f90")], check=True,
+                       capture_output=True, cwd=folder)
+        exes[name] = str(exe)
+    return exes
 
 
+@pytest.mark.parametrize("name,ok", [("mbcmpi_f", "fortran ok"), ("mbcmpi_f08", "f08 ok")])
 @pytest.mark.parametrize("ranks", RANKS)
-def test_fortran_wildcards_carried(fortran_program, ranks, tmp_path):
+def test_fortran_wildcards_carried(fortran_programs, name, ok, ranks, tmp_path):
     prefix = tmp_path / "f"
-    res = _run(fortran_program, ranks, {"TIERS_MBC_MPI_STATS": str(prefix)})
+    res = _run(fortran_programs[name], ranks, {"TIERS_MBC_MPI_STATS": str(prefix)})
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "fortran ok" in res.stdout, res.stdout
+    assert ok in res.stdout, res.stdout
     docs = _stats(prefix, ranks)
     # rank 0 took ranks-1 wildcard receives plus its ring receive
     assert docs[0]["carried"]["MPI_Recv"] == ranks - 1
