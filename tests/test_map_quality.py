@@ -241,3 +241,52 @@ def test_graph_larger_than_the_machine_is_one_line(tmp_path):
     r = run_tiers("map", "--comm", str(path), "--machine", NODE16, "--nodes", "2",
                   "--allow-disconnected")
     assert_one_line_error(r, "40 ranks are more than the 32 cores of 2 node(s) x 16 cores")
+
+
+@pytest.mark.parametrize("parts,points", [([5, 3, 7], [4, 8, 16]), ([6, 4], [32, 8]),
+                                          ([2, 2, 2], [8, 8, 8])])
+def test_a_grid_in_another_numbering_gets_its_coordinates_back(parts, points):
+    """A shuffled stencil read without coordinates: the recovered grid has
+    the same axis sizes and per-axis pair bytes (up to the order of the
+    axes), every edge joins two points one step apart, and every grid point
+    holds one rank."""
+    g = G.stencil(parts, points)
+    perm = np.random.default_rng(7).permutation(g.n)
+    h = g.permuted(perm)
+    assert h.coords is None
+    assert G.recover_grid(h)
+    got_parts, got_pair = h.grid
+    assert sorted(got_parts) == sorted(parts)
+    assert sorted(zip(got_parts, got_pair)) == sorted(zip(parts, g.grid[1]))
+    u, v, _ = h.edge_list()
+    assert np.all(np.abs(h.coords[u] - h.coords[v]).sum(axis=1) == 1)
+    assert len(set(map(tuple, h.coords.tolist()))) == h.n
+
+
+def test_a_grid_with_one_extra_edge_is_not_a_grid():
+    g = G.stencil([4, 4, 2], [8, 8, 8])
+    u, v, w = g.edge_list()
+    h = G.from_coo(g.n, np.append(u, 0), np.append(v, g.n - 1), np.append(w, w[0]),
+                   symmetric=True)
+    assert not G.recover_grid(h)
+    assert h.coords is None and h.grid is None
+
+
+def test_shuffled_grid_from_a_file_gets_the_tiling(tmp_path, node16):
+    """tiers map --comm of a shuffled 4x4x4 grid of 64x32x16 subdomains on 4
+    nodes: the geometric candidate is there and its busiest node sends what
+    the best box tiling's does, by hand."""
+    parts, points = [4, 4, 4], [64, 32, 16]
+    g = G.stencil(parts, points)
+    perm = np.random.default_rng(3).permutation(g.n)
+    traffic = grid_traffic(parts, points)
+    path = tmp_path / "g.mtx"
+    lines = [f"{perm[s] + 1} {perm[d] + 1} {b}" for (s, d), b in traffic.items()]
+    path.write_text("%%MatrixMarket matrix coordinate real general\n"
+                    f"{g.n} {g.n} {len(lines)}\n" + "\n".join(lines) + "\n")
+    out = plan(G.read(str(path)), node16, nodes=4)
+    mets = {m["placement"]: m for m in out["metrics"]}
+    assert "geometric" in mets
+    inter, top = _best_tiling(parts, points, 16)
+    assert mets["geometric"]["bytes_inter_node"] == inter
+    assert mets["geometric"]["max_node_sent_bytes"] == top

@@ -71,7 +71,15 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
                              oversubscribe=oversubscribe,
                              layer_costs=machine_mod.parse_layer_costs(layer_costs), links=links)
     start = time.perf_counter()
+    # a grid read from a file (any numbering) gets its coordinates back, so
+    # that the geometric candidate applies to it too
+    recovered = g.coords is None and graph_mod.recover_grid(g)
     places = placement.strategies(g, mach, seed)
+    if recovered:
+        for p in places:
+            if p.name == "geometric":
+                p.note = ("the graph is a " + "x".join(map(str, g.grid[0])) +
+                          " grid in another numbering; " + p.note)
     mets = [placement.metrics(g, mach, p) for p in places]
     # the refinement pass, on the model's best and on the Scotch mapping
     # (which often cuts fewer bytes than the best); a result is kept only

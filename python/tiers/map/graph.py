@@ -737,3 +737,92 @@ def stencil(parts, points, bytes_per_point: int = BYTES_PER_POINT, *,
         2.0 * int(np.prod([points[b] for b in range(dim) if b != a])) * bytes_per_point
         for a in range(dim)))
     return g
+
+
+# --------------------------------------------------------------------------
+# Grids read from a file
+
+
+def _bfs(g: Graph, start: int) -> np.ndarray:
+    """Return the hop distance of every rank from ``start`` (-1: not
+    reached), one frontier at a time."""
+    dist = np.full(g.n, -1, dtype=np.int64)
+    dist[start] = 0
+    front = np.array([start], dtype=np.int64)
+    d = 0
+    while front.size:
+        lo, hi = g.xadj[front], g.xadj[front + 1]
+        lens = hi - lo
+        if not lens.sum():
+            break
+        idx = np.repeat(lo - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + \
+            np.arange(int(lens.sum()))
+        nb = g.adjncy[idx].astype(np.int64)
+        nb = nb[dist[nb] < 0]
+        d += 1
+        dist[nb] = d
+        front = np.unique(nb)
+    return dist
+
+
+def recover_grid(g: Graph) -> bool:
+    """Recognise a graph that is a 2-D or 3-D grid of face exchanges in any
+    numbering (every rank a grid point, edges exactly the face neighbours,
+    the same bytes across each axis, as a shuffled ``--stencil`` read from
+    a file) and give it grid coordinates (``coords``, ``grid``), so that
+    the geometric candidate applies.  Return whether it did; the graph is
+    unchanged otherwise.  Cost: a few breadth-first searches."""
+    import itertools
+
+    if g.coords is not None or g.n < 4 or g.adjsent is not None and \
+            not np.allclose(g.adjsent * 2, g.adjwgt):
+        return False
+    deg = np.diff(g.xadj)
+    dims = int(deg.min())
+    if dims not in (2, 3) or deg.max() > 2 * dims:
+        return False
+    corners = np.flatnonzero(deg == dims)
+    if corners.size != 2 ** dims:
+        return False
+    c0 = int(corners[0])
+    d0 = _bfs(g, c0)
+    if d0.min() < 0:
+        return False
+    others = [int(c) for c in corners[1:]]
+    u, v, w = g.edge_list()
+    for ends in itertools.combinations(others, dims):
+        sizes = [int(d0[e]) + 1 for e in ends]
+        if int(np.prod(sizes)) != g.n:
+            continue
+        coords = np.empty((g.n, dims), dtype=np.int64)
+        ok = True
+        for a, e in enumerate(ends):
+            twice = d0 - _bfs(g, e) + (sizes[a] - 1)
+            if np.any(twice % 2) or twice.min() < 0 or twice.max() > 2 * (sizes[a] - 1):
+                ok = False
+                break
+            coords[:, a] = twice // 2
+        if not ok:
+            continue
+        lin = np.zeros(g.n, dtype=np.int64)
+        for a in reversed(range(dims)):
+            lin = lin * sizes[a] + coords[:, a]
+        if np.bincount(lin, minlength=g.n).max() != 1:
+            continue
+        step = np.abs(coords[u] - coords[v])
+        if not np.all(step.sum(axis=1) == 1):
+            continue
+        axis = np.argmax(step, axis=1)
+        expect = sum((sizes[a] - 1) * g.n // sizes[a] for a in range(dims))
+        if u.size != expect:
+            continue
+        pair = []
+        for a in range(dims):
+            wa = w[axis == a]
+            if wa.size and not np.all(wa == wa[0]):
+                return False
+            pair.append(float(wa[0]) if wa.size else 0.0)
+        g.coords = coords.astype(np.int32)
+        g.grid = (tuple(sizes), tuple(pair))
+        return True
+    return False
