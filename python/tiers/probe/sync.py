@@ -283,6 +283,12 @@ def _cell(row: dict | None) -> str:
     "below noise" for a row that cannot be given as a cost."""
     if row is None:
         return "-"
+    if "value_us" not in row:  # a document of an older tiers: its EPCC mean
+        mean, ci = row.get("mean_us"), row.get("ci95_us")
+        if mean is None or mean <= 0 or not ci:
+            return stats.mark("below noise", True)
+        return stats.mark(f"{mean:.3f} ±{(ci[1] - ci[0]) / 2:.3f} µs", row.get("noisy")) + \
+            f"\n{row['mean_cycles']:,.0f} cy"
     if row.get("reliable") is False or row.get("value_us") is None:
         # a difference of two loops at or below the noise: no cost to print
         return stats.mark("below noise", True)
@@ -292,6 +298,28 @@ def _cell(row: dict | None) -> str:
     if row.get("value_cycles") is not None:
         text += f"\n{row['value_cycles']:,.0f} cy"
     return text
+
+
+def _render_legacy_header(p: dict, console: Console) -> None:
+    """The parameters line of a document of an older tiers (EPCC means)."""
+    console.print(f"delay() = {p['delay_length']} iterations = {p['delay_measured_us']:.4f} µs "
+                  f"(asked {p['delay_time_us']:g} µs); {p['reps']} repetitions of about "
+                  f"{p['test_time_us']:g} µs; outliers beyond {p['outlier_sigma']:g} σ dropped; "
+                  f"{p['cycles_per_second'] / 1e9:.3f} GHz for cycles; threads pinned "
+                  f"{p['pin']}.")
+    console.print("Cells: mean ± half the 95% confidence interval in µs, and the mean in CPU "
+                  "cycles.")
+
+
+def _render_legacy_headline(head: dict, console: Console) -> None:
+    """The headline of a document of an older tiers: mean and median."""
+    parts = [f"{v['label']} {v['mean_us']:.3f} µs ({v['mean_cycles']:,.0f} cycles), median "
+             f"{v['median_us']:.3f} µs ({v['median_cycles']:,.0f} cycles)"
+             + (" (noisy)" if v.get("noisy") else "")
+             for k, v in head.items() if k != "threads" and v.get("mean_us") is not None]
+    if parts:
+        console.print(f"At {plural(head['threads'], 'thread')}, mean and median: "
+                      + "; ".join(parts) + ".")
 
 
 def _index(rows: list[dict]) -> dict:
@@ -308,16 +336,20 @@ def render(doc: dict, console: Console) -> None:
     p, summary = doc["params"], doc["summary"]
     rows, threads = summary["rows"], summary["threads"]
     index = _index(rows)
-    console.print(f"delay() = {p['delay_length']} iterations = {p['delay_measured_us']:.4f} µs "
-                  f"(asked {p['delay_time_us']:g} µs); repetitions of about "
-                  f"{p['test_time_us']:g} µs, at least {p['reps']}"
-                  + (f", until the 95 % CI of the median is within ±5 % or "
-                     f"{p['figure_time_s']:g} s per figure pass" if "figure_time_s" in p else "")
-                  + f"; {p['cycles_per_second'] / 1e9:.3f} GHz for cycles; threads pinned "
-                  f"{p['pin']}.")
-    console.print("Cells: the median ± its 95 % confidence interval in µs, and in CPU cycles; "
-                  "an overhead is the median of (test - reference) over pairs timed side by "
-                  "side.")
+    if rows and not any("value_us" in r for r in rows):
+        _render_legacy_header(p, console)
+    else:
+        console.print(f"delay() = {p['delay_length']} iterations = "
+                      f"{p['delay_measured_us']:.4f} µs (asked {p['delay_time_us']:g} µs); "
+                      f"repetitions of about {p['test_time_us']:g} µs, at least {p['reps']}"
+                      + (f", until the 95 % CI of the median is within ±5 % or "
+                         f"{p['figure_time_s']:g} s per figure pass"
+                         if "figure_time_s" in p else "")
+                      + f"; {p['cycles_per_second'] / 1e9:.3f} GHz for cycles; threads pinned "
+                      f"{p['pin']}.")
+        console.print("Cells: the median ± its 95 % confidence interval in µs, and in CPU "
+                      "cycles; an overhead is the median of (test - reference) over pairs timed "
+                      "side by side.")
 
     def table(title: str, first: str) -> Table:
         t = Table(title=title, title_justify="left")
@@ -358,8 +390,10 @@ def render(doc: dict, console: Console) -> None:
                 spin = index.get(("barriers", "spin", None, n))
                 text = _cell(row)
                 if row is not None and spin is not None and name != "spin" and \
-                        row.get("value_us") and spin.get("value_us"):
-                    text += f"\n×{row['value_us'] / spin['value_us']:,.1f} spin"
+                        row.get("value_us", row.get("mean_us")) and \
+                        spin.get("value_us", spin.get("mean_us")):
+                    a = row.get("value_us", row.get("mean_us"))
+                    text += f"\n×{a / spin.get('value_us', spin.get('mean_us')):,.1f} spin"
                 cells.append(text)
             t.add_row(label, *cells)
         console.print(t)
@@ -373,6 +407,9 @@ def render(doc: dict, console: Console) -> None:
                           f": {r.get('why') or 'not a cost'}", markup=False)
 
     head = summary["headline"]
+    if rows and not any("value_us" in r for r in rows):
+        _render_legacy_headline(head, console)
+        return
     parts = []
     for k, v in head.items():
         if k == "threads":
@@ -406,10 +443,12 @@ def _points(pts: list[dict]) -> tuple[list[float], list[list[float]]]:
     """The medians of rows (NaN where below the noise, so nothing is drawn)
     and their error bars from the 95 % CI of the median."""
     nan = float("nan")
-    y = [nan if r.get("value_us") is None else r["value_us"] for r in pts]
+    legacy = lambda r: "value_us" not in r  # noqa: E731 -- older documents: the mean
+    val = lambda r: r.get("mean_us") if legacy(r) else r.get("value_us")  # noqa: E731
+    y = [nan if val(r) is None or val(r) <= 0 else val(r) for r in pts]
     lo, hi = [], []
     for r, v in zip(pts, y):
-        ci = r.get("median_ci95_us")
+        ci = r.get("ci95_us") if legacy(r) else r.get("median_ci95_us")
         ok = ci and ci[0] is not None and ci[1] is not None and v == v
         lo.append(max(0.0, v - ci[0]) if ok else 0.0)
         hi.append(max(0.0, ci[1] - v) if ok else 0.0)
