@@ -508,7 +508,7 @@ def test_down_stops_a_running_program_first(clean):
     assert len(mpirun) == 1
     down = run_tiers("vcluster", "down", timeout=120)
     assert down.returncode == 0, down.stderr
-    assert "stopped mpirun" in down.stdout and "(sleep)" in down.stdout
+    assert "stopped mpirun (pid " in down.stdout and ": sleep), which ran" in down.stdout
     proc.wait(timeout=30)                  # the tiers vcluster mpirun of the program ends
     left = [p for ps in pids.values() for p in ps if _alive(p)] + \
         [p for p in mpirun if _alive(p)]

@@ -13,9 +13,10 @@
    :mod:`tiers.stats`) next to the model's predicted time per exchange,
    and the two ratios default / chosen.
 
-Every rank of every run gets ``TIERS_TUNE_RUN=PLACEMENT:ROUND`` in its
-environment (``trace:0`` for the traced run), so a program or a wrapper
-can tell the runs apart.  The measured time of a run is the time the
+Every rank of every measured run gets ``TIERS_TUNE_RUN=PLACEMENT:ROUND``
+in its environment (and ``trace:0`` the traced run, except on the virtual
+cluster, where :func:`tiers.trace.run` builds that launch), so a program or
+a wrapper can tell the runs apart.  The measured time of a run is the time the
 program reports (``time_s`` of the JSON document it prints, as the tiers
 applications do) when every run reports one, else the launcher's wall
 time.  The trace folder, rankfile and hostfile live in a temporary folder

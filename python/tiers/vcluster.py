@@ -664,12 +664,22 @@ def _stop_launches(st: dict | None, grace: float = 5.0) -> list[str]:
         except ProcessLookupError:
             pass
     return [f"{os.path.basename(cmd.split()[0])} (pid {pid}: "
-            f"{os.path.basename(_program_of(cmd))})" for pid, cmd in found]
+            f"{os.path.basename(_program_of(cmd, st))})" for pid, cmd in found]
 
 
-def _program_of(cmdline: str) -> str:
+def _program_of(cmdline: str, st: dict | None) -> str:
+    """The program a launcher line runs, skipping the cluster's own files
+    (the agent is an executable, and would look like the program)."""
     from . import launch as _launch
-    return _launch.guess_program(cmdline.split())
+    marks = {str((st or {}).get("agent")), str((st or {}).get("hostfile"))}
+    words = cmdline.split()
+    drop = set()
+    for i, w in enumerate(words):
+        if w in marks:       # "--hostfile F", "--mca plm_rsh_agent A"
+            drop.update({i, i - 1})
+            if i >= 2 and words[i - 2] in ("--mca", "-mca", "--prtemca"):
+                drop.add(i - 2)
+    return _launch.guess_program([w for i, w in enumerate(words) if i not in drop])
 
 
 def down() -> dict:
