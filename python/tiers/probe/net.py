@@ -451,6 +451,10 @@ def _pingpong_row(r: dict) -> dict:
     return out
 
 
+#: The legend of the ping-pong table's "~" (a whole row is marked).
+ROW_LEGEND = ("~ noisy row: a 95 % CI of the median wider than +-5 %, best and median more "
+              "than 5 % apart, or streaming below ping-pong (the reason per size above)")
+
 #: From this size on, streaming (many messages in flight) below the ping-pong
 #: bandwidth of the same size means a disturbed measurement (below it, the
 #: per-message costs of the two methods differ and either can be lower).
@@ -586,7 +590,7 @@ def render(doc: dict, console: Console) -> None:
                           f"bandwidth: windows of {pr['window']} non-blocking sends; "
                           f"MB = 10^6 bytes.")
         if any_noisy:
-            console.print(stats.LEGEND)
+            console.print(ROW_LEGEND)
     if "allpairs" in s:
         ap = s["allpairs"]
         pa = doc["params"]["allpairs"]
