@@ -1336,6 +1336,21 @@ static void merge_close(merge_t *m) {
   free(m->heap);
 }
 
+/* this process's peak resident memory (VmHWM), or -1 */
+static long peak_rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long v = -1;
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmHWM:", 6)) {
+      v = atol(line + 6);
+      break;
+    }
+  fclose(f);
+  return v;
+}
+
 /* ------------------------------------------------------------ main */
 
 static int is_rank_file(const char *name) {
@@ -2114,8 +2129,8 @@ int main(int argc, char **argv) {
     json_num(o, secs);
     fputs(", \"scan_seconds\": ", o);
     json_num(o, scan);
-    fprintf(o, ", \"otf2\": %s, \"message_runs\": %zu}}\n", g_write_otf2 ? "true" : "false",
-            g_spill[0].nruns + g_spill[1].nruns);
+    fprintf(o, ", \"otf2\": %s, \"message_runs\": %zu, \"peak_rss_kib\": %ld}}\n",
+            g_write_otf2 ? "true" : "false", g_spill[0].nruns + g_spill[1].nruns, peak_rss_kib());
   }
   fflush(o);
   return ferror(o) ? 1 : 0;
