@@ -25,6 +25,10 @@
 /* For static mapping the sum times the largest distance must fit in 31 bits. */
 #define PLACE_WEIGHT_TOTAL (1 << 20)
 #define PLACE_COST_MAX 1000
+/* Strategy for placing a group on its node: groups are small, and a speed
+ * strategy places them as well as the quality one at a fraction of the
+ * cost (thousands of groups on a large machine). */
+#define PLACE_STRATEGY SCOTCH_STRATSPEED
 
 static double edge_weight(const tiers_map_graph_t *g, int64_t e)
 {
@@ -237,24 +241,21 @@ static int sgraph_whole(const tiers_map_graph_t *g, double total_max, sgraph_t *
 }
 
 /* Runs Scotch's static mapping of s onto arch with a fresh seeded context. */
-static int scotch_map(const sgraph_t *s, const SCOTCH_Arch *arch, SCOTCH_Strat *strat,
-                      uint64_t seed, SCOTCH_Num *parttab, const char *what)
+/* Maps s onto arch in the context ctx, reseeded with seed first. */
+static int scotch_map_in(SCOTCH_Context *ctx, const sgraph_t *s, const SCOTCH_Arch *arch,
+                         SCOTCH_Strat *strat, uint64_t seed, SCOTCH_Num *parttab,
+                         const char *what)
 {
-  SCOTCH_Context ctx;
   SCOTCH_Graph graph, bound;
   int rc = TIERS_OK;
-  if (SCOTCH_contextInit(&ctx) != 0)
-    TIERS_ERROR(TIERS_ERR_NOMEM, "map: Scotch cannot create a context");
-  SCOTCH_contextRandomClone(&ctx);
-  SCOTCH_contextRandomSeed(&ctx, (SCOTCH_Num)(seed & 0x7fffffff));
-  SCOTCH_contextOptionSetNum(&ctx, SCOTCH_OPTIONNUMDETERMINISTIC, 1);
+  SCOTCH_contextRandomSeed(ctx, (SCOTCH_Num)(seed & 0x7fffffff));
   SCOTCH_graphInit(&graph);
   SCOTCH_graphInit(&bound);
   if (SCOTCH_graphBuild(&graph, 0, s->n, s->verttab, s->verttab + 1, NULL, NULL, s->m,
                         s->edgetab, s->edlotab) != 0) {
     rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch rejected the graph (%s)", what);
-  } else if (SCOTCH_contextBindGraph(&ctx, &graph, &bound) != 0) {
+  } else if (SCOTCH_contextBindGraph(ctx, &graph, &bound) != 0) {
     rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__,
                          "map: Scotch cannot bind the graph to its context");
   } else if (SCOTCH_graphMap(&bound, arch, strat, parttab) != 0) {
@@ -263,6 +264,26 @@ static int scotch_map(const sgraph_t *s, const SCOTCH_Arch *arch, SCOTCH_Strat *
   }
   SCOTCH_graphExit(&bound);
   SCOTCH_graphExit(&graph);
+  return rc;
+}
+
+/* A deterministic Scotch context with its own random generator. */
+static int context_open(SCOTCH_Context *ctx)
+{
+  if (SCOTCH_contextInit(ctx) != 0)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: Scotch cannot create a context");
+  SCOTCH_contextRandomClone(ctx);
+  SCOTCH_contextOptionSetNum(ctx, SCOTCH_OPTIONNUMDETERMINISTIC, 1);
+  return TIERS_OK;
+}
+
+/* Runs Scotch's static mapping of s onto arch with a fresh seeded context. */
+static int scotch_map(const sgraph_t *s, const SCOTCH_Arch *arch, SCOTCH_Strat *strat,
+                      uint64_t seed, SCOTCH_Num *parttab, const char *what)
+{
+  SCOTCH_Context ctx;
+  TIERS_CALL(context_open(&ctx));
+  int rc = scotch_map_in(&ctx, s, arch, strat, seed, parttab, what);
   SCOTCH_contextExit(&ctx);
   return rc;
 }
@@ -1010,7 +1031,8 @@ int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
   sgraph_t s = {0, 0, NULL, NULL, NULL};
   SCOTCH_Arch arch;
   SCOTCH_Strat strat;
-  int arch_ok = 0, strat_ok = 0;
+  SCOTCH_Context ctx;
+  int arch_ok = 0, strat_ok = 0, ctx_ok = 0;
   if (!start || !members || !local || !leaf || !sizetab || !linktab || !t.stride || !t.cost) {
     rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
     goto out;
@@ -1068,7 +1090,7 @@ int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
       goto out;
     }
     if (SCOTCH_stratInit(&strat) != 0 ||
-        (strat_ok = 1, SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATQUALITY, t.cores, 0.0)
+        (strat_ok = 1, SCOTCH_stratGraphMapBuild(&strat, PLACE_STRATEGY, t.cores, 0.0)
                            != 0)) {
       rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
                            "map: Scotch cannot build a mapping strategy");
@@ -1125,7 +1147,14 @@ int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
       s.verttab[sz] = k;
       s.n = sz;
       s.m = k;
-      rc = scotch_map(&s, &arch, &strat, seed + (uint64_t)i, lf, "placing ranks on cores");
+      if (!ctx_ok) {
+        rc = context_open(&ctx);
+        if (rc != TIERS_OK)
+          goto out;
+        ctx_ok = 1;
+      }
+      rc = scotch_map_in(&ctx, &s, &arch, &strat, seed + (uint64_t)i, lf,
+                         "placing ranks on cores");
       if (rc != TIERS_OK)
         goto out;
     }
@@ -1134,6 +1163,8 @@ int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
       goto out;
   }
 out:
+  if (ctx_ok)
+    SCOTCH_contextExit(&ctx);
   if (strat_ok)
     SCOTCH_stratExit(&strat);
   if (arch_ok)
