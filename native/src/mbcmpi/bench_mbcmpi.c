@@ -13,6 +13,9 @@
  *   floor    a round trip of two bare flag stores in an MPI-3 shared
  *            window, microseconds (the floor under any shared-memory message)
  *   barrier  MPI_Barrier over all ranks, microseconds
+ *   coll     MPI_Bcast (root 0) and MPI_Allreduce (MPI_DOUBLE, MPI_SUM) of
+ *            8, 64, 512 and 4096 bytes over all ranks, microseconds
+ *            (the figures behind libtiers-mbc-mpi's choice table)
  *
  * Rank 0 prints one JSON document (schema "tiers.mbc-mpi-bench/1") with
  * every round's figure, so that the caller takes medians.
@@ -138,6 +141,27 @@ static double barrier(long iters)
   return (MPI_Wtime() - t0) / (double)iters;
 }
 
+static double coll(int allreduce, int bytes, long iters)
+{
+  int n = bytes / (int)sizeof(double);
+  double *a = calloc((size_t)n, sizeof *a), *b = calloc((size_t)n, sizeof *b);
+  long skip = iters / 10 + 1;
+  double t0 = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (long i = 0; i < iters + skip; i++) {
+    if (i == skip)
+      t0 = MPI_Wtime();
+    if (allreduce)
+      MPI_Allreduce(a, b, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    else
+      MPI_Bcast(a, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  }
+  double t = (MPI_Wtime() - t0) / (double)iters;
+  free(a);
+  free(b);
+  return t;
+}
+
 /* rank 0's figure, as every rank's (rank 0 prints) */
 static double from0(double v)
 {
@@ -191,6 +215,9 @@ int main(int argc, char **argv)
   unsigned char *s = calloc(1 << 20, 1), *r = calloc(1 << 20, 1);
   double *rt = calloc((size_t)(NR * rounds), sizeof *rt), *bwv = calloc((size_t)(NB * rounds), sizeof *bwv);
   double *fl = calloc((size_t)rounds, sizeof *fl), *bar = calloc((size_t)rounds, sizeof *bar);
+  static const int cs[] = {8, 64, 512, 4096};
+  enum { NC = sizeof cs / sizeof cs[0] };
+  double *cv = calloc((size_t)(2 * NC * rounds), sizeof *cv);
   for (int rd = 0; rd < rounds; rd++) {
     fl[rd] = from0(floor_rtt(iters_for(20000)));
     for (int i = 0; i < NR; i++)
@@ -200,6 +227,8 @@ int main(int argc, char **argv)
       bwv[i * rounds + rd] = from0(bw(s, r, bs[i], it));
     }
     bar[rd] = from0(barrier(iters_for(10000)));
+    for (int k = 0; k < 2 * NC; k++)
+      cv[k * rounds + rd] = from0(coll(k >= NC, cs[k % NC], iters_for(5000)));
   }
   if (rank == 0) {
     printf("{\"schema\":\"tiers.mbc-mpi-bench/1\",\"ranks\":%d,\"rounds\":%d,", size, rounds);
@@ -218,7 +247,14 @@ int main(int argc, char **argv)
     }
     printf("],");
     print_list("barrier_us", bar, rounds, 1e6);
-    printf("}\n");
+    printf(",\"coll\":[");
+    for (int k = 0; k < 2 * NC; k++) {
+      printf("%s{\"op\":\"%s\",\"bytes\":%d,", k ? "," : "", k >= NC ? "allreduce" : "bcast",
+             cs[k % NC]);
+      print_list("us", &cv[k * rounds], rounds, 1e6);
+      printf("}");
+    }
+    printf("]}\n");
   }
   free(s);
   free(r);
@@ -226,6 +262,7 @@ int main(int argc, char **argv)
   free(bwv);
   free(fl);
   free(bar);
+  free(cv);
   MPI_Finalize();
   return 0;
 }

@@ -129,8 +129,9 @@ static void count_sent(size_t bytes)
 
 static void path_hook(size_t bytes, int tag, int direct)
 {
-  if (tag < 0 || mbcmpi.in_coll)
-    return; /* a message of a carried collective */
+  if (tag < 0)
+    return; /* a message of a carried collective (internal tags are negative);
+               user messages that leave during one are counted */
   int b = bucket_of(bytes);
   if (direct)
     st.direct[b]++;
