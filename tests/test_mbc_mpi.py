@@ -99,6 +99,9 @@ def test_p2p_semantics_carried(programs, ranks, tmp_path):
                      "MPI_Cart_create", "MPI_Waitall"):
             assert carried.get(call, 0) > 0, (r, call, carried)
         assert carried.get("MPI_Intercomm_merge") == 1
+        # the choice table carries small barriers, broadcasts and allreduces
+        assert carried.get("MPI_Barrier", 0) > 0 and carried.get("MPI_Bcast", 0) >= 2
+        assert carried.get("MPI_Allreduce", 0) >= 3
         # of the point-to-point traffic only the intercommunicator's one
         # exchange went to MPI
         passed_p2p = {k: v for k, v in doc["passed_to_mpi"].items()

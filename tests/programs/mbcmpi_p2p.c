@@ -436,6 +436,22 @@ static void test_collectives(void)
   int root_val = rank == size - 1 ? 4242 : 0;
   MPI_Bcast(&root_val, 1, MPI_INT, size - 1, MPI_COMM_WORLD);
   CHECK(root_val == 4242, "bcast %d", root_val);
+  /* one broadcast, different type maps of one signature on different ranks */
+  MPI_Datatype four;
+  MPI_Type_contiguous(4, MPI_INT, &four);
+  MPI_Type_commit(&four);
+  int bv[4] = {0, 0, 0, 0};
+  if (rank == 0)
+    bv[0] = 5, bv[1] = 6, bv[2] = 7, bv[3] = 8;
+  if (rank % 2)
+    MPI_Bcast(bv, 1, four, 0, MPI_COMM_WORLD);
+  else
+    MPI_Bcast(bv, 4, MPI_INT, 0, MPI_COMM_WORLD);
+  CHECK(bv[0] == 5 && bv[3] == 8, "bcast with mixed type maps %d %d", bv[0], bv[3]);
+  MPI_Type_free(&four);
+  int mx = rank * 3;
+  MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(mx == (size - 1) * 3, "allreduce in place max %d", mx);
   MPI_Barrier(MPI_COMM_WORLD);
   int *all = malloc(sizeof(int) * (size_t)size);
   MPI_Allgather(&rank, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
