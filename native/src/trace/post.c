@@ -300,7 +300,10 @@ typedef struct {
 
 typedef struct {
   uint16_t func;
+  int coll;  /* a collective ended inside: its figures go on the Chrome slice's end */
   int64_t t; /* global time stamp at enter */
+  int32_t comm, root;
+  uint64_t sent, recvd;
 } frame_t;
 
 typedef struct {
@@ -353,6 +356,8 @@ typedef struct rank_s {
   unsigned char *unsync; /* per SWAP record: unsynchronised */
   size_t nswap, swapcap;
   int64_t last_local;   /* the largest local time stamp of an event */
+  int64_t first_local;  /* the first event's local time stamp */
+  FILE *chrome;         /* this rank's Chrome events (a temporary file) */
   uint64_t nevents;     /* python's len(log.events) */
   uint64_t otf2_events; /* OTF2 events written for this rank */
   /* regions in order of first use: func ids, FN_SWAPOUT, 0x10000 (unsync), 0x10001 (stopped) */
@@ -410,6 +415,8 @@ static spill_t g_spill[2] = {{-1, 0, NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER},
                              {-1, 0, NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER}};
 static OTF2_Archive *g_archive;
 static int g_write_otf2 = 1;
+static const char *g_chrome;  /* --chrome FILE: the Chrome trace-event export */
+static int64_t g_chrome_t0;   /* its time zero: the earliest first event of a rank */
 static const char *g_dir;
 static char g_otf2_msg[512];
 
@@ -496,6 +503,7 @@ static void stack_push(stack_t_ *s, uint16_t func, int64_t t) {
   GROW(s->f, s->n, s->cap);
   s->f[s->n].func = func;
   s->f[s->n].t = t;
+  s->f[s->n].coll = 0;
   s->n++;
 }
 
@@ -621,6 +629,7 @@ static int scan_rank(rank_t *r) {
         nstacks = ti + 1;
       }
       if (!have_t || t > r->last_local) r->last_local = t;
+      if (!have_t) r->first_local = t;
       have_t = 1;
       if (is_event == 2) r->otf2_events++;
       stack_t_ *s = &stacks[ti];
@@ -834,6 +843,7 @@ static int world_of(int gid, int32_t peer) {
 }
 
 static int cmp_msg(const void *a, const void *b);
+static void json_str(FILE *f, const char *s);
 
 /* sort the n records of buf and append them as a run to kind's file */
 static void spill_run(int kind, msg_t *buf, size_t n) {
@@ -898,6 +908,41 @@ static uint32_t rref(rank_t *r, int key) {
     }                                                                                          \
   } while (0)
 
+/* ---- Chrome trace-event JSON: B/E slices per MPI call, instants and flow
+ * arrows (s at the send, f at the receive, the same id: the k-th message of
+ * a (source, destination, communicator, tag) in each rank's file order, as
+ * MPI's non-overtaking rule pairs them), collective figures on the E. */
+
+static uint64_t flow_id(int32_t src, int32_t dst, int32_t gid, int32_t tag, uint64_t k) {
+  uint64_t v[5] = {(uint32_t)src, (uint32_t)dst, (uint32_t)gid, (uint32_t)tag, k};
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < 5; i++)
+    for (int b = 0; b < 8; b++) h = (h ^ ((v[i] >> (8 * b)) & 0xFF)) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t flow_next(imap_t *m, int32_t src, int32_t dst, int32_t gid, int32_t tag) {
+  int64_t key = (int64_t)(flow_id(src, dst, gid, tag, 0) & 0x3FFFFFFFFFFFFFFFull);
+  int64_t *v = imap_get(m, key);
+  int64_t k = v ? *v : 0;
+  imap_put(m, key, k + 1);
+  return (uint64_t)k;
+}
+
+static void ch_us(FILE *f, int64_t ts) {
+  int64_t d = ts - g_chrome_t0;
+  if (d < 0) fprintf(f, "-%lld.%03lld", (long long)(-d / 1000), (long long)(-d % 1000));
+  else fprintf(f, "%lld.%03lld", (long long)(d / 1000), (long long)(d % 1000));
+}
+
+static void ch_head(FILE *f, const char *ph, const char *name, const char *cat, int pid,
+                    int tid, int64_t ts) {
+  fprintf(f, ",\n{\"ph\": \"%s\", \"name\": ", ph);
+  json_str(f, name);
+  fprintf(f, ", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": ", cat, pid, tid);
+  ch_us(f, ts);
+}
+
 /* The write pass: OTF2 events and the rank's summary figures. */
 static int write_rank(rank_t *r) {
   reader_t rd;
@@ -916,6 +961,8 @@ static int write_rank(rank_t *r) {
   r->fs = xcalloc((size_t)r->nfn, sizeof *r->fs);
   for (int i = 0; i < r->nfn; i++) r->fs[i].name = r->fn[i];
   imap_t posted = {0}; /* IRECV_POST: request -> start time */
+  imap_t flows = {0};  /* Chrome flows: messages so far per (src, dst, comm, tag) */
+  FILE *ch = r->chrome;
   uint64_t swap_in = 0, swap_out = 0;
   if (g_write_otf2) {
     for (int i = 0; i < r->nthreads; i++) {
@@ -929,6 +976,22 @@ static int write_rank(rank_t *r) {
   }
   /* thread index lookup: direct table for speed */
   int64_t acc = 0;
+  if (ch) {
+    char pname[400];
+    snprintf(pname, sizeof pname, "rank %d (%s)", r->rank, r->host);
+    fprintf(ch, ",\n{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": "
+                "{\"name\": ", r->rank);
+    json_str(ch, pname);
+    fprintf(ch, "}},\n{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": %d, "
+                "\"args\": {\"sort_index\": %d}}", r->rank, r->rank);
+    for (int i = 0; i < r->nthreads; i++) {
+      char tname[64];
+      if (r->threads[i] == 0) snprintf(tname, sizeof tname, "Master thread");
+      else snprintf(tname, sizeof tname, "Thread %d", r->threads[i]);
+      fprintf(ch, ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, "
+                  "\"args\": {\"name\": \"%s\"}}", r->rank, r->threads[i], tname);
+    }
+  }
   for (;;) {
     if (rd.off + rd.pos >= r->data_end) break;
     size_t have = reader_need(&rd, 16);
@@ -955,35 +1018,33 @@ static int write_rank(rank_t *r) {
     }
     thr_t *T = &thr[tix[th]];
     stack_t_ *st = &T->st;
-    /* OTF2 */
-    if (g_write_otf2 && kind != K_SWAP && kind != K_XFER) {
-      int64_t ts = gt < T->last_ts ? T->last_ts : gt; /* non-decreasing per location, from 0 */
+    int rkey = func; /* the region: a swap-out's kind from its SWAP record */
+    if (func == FN_SWAPOUT && kind == K_ENTER) {
+      if (swap_in < r->nswap && r->unsync[swap_in]) rkey = 0x10000;
+      swap_in++;
+    } else if (func == FN_SWAPOUT && kind == K_LEAVE) {
+      if (swap_out < r->nswap && r->unsync[swap_out]) rkey = 0x10000;
+      swap_out++;
+    }
+    /* OTF2 (and Chrome: the same time stamps) */
+    int64_t ts = gt < T->last_ts ? T->last_ts : gt; /* non-decreasing per location, from 0 */
+    if (kind != K_SWAP && kind != K_XFER) {
       T->last_ts = ts;
       T->has_last = 1;
       if (!r->have_otf || ts < r->otf_first) r->otf_first = ts;
       if (!r->have_otf || ts > r->otf_last) r->otf_last = ts;
       r->have_otf = 1;
+    }
+    if (g_write_otf2 && kind != K_SWAP && kind != K_XFER) {
       OTF2_EvtWriter *w = T->w;
       r->loc_events[tix[th]]++;
       switch (kind) {
-      case K_ENTER: {
-        int key = func;
-        if (func == FN_SWAPOUT) {
-          if (swap_in < r->nswap && r->unsync[swap_in]) key = 0x10000;
-          swap_in++;
-        }
-        OTF2_CHECK(OTF2_EvtWriter_Enter(w, NULL, (OTF2_TimeStamp)ts, rref(r, key)));
+      case K_ENTER:
+        OTF2_CHECK(OTF2_EvtWriter_Enter(w, NULL, (OTF2_TimeStamp)ts, rref(r, rkey)));
         break;
-      }
-      case K_LEAVE: {
-        int key = func;
-        if (func == FN_SWAPOUT) {
-          if (swap_out < r->nswap && r->unsync[swap_out]) key = 0x10000;
-          swap_out++;
-        }
-        OTF2_CHECK(OTF2_EvtWriter_Leave(w, NULL, (OTF2_TimeStamp)ts, rref(r, key)));
+      case K_LEAVE:
+        OTF2_CHECK(OTF2_EvtWriter_Leave(w, NULL, (OTF2_TimeStamp)ts, rref(r, rkey)));
         break;
-      }
       case K_SEND:
         OTF2_CHECK(OTF2_EvtWriter_MpiSend(w, NULL, (OTF2_TimeStamp)ts, (uint32_t)rdi32(b + 4),
                                           (OTF2_CommRef)comm_gid(r, rdi32(b)),
@@ -1028,11 +1089,29 @@ static int write_rank(rank_t *r) {
     /* summary */
     if (kind == K_ENTER) {
       stack_push(st, func, gt);
+      if (ch) {
+        char tmp[32];
+        ch_head(ch, "B", region_name_of(r, rkey, tmp, sizeof tmp),
+                func == FN_SWAPOUT ? "tiers" : "MPI", r->rank, th, ts);
+        fputs("}", ch);
+      }
       continue;
     }
     if (kind == K_LEAVE) {
       if (st->n && st->f[st->n - 1].func == func) {
         frame_t f = st->f[--st->n];
+        if (ch) {
+          char tmp[32];
+          ch_head(ch, "E", region_name_of(r, rkey, tmp, sizeof tmp),
+                  func == FN_SWAPOUT ? "tiers" : "MPI", r->rank, th, ts);
+          if (f.coll) {
+            fprintf(ch, ", \"args\": {\"comm\": %d, \"root\": ", f.comm);
+            if (f.root >= 0) fprintf(ch, "%d", f.root); else fputs("null", ch);
+            fprintf(ch, ", \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 "}",
+                    f.sent, f.recvd);
+          }
+          fputs("}", ch);
+        }
         if (f.func != FN_SWAPOUT) {
           fnstat_t *e = fnstat(r, f.func);
           e->calls++;
@@ -1061,6 +1140,16 @@ static int write_rank(rank_t *r) {
         g_mmsgs[(size_t)r->rank * g_n + dst] += 1;
         add_msg(r, 1, r->rank, dst, gid, rdi32(b + 8), start, nbytes);
       }
+      if (ch) {
+        ch_head(ch, "i", "send", "p2p", r->rank, th, ts);
+        fprintf(ch, ", \"s\": \"t\", \"args\": {\"peer\": %d, \"tag\": %d, \"bytes\": %" PRIu64
+                    ", \"comm\": %d}}", rdi32(b + 4), rdi32(b + 8), nbytes, gid);
+        if (dst >= 0 && dst < g_n) {
+          uint64_t k = flow_next(&flows, r->rank, dst, gid, rdi32(b + 8));
+          ch_head(ch, "s", "message", "p2p", r->rank, th, ts);
+          fprintf(ch, ", \"id\": \"0x%016" PRIx64 "\"}", flow_id(r->rank, dst, gid, rdi32(b + 8), k));
+        }
+      }
       bucketed = 1;
       bucket_bytes = nbytes;
       break;
@@ -1082,6 +1171,17 @@ static int write_rank(rank_t *r) {
         }
       }
       if (src >= 0) add_msg(r, 0, src, r->rank, gid, rdi32(b + 8), when, 0);
+      if (ch) {
+        ch_head(ch, "i", "recv", "p2p", r->rank, th, ts);
+        fprintf(ch, ", \"s\": \"t\", \"args\": {\"peer\": %d, \"tag\": %d, \"bytes\": %" PRIu64
+                    ", \"comm\": %d}}", rdi32(b + 4), rdi32(b + 8), nbytes, gid);
+        if (src >= 0 && src < g_n) {
+          uint64_t k = flow_next(&flows, src, r->rank, gid, rdi32(b + 8));
+          ch_head(ch, "f", "message", "p2p", r->rank, th, ts);
+          fprintf(ch, ", \"bp\": \"e\", \"id\": \"0x%016" PRIx64 "\"}",
+                  flow_id(src, r->rank, gid, rdi32(b + 8), k));
+        }
+      }
       bucketed = 1;
       bucket_bytes = nbytes;
       break;
@@ -1089,6 +1189,14 @@ static int write_rank(rank_t *r) {
     case K_COLL_END:
       nbytes = rd64(b + 16) + rd64(b + 24);
       r->coll_bytes += nbytes;
+      if (st->n) {
+        frame_t *f = &st->f[st->n - 1];
+        f->coll = 1;
+        f->comm = comm_gid(r, rdi32(b));
+        f->root = rdi32(b + 4);
+        f->sent = rd64(b + 16);
+        f->recvd = rd64(b + 24);
+      }
       bucketed = 1;
       bucket_bytes = rd64(b + 16);
       break;
@@ -1097,6 +1205,12 @@ static int write_rank(rank_t *r) {
       int32_t target = rdi32(b + 4);
       uint32_t xflags = rd32(b + 8);
       nbytes = rd64(b + 16);
+      if (ch) {
+        ch_head(ch, "i", what >= 1 && what <= 8 ? xfer_kinds[what] : "transfer",
+                what == 7 || what == 8 ? "io" : "rma", r->rank, th, ts);
+        fprintf(ch, ", \"s\": \"t\", \"args\": {\"target\": %d, \"bytes\": %" PRIu64
+                    ", \"collective\": %s}}", target, nbytes, xflags & 1 ? "true" : "false");
+      }
       if (what == 7 || what == 8) {
         if (what == 7) { r->io_read_bytes += nbytes; r->io_reads++; }
         else { r->io_write_bytes += nbytes; r->io_writes++; }
@@ -1141,7 +1255,7 @@ static int write_rank(rank_t *r) {
   r->sends = r->recvs = NULL;
   r->nsends = r->nrecvs = 0;
   if (atomic_load(&g_failed)) goto out;
-  if (g_write_otf2) {
+  {
     /* a killed rank: close what it left open at its last time stamp */
     int64_t end = r->nevents ? to_global(r, r->last_local) : 0;
     for (int i = 0; i < r->nthreads; i++)
@@ -1150,7 +1264,14 @@ static int write_rank(rank_t *r) {
       int i = tix[r->closing[k] >> 16];
       int func = (int)(r->closing[k] & 0xFFFF);
       int64_t ts = thr[i].last_ts > end ? thr[i].last_ts : end;
-      OTF2_CHECK(OTF2_EvtWriter_Leave(thr[i].w, NULL, (OTF2_TimeStamp)ts, rref(r, func)));
+      if (ch) {
+        char tmp[32];
+        ch_head(ch, "E", region_name_of(r, func, tmp, sizeof tmp),
+                func == FN_SWAPOUT ? "tiers" : "MPI", r->rank, r->closing[k] >> 16, ts);
+        fputs(", \"args\": {\"closed\": \"the rank stopped inside this call\"}}", ch);
+      }
+      if (g_write_otf2)
+        OTF2_CHECK(OTF2_EvtWriter_Leave(thr[i].w, NULL, (OTF2_TimeStamp)ts, rref(r, func)));
       r->loc_events[i]++;
       thr[i].last_ts = ts;
       thr[i].has_last = 1;
@@ -1160,8 +1281,14 @@ static int write_rank(rank_t *r) {
       int i = tix[0];
       int64_t ts = thr[i].last_ts > end ? thr[i].last_ts : end;
       if (ts > r->otf_last) r->otf_last = ts;
-      OTF2_CHECK(OTF2_EvtWriter_Enter(thr[i].w, NULL, (OTF2_TimeStamp)ts, rref(r, 0x10001)));
-      OTF2_CHECK(OTF2_EvtWriter_Leave(thr[i].w, NULL, (OTF2_TimeStamp)ts, rref(r, 0x10001)));
+      if (ch) {
+        ch_head(ch, "i", "tiers_rank_stopped", "tiers", r->rank, 0, ts);
+        fputs(", \"s\": \"p\"}", ch);
+      }
+      if (g_write_otf2) {
+        OTF2_CHECK(OTF2_EvtWriter_Enter(thr[i].w, NULL, (OTF2_TimeStamp)ts, rref(r, 0x10001)));
+        OTF2_CHECK(OTF2_EvtWriter_Leave(thr[i].w, NULL, (OTF2_TimeStamp)ts, rref(r, 0x10001)));
+      }
       r->loc_events[i] += 2;
     }
   }
@@ -1175,6 +1302,8 @@ out:
   for (int i = 0; i < r->nthreads; i++) free(thr[i].st.f);
   free(thr);
   imap_free(&posted);
+  imap_free(&flows);
+  if (ch && ferror(ch)) fail("cannot write a temporary file in %s (is the disk full?)", g_dir);
   free(tix);
   reader_close(&rd);
   return rc;
@@ -1446,6 +1575,7 @@ int main(int argc, char **argv) {
   int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--no-otf2")) g_write_otf2 = 0;
+    else if (!strcmp(argv[i], "--chrome") && i + 1 < argc) g_chrome = argv[++i];
     else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) {
       char *end;
       long v = strtol(argv[++i], &end, 10);
@@ -1453,12 +1583,12 @@ int main(int argc, char **argv) {
       jobs = (int)v;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       fprintf(stderr, "tiers-trace-post: error: unknown option %s (usage: tiers-trace-post DIR "
-                      "[--no-otf2] [--jobs N])\n", argv[i]);
+                      "[--no-otf2] [--chrome FILE] [--jobs N])\n", argv[i]);
       return 2;
     } else if (!dir) dir = argv[i];
     else usage_error("give one trace folder");
   }
-  if (!dir) usage_error("usage: tiers-trace-post DIR [--no-otf2] [--jobs N]");
+  if (!dir) usage_error("usage: tiers-trace-post DIR [--no-otf2] [--chrome FILE] [--jobs N]");
   g_dir = dir;
   const char *run_env = getenv("TIERS_TRACE_POST_RUN");
   if (run_env && atol(run_env) >= 16) g_run = (size_t)atol(run_env);
@@ -1671,8 +1801,64 @@ int main(int argc, char **argv) {
       goto failed;
     }
   }
+  if (g_chrome) {
+    int have = 0;
+    for (int i = 0; i < g_nranks; i++) {
+      rank_t *r = &g_ranks[i];
+      if (!r->nevents) continue;
+      int64_t t = to_global(r, r->first_local);
+      if (!have || t < g_chrome_t0) g_chrome_t0 = t;
+      have = 1;
+    }
+    for (int i = 0; i < g_nranks; i++) {
+      char tmp[4200];
+      snprintf(tmp, sizeof tmp, "%s/.tiers-trace-chrome-XXXXXX", dir);
+      int fd = mkstemp(tmp);
+      if (fd < 0) {
+        snprintf(tmp, sizeof tmp, "/tmp/.tiers-trace-chrome-XXXXXX");
+        fd = mkstemp(tmp);
+      }
+      if (fd >= 0) unlink(tmp);
+      g_ranks[i].chrome = fd >= 0 ? fdopen(fd, "w+") : NULL;
+      if (!g_ranks[i].chrome) {
+        fail("cannot create a temporary file in %s: %s", dir, strerror(errno));
+        goto failed;
+      }
+      setvbuf(g_ranks[i].chrome, NULL, _IOFBF, 1 << 16);
+    }
+  }
   run_workers(1, jobs);
   if (atomic_load(&g_failed)) goto failed;
+  if (g_chrome) {
+    /* the ranks' parts in rank order; the file appears whole or not at all */
+    FILE *out = !strcmp(g_chrome, "-") ? stdout : fopen(g_chrome, "w");
+    if (!out) {
+      fail("cannot write %s: %s", g_chrome, strerror(errno));
+      goto failed;
+    }
+    fputs("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [", out);
+    char *buf = xmalloc(1 << 16);
+    int first = 1;
+    for (int i = 0; i < g_nranks; i++) {
+      FILE *f = g_ranks[i].chrome;
+      fflush(f);
+      rewind(f);
+      size_t n;
+      while ((n = fread(buf, 1, 1 << 16, f)) > 0) {
+        size_t skip = first && n && buf[0] == ',' ? 1 : 0; /* no comma before the first event */
+        first = 0;
+        fwrite(buf + skip, 1, n - skip, out);
+      }
+      fclose(f);
+      g_ranks[i].chrome = NULL;
+    }
+    free(buf);
+    fputs("\n]}\n", out);
+    if (fflush(out) || ferror(out) || (out != stdout && fclose(out))) {
+      fail("cannot write %s (is the disk full?)", g_chrome);
+      goto failed;
+    }
+  }
 
   /* ---- the totals */
   int64_t first = 0, last = 0;
