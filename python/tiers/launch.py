@@ -144,6 +144,11 @@ def _identify_cached(path: str, mtime: float) -> Launcher | None:
     m = re.search(r"^slurm(?:-wlm)?\s+(\S+)", text, re.MULTILINE | re.IGNORECASE)
     if m:
         return Launcher("slurm", m.group(1), path, "Slurm")
+    if re.search(r"^srun: (?:fatal|error): ", text, re.MULTILINE):
+        # Slurm 22.05's srun answers --version only with a configuration
+        # (slurm.conf, $SLURM_CONF or DNS); it is srun all the same, and
+        # running it says what is missing
+        return Launcher("slurm", "", path, "Slurm")
     return None
 
 
