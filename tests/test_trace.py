@@ -473,7 +473,7 @@ def test_stats_and_chrome_export(tmp_path, programs):
     assert ex.returncode == 0, ex.stderr
     import json
     events = json.loads((folder / "trace.chrome.json").read_text())["traceEvents"]
-    complete = collections.Counter(e["name"] for e in events if e["ph"] == "X")
+    complete = collections.Counter(e["name"] for e in events if e["ph"] == "B")
     assert complete["MPI_Send"] == sum(c["MPI_Send"] for c in calls)
     assert complete["MPI_Alltoall"] == 2
     bad = run_tiers("trace", "stats", str(tmp_path))

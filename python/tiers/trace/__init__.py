@@ -228,7 +228,8 @@ def _check_room(folder: Path) -> None:
                          f"({_human(free)} free, about {_human(1.5 * need)} needed)")
 
 
-def post_native(folder: Path, otf2: bool = True, jobs: int | None = None) -> dict:
+def post_native(folder: Path, otf2: bool = True, jobs: int | None = None,
+                chrome: str | None = None) -> dict:
     """Run ``tiers-trace-post`` on ``folder``: write the OTF2 archive (when
     ``otf2``) and return its JSON: ``summary`` (as convert.summarize, less
     ``per_rank``), ``per_rank``, ``buckets`` ({function: {bucket:
@@ -244,6 +245,8 @@ def post_native(folder: Path, otf2: bool = True, jobs: int | None = None) -> dic
     if otf2:
         _check_room(folder)
     args = [str(tool), str(folder)] + ([] if otf2 else ["--no-otf2"])
+    if chrome is not None:
+        args += ["--chrome", chrome]
     if jobs:
         args += ["--jobs", str(jobs)]
     # stdout to a file: the document can be large (the matrices)
@@ -513,8 +516,42 @@ def format_stats(doc: dict, folder: str | Path | None = None, *, sort: str = "ti
 
 
 def export_chrome(folder: str | Path, output_path: str | Path | None = None) -> Path:
-    """Write the trace as Chrome trace-event JSON (one complete event per
-    MPI call, instant events for messages); return the file written."""
+    """Write the trace as Chrome/Perfetto trace-event JSON; return the file
+    written (``-``: standard output).  tiers-trace-post writes it in one
+    bounded pass: a B/E slice per MPI call, send and receive instants joined
+    by flow arrows (``s``/``f`` events with one id per message), the
+    communicator, root and bytes of collectives in their slice's end
+    ``args``, process and thread names.  Without the tool, the Python
+    fallback writes complete events and message instants only."""
+    import tempfile
+
+    folder = Path(folder)
+    if not has_raw(folder):
+        raise TiersError(f"{folder} is not a tiers trace folder (no raw/ files)")
+    out = str(output_path) if output_path else str(folder / "trace.chrome.json")
+    if post_tool() is None:
+        return _export_chrome_python(folder, out)
+    output.check_writable(out, "--output")
+    target = Path(tempfile.gettempdir()) if out == output.STDOUT else Path(out).resolve().parent
+    target.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target, prefix=".tiers-chrome.", suffix=".tmp")
+    os.close(fd)
+    try:
+        post_native(folder, otf2=False, chrome=tmp)
+        if out == output.STDOUT:
+            sys.stdout.flush()
+            with open(tmp, "rb") as f:
+                shutil.copyfileobj(f, sys.stdout.buffer)
+            sys.stdout.flush()
+        else:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return Path(out)
+
+
+def _export_chrome_python(folder: Path, out: str) -> Path:
     logs = raw.read_all(folder)
     if not logs:
         raise TiersError(f"{folder} is not a tiers trace folder (no raw/ files)")
@@ -539,7 +576,6 @@ def export_chrome(folder: str | Path, output_path: str | Path | None = None) -> 
                 events.append({"ph": "i", "s": "t", "name": name, "pid": log.rank, "tid": th,
                                "ts": us, "args": {"peer": p[1], "tag": p[2], "bytes": p[3],
                                                   "comm": p[0]}})
-    out = str(output_path) if output_path else str(Path(folder) / "trace.chrome.json")
     output.write_text(out, json.dumps({"traceEvents": events, "displayTimeUnit": "ns"})
                       + "\n", option="--output")
     return Path(out)
