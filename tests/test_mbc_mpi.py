@@ -111,6 +111,16 @@ def test_p2p_semantics_carried(programs, ranks, tmp_path):
         assert sum(b["messages"] for b in doc["buckets"]) > 0
 
 
+def test_p2p_semantics_over_the_rma_transport(programs):
+    """The inter-node path (MPI-3 RMA, no direct writes: large messages go
+    in FIFO chunks that need the receiver's progress, also while it waits
+    on another communicator) forced for every pair."""
+    res = _run(programs["mbcmpi_p2p"], 2, {"TIERS_MBC_TRANSPORT": "rma", "OMPI_MCA_osc": "^ucx"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    checks, failed = _checks(res.stdout)
+    assert failed == 0 and checks > 80, res.stdout
+
+
 @pytest.mark.parametrize("ranks", RANKS)
 def test_p2p_program_valid_without_library(programs, ranks):
     """The same program under plain MPI passes: the checks test MPI semantics."""

@@ -308,6 +308,36 @@ static void test_comms(void)
   CHECK(half == MPI_COMM_NULL, "comm_free sets null");
 }
 
+/* progress on one communicator while waiting on another: rank 1 sends
+ * 1 MiB on a duplicate (more than a FIFO holds) and then a word on
+ * MPI_COMM_WORLD; rank 0 posted the big receive first and waits on the
+ * word, which MPI's progress rule lets the program expect to arrive */
+static void test_cross_progress(void)
+{
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  enum { BIG = 1 << 20 };
+  if (rank <= 1) {
+    unsigned char *b = malloc(BIG);
+    int w = 0;
+    if (rank == 0) {
+      MPI_Request rq;
+      memset(b, 0, BIG);
+      MPI_Irecv(b, BIG, MPI_BYTE, 1, 3, dup, &rq);
+      MPI_Recv(&w, 1, MPI_INT, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Wait(&rq, MPI_STATUS_IGNORE);
+      CHECK(w == 99 && same(b, BIG, 1, 3), "cross-communicator progress");
+    } else {
+      fill(b, BIG, 1, 3);
+      w = 99;
+      MPI_Send(b, BIG, MPI_BYTE, 0, 3, dup);
+      MPI_Send(&w, 1, MPI_INT, 0, 4, MPI_COMM_WORLD);
+    }
+    free(b);
+  }
+  MPI_Comm_free(&dup);
+}
+
 /* an intercommunicator between the even and the odd ranks (passed to
  * MPI), and the intracommunicator merged from it (carried) */
 static void test_intercomm(void)
@@ -493,6 +523,7 @@ int main(int argc, char **argv)
   test_persistent();
   test_comms();
   test_intercomm();
+  test_cross_progress();
   test_mixed();
   test_cancel_trunc_null();
   test_collectives();

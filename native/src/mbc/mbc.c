@@ -57,6 +57,7 @@
 enum { REQ_SEND = 1, REQ_RECV = 2 };
 
 void (*mbc_sent_hook)(size_t bytes, int tag, int direct);
+void (*mbc_idle_hook)(tiers_mbc_t waiting);
 
 /* Waiting (common/wait.h has the reasoning): an idle wait spins for a
  * learned time (up to WAIT_SPIN_CAP_NS), then blocks.  The peers are other
@@ -1061,6 +1062,8 @@ static void waiter_block(tiers_mbc_t m, struct waiter *w, int64_t now)
  * and then check the time limit and that every peer is still there. */
 static int waiter_idle(tiers_mbc_t m, struct waiter *w, const char *what)
 {
+  if (mbc_idle_hook && (w->idle & 63) == 63)
+    mbc_idle_hook(m);
   if (w->idle++ == 0) {
     w->idle_since = tiers_now_ns();
     w->budget = tiers_spin_budget(&m->spin);

@@ -139,6 +139,9 @@ void mbc_local_stats(tiers_mbc_t mbc, tiers_mbc_stats_t *st);
  * these sources in:
  *  - mbc_sent_hook (NULL unless set) is called as each message leaves,
  *    with its bytes, its tag and 1 when it went by direct remote write;
+ *  - mbc_idle_hook (NULL unless set) is called every 64 idle rounds of a
+ *    wait on `waiting`, so that the caller can make progress elsewhere
+ *    (its other communicators, MPI's own requests);
  *  - mbc_progress_once: one round of progress; *events counts what
  *    happened;
  *  - mbc_iprobe: progress, then *flag = 1 and *st (source, tag, bytes)
@@ -148,6 +151,7 @@ void mbc_local_stats(tiers_mbc_t mbc, tiers_mbc_stats_t *st);
  *    send request the sender may be answering);
  *  - mbc_request_done: 1 when r (or NULL) has completed. */
 extern void (*mbc_sent_hook)(size_t bytes, int tag, int direct);
+extern void (*mbc_idle_hook)(tiers_mbc_t waiting);
 int mbc_progress_once(tiers_mbc_t mbc, int *events);
 int mbc_iprobe(tiers_mbc_t mbc, int source, int tag, int *flag, tiers_mbc_status_t *st);
 int mbc_cancel_recv(tiers_mbc_t mbc, tiers_mbc_request_t r);

@@ -753,6 +753,31 @@ void mbcmpi_progress_all(void)
     poll_detached();
 }
 
+/* Called by libtiers-mbc while a wait on `waiting` idles: progress on the
+ * other communicators (a peer's send there may need this process to drain
+ * its FIFO before the peer can send what the wait waits for), on the
+ * detached sends of other communicators, and on MPI's own requests (the
+ * program's non-blocking collectives). */
+static void idle_hook(tiers_mbc_t waiting)
+{
+  for (struct mbcmpi_ctx *c = mbcmpi.ctxs; c; c = c->next)
+    if (c->mbc != waiting) {
+      int events = 0;
+      mbc_progress_once(c->mbc, &events);
+    }
+  for (struct mreq **pp = &rq.detached; *pp;) {
+    struct mreq *q = *pp;
+    if (q->ctx->mbc != waiting && poll(q)) {
+      *pp = q->det_next;
+      finish(q, NULL, MPI_STATUS_IGNORE, "MPI_Request_free");
+    } else {
+      pp = &q->det_next;
+    }
+  }
+  int flag = 0;
+  REAL(Iprobe)(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+}
+
 /* Backoff of the polling loops: spin, then yield the CPU. */
 static void idle(unsigned *rounds)
 {
@@ -792,6 +817,7 @@ static void setup(void)
   }
   mbcmpi.active = 1;
   mbc_sent_hook = path_hook;
+  mbc_idle_hook = idle_hook;
   attach(MPI_COMM_SELF, "MPI_Init");
   attach(MPI_COMM_WORLD, "MPI_Init");
   mbcmpi.world = mbcmpi.ctxs;
@@ -846,6 +872,7 @@ static int w_Finalize(void)
     if (prefix && *prefix)
       write_stats(prefix);
     mbc_sent_hook = NULL;
+    mbc_idle_hook = NULL;
     while (mbcmpi.ctxs) {
       struct mbcmpi_ctx *c = mbcmpi.ctxs;
       if (c->comm != MPI_COMM_WORLD && c->comm != MPI_COMM_SELF) {
