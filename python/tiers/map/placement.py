@@ -71,6 +71,11 @@ def by_node(n: int, machine: Machine) -> Placement:
     """Return Open MPI's ``--map-by node``: rank r on node r mod N (nodes
     with room), filling each node's slots in order."""
     cap = np.asarray(machine.capacity).copy()
+    if cap.size and np.all(cap == cap[0]) and n <= cap[0] * cap.size:
+        # equal nodes: no node fills before the deal ends
+        node = (np.arange(n) % machine.nodes).astype(np.int32)
+        return Placement("map-by-node", node, _fill_order(node, machine.nodes),
+                         "mpirun --map-by node --bind-to core")
     node = np.empty(n, dtype=np.int32)
     used = np.zeros_like(cap)
     r, i = 0, 0
