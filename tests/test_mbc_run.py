@@ -244,6 +244,21 @@ def test_sigterm_stops_the_whole_job(tmp_path, progs, ranks):
     _assert_job_gone(mark, shm, launchers)
 
 
+def test_timeout_stops_the_job_in_one_line(tmp_path, progs):
+    from test_signals import SLEEPER_C
+    src = tmp_path / "sleeper.c"
+    src.write_text(SLEEPER_C)
+    exe = tmp_path / "sleeper"
+    subprocess.run(["mpicc", "-O1", "-o", str(exe), str(src)], check=True, timeout=120)
+    r = run_tiers("mbc", "run", "--stats", "--timeout", "3", "--", *mpirun(2), str(exe),
+                  env=standin_env(progs, TMPDIR=str(tmp_path)))
+    assert r.returncode == 1, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tiers")]
+    assert lines == [lines[0]] and "timed out after 3 s" in lines[0], r.stderr
+    assert "before any rank wrote its statistics" in lines[0]
+    assert not list(tmp_path.glob("tiers-mbc-stats-*"))
+
+
 # --------------------------------------------------------------------------
 # the real library
 
