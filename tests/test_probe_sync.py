@@ -322,6 +322,8 @@ def test_single_tests_and_python_api(tmp_path):
     (["--test-time", "inf"], "--test-time: 'inf' is not a finite number"),
     (["--pin", "none"], "invalid choice: 'none'"),
     (["--reps", "many"], "--reps: 'many' is not a count"),
+    (["--figure-time", "0"], "--figure-time: 0 must be above 0"),
+    (["--figure-time", "4000"], "--figure-time: 4000 is above the maximum of 3600"),
 ])
 def test_bad_input_is_one_line(args, fragment):
     r = run_tiers("probe", "sync", *args)
@@ -435,71 +437,6 @@ def test_a_time_without_reference_is_its_median(native_bin):
     row = _summary_of(_pair_stats(native_bin, None, wide))["rows"][0]
     assert row["reliable"] is True and row["noisy"] is True
     assert row["value_us"] == pytest.approx(sorted(wide)[5] / 2 + sorted(wide)[6] / 2)
-
-
-def test_single_tests_and_python_api(tmp_path):
-    from rich.console import Console
-
-    from tiers.probe import sync
-
-    doc = sync.measure(threads=[1], tests=["spin", "barrier", "guided"], reps=3,
-                       test_time=50, chunks=[2], quick=True)
-    (run,) = doc["samples"]
-    assert [(t["name"], t.get("chunk")) for t in run["tests"]] == [
-        ("barrier", None), ("guided", 2), ("spin", None)]
-    assert {x["name"] for x in run["references"]} == {"delay", "sched"}
-    buf = io.StringIO()
-    sync.render(doc, Console(file=buf, width=120))
-    assert "spin barrier" in buf.getvalue() and "GUIDED 2" in buf.getvalue()
-    path = sync.plot(doc, tmp_path / "p.png")
-    assert path.read_bytes()[:4] == b"\x89PNG"
-
-
-@pytest.mark.parametrize("args, fragment", [
-    (["--tests", "sync,bogus"], "unknown test group or test 'bogus'"),
-    (["--tests", ""], "--tests is empty"),
-    (["--threads", "4096"], "--threads: 4096 is more than the limit of 1024"),
-    (["--threads", "2,x"], "--threads: 'x' is not a count"),
-    (["--threads", "0"], "--threads: 0 is below the minimum of 1"),
-    (["--chunks", "1,,4"], "--chunks: '1,,4' has an empty item"),
-    (["--chunks", "-3"], "--chunks: -3 is below the minimum of 1"),
-    (["--reps", "0"], "--reps: 0 is below the minimum of 2"),
-    (["--reps", "-5"], "--reps: -5 is below the minimum of 2"),
-    (["--test-time", "-1"], "--test-time: -1 must be above 0"),
-    (["--delay-time", "0"], "--delay-time: 0 must be above 0"),
-    (["--test-time", "inf"], "--test-time: 'inf' is not a finite number"),
-    (["--pin", "none"], "invalid choice: 'none'"),
-    (["--reps", "many"], "--reps: 'many' is not a count"),
-])
-def test_bad_input_is_one_line(args, fragment):
-    r = run_tiers("probe", "sync", *args)
-    assert_one_line_error(r, fragment)
-
-
-def test_native_tool_bad_input(native_bin):
-    for args, fragment in ((["--pin", "none"], "--pin must be compact or scatter"),
-                           (["--bogus"], "unknown option '--bogus'"),
-                           (["--stats", "1,x"], "bad number list"),
-                           (["--reps"], "needs a value")):
-        proc = subprocess.run([native_bin("tiers-probe-sync"), *args], capture_output=True,
-                              text=True, timeout=30)
-        lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-        assert lines[0].startswith("tiers-probe-sync: error: ") and fragment in lines[0]
-        assert proc.stdout == ""
-
-
-def _raw_with(stats_by_name: dict) -> dict:
-    """A tiers-probe-sync output of one run at 2 threads with these tests."""
-    tests = []
-    for name, (mean, low) in stats_by_name.items():
-        st = {"mean_us": mean, "median_us": mean, "stddev_us": 0.01,
-              "ci95_us": [mean - 0.005, mean + 0.005], "min_us": low, "max_us": mean + 0.02,
-              "mean_cycles": mean * 2600, "median_cycles": mean * 2600,
-              "stddev_cycles": 26.0, "ci95_cycles": [0.0, 1.0], "kept": 20, "dropped": 0,
-              "noisy": False}
-        tests.append({"group": "sync", "name": name, "label": name.upper(), "stats": st})
-    return {"runs": [{"threads": 2, "tests": tests}], "params": {"cycles_per_second": 2.6e9}}
 
 
 def _raw_with(stats_by_name: dict) -> dict:
