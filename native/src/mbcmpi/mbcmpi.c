@@ -1380,8 +1380,11 @@ EXPORT(Test)
 static int w_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
 {
   struct mreq *q = mbcmpi.active && !mbcmpi.inside ? lookup(req) : NULL;
-  if (!q)
+  if (!q) {
+    if (mbcmpi.active && !mbcmpi.inside && req != MPI_REQUEST_NULL)
+      mbcmpi_progress_all(); /* a program polling MPI still drains the FIFOs */
     return REAL(Request_get_status)(req, flag, status);
+  }
   CARRY(Request_get_status);
   if (!q->active && !q->stashed) {
     *flag = 1;
