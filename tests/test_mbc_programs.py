@@ -19,7 +19,9 @@ run --json`` (libtiers-mbc-mpi.so preloaded), and the results are compared:
 mpi4py asks for MPI_THREAD_MULTIPLE by default, which memory-based
 messaging refuses in one line; the scripts run at MPI_THREAD_SERIALIZED
 (``MPI4PY_RC_THREAD_LEVEL``, under MPI and under MBC alike), and one test
-checks the refusal itself.  Every MBC run also checks the statistics
+checks the refusal itself.  mpi4py's pickled ``recv()`` uses ``MPI_Mprobe``,
+which the library refuses for now: the point-to-point script is an expected
+failure while it says exactly that, and a full comparison once it does not.  Every MBC run also checks the statistics
 document: every rank wrote one, and every message went by remote write or
 by the FIFO.  The tests are skipped where the native folder tiers uses has
 no libtiers-mbc-mpi.so.
@@ -229,11 +231,7 @@ SERIALIZED = {"MPI4PY_RC_THREAD_LEVEL": "serialized"}
 
 @needs_mpi4py
 @pytest.mark.parametrize("n", RANKS)
-@pytest.mark.parametrize("script", [
-    pytest.param("p2p", marks=pytest.mark.xfail(
-        strict=True, reason="mpi4py's pickled recv() uses MPI_Mprobe, which "
-        "libtiers-mbc-mpi refuses (matched probes)")),
-    "split", "nonblocking"])
+@pytest.mark.parametrize("script", ["p2p", "split", "nonblocking"])
 def test_mpi4py_same_output(tmp_path, script, n):
     cmd = [*mpirun(n), sys.executable, str(PROGRAMS / f"mpi4py_{script}.py")]
     plain = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
@@ -241,6 +239,13 @@ def test_mpi4py_same_output(tmp_path, script, n):
     assert plain.returncode == 0, plain.stderr[-3000:]
     want = [ln for ln in plain.stdout.splitlines() if ln.startswith("rank ")]
     assert {ln.split(":")[0] for ln in want} == {f"rank {r}" for r in range(n)}
+    if script == "p2p":
+        # mpi4py's pickled recv() probes with MPI_Mprobe (matched probes),
+        # which the library refuses in one line for now: expected to fail
+        # that way, and a real comparison as soon as the library carries it.
+        probe = run_tiers("mbc", "run", "--", *cmd, cwd=tmp_path, env=SERIALIZED, timeout=240)
+        if probe.returncode != 0 and "tiers mbc: MPI_Mprobe: not supported" in probe.stderr:
+            pytest.xfail("libtiers-mbc-mpi refuses MPI_Mprobe, which mpi4py's recv() uses")
     run, _ = mbc_run(tmp_path, cmd, tmp_path, env=SERIALIZED)
     assert [ln for ln in run.stdout.splitlines() if ln.startswith("rank ")] == want
 
