@@ -90,6 +90,7 @@ KINDS: dict[str, Kind] = {
     "bench": Kind("Reference application (tiers bench)", ".bench", plot="plot"),
     "trace": Kind("Trace summary (tiers trace)", ".show", render="_render_trace"),
     "mbc.run": Kind("Messages under memory-based messaging (tiers mbc run)", ".mbcrun"),
+    "tune": Kind("Placement measured (tiers tune)", ".tune"),
     "survey": Kind("Survey index (tiers survey)", ".survey"),
     "vcluster": Kind("Virtual cluster (tiers vcluster)", ".show", render="_render_vcluster"),
 }
