@@ -284,13 +284,23 @@ def test_real_library_carries_a_known_traffic(tmp_path, progs, n):
 
 
 @real_library
-def test_real_library_composes_with_the_tracer(tmp_path, progs):
+@pytest.mark.parametrize("order", ["trace-outside", "trace-inside"])
+def test_real_library_composes_with_the_tracer(tmp_path, progs, order):
     n = 2
-    run = run_tiers("trace", "--out", str(tmp_path / "tr"), "--", sys.executable, "-m",
-                    "tiers", "mbc", "run", "--json", str(tmp_path / "mbc.json"), "--",
-                    *mpirun(n), progs["traffic"])
+    tiers_cmd = [sys.executable, "-m", "tiers"]
+    mbc = ["mbc", "run", "--json", str(tmp_path / "mbc.json"), "--"]
+    trace = ["trace", "--out", str(tmp_path / "tr"), "--"]
+    job = [*mpirun(n), progs["traffic"]]
+    if order == "trace-outside":
+        run = run_tiers(*trace, *tiers_cmd, *mbc, *job)
+    else:
+        run = run_tiers(*mbc, *tiers_cmd, *trace, *job)
     assert run.returncode == 0, run.stderr
     summary = json.loads((tmp_path / "tr" / "summary.json").read_text())["summary"]
     assert summary["p2p_messages"] == 6 * n
+    prof = run_tiers("trace", "stats", str(tmp_path / "tr"))
+    calls = {ln.split()[0]: int(ln.split()[1]) for ln in prof.stdout.splitlines()
+             if ln.startswith("MPI_") and len(ln.split()) > 1 and ln.split()[1].isdigit()}
+    assert calls["MPI_Send"] == n and calls["MPI_Isend"] == 5 * n   # the program's, only
     stats = json.loads((tmp_path / "mbc.json").read_text())["summary"]
     assert stats["carried"].get("MPI_Isend", 0) >= 5 * n
