@@ -224,8 +224,7 @@ def test_a_program_that_is_not_mpi_gives_no_statistics(tmp_path, progs):
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_sigterm_stops_the_whole_job(tmp_path, progs, ranks):
-    from test_signals import (MARK_VAR, _assert_job_gone, _one_line,  # noqa: F401
-                              _start, _wait_for_job, SLEEPER_C)
+    from test_signals import SLEEPER_C, _assert_job_gone, _one_line, _start, _wait_for_job
     src = tmp_path / "sleeper.c"
     src.write_text(SLEEPER_C)
     exe = tmp_path / "tiers-test-sleeper"

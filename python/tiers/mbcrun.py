@@ -307,11 +307,12 @@ def main(args, argv: list[str]) -> int:
     from .render import console as tiers_console, doc_on_stdout
 
     stats = bool(args.stats or args.json)
-    stream = True
-    if doc_on_stdout():  # stdout is the document alone: the program's output goes to stderr
-        def stream(name, line):
-            sys.stderr.write(line)
-            sys.stderr.flush()
+    def to_stderr(name, line):
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+    # With the document on stdout, stdout holds it alone: the program's output goes to stderr.
+    stream = to_stderr if doc_on_stdout() else True
     rc, doc = run(list(args.cmd), stats=stats, timeout=args.timeout, argv=argv, stream=stream)
     if doc is not None:
         console = tiers_console()
