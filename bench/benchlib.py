@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -226,3 +227,42 @@ def compile_with_openblas(source, exe, extra=()) -> None:
     if proc.returncode != 0:
         fail(f"cannot compile {os.path.basename(str(source))} against OpenBLAS "
              "(libopenblas-dev): " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+
+
+# OpenBLAS cores it falls back to when it does not know the CPU (Debian's
+# 0.3.21 takes a 2023 Xeon for a Prescott: SSE3 kernels, a weak anchor).
+OPENBLAS_FALLBACK_CORES = {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom",
+                           "katmai", "coppermine", "northwood", "banias", "unknown"}
+
+
+def openblas_core(cmd: list[str]) -> dict:
+    """The OpenBLAS kernels an anchor should run with: ``{"detected",
+    "coretype", "env"}``.  ``cmd`` is a short run of the anchor; with
+    OPENBLAS_VERBOSE=2 OpenBLAS prints the core it picked.  When that is a
+    fallback core while the CPU has AVX-512 (SkylakeX kernels) or AVX2+FMA
+    (Haswell kernels), ``coretype`` names the better one and ``env`` sets
+    OPENBLAS_CORETYPE to it, so that tiers is compared with OpenBLAS at its
+    best on this CPU.  An OPENBLAS_CORETYPE already set is kept."""
+    env = dict(os.environ, OPENBLAS_VERBOSE="2", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    m = re.search(r"Core:\s*(\w+)", proc.stdout + proc.stderr)
+    detected = m.group(1) if m else None
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return {"detected": detected, "coretype": os.environ["OPENBLAS_CORETYPE"], "env": {}}
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    better = None
+    if detected is not None and detected.lower() in OPENBLAS_FALLBACK_CORES:
+        if {"avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd"} <= flags:
+            better = "SkylakeX"
+        elif {"avx2", "fma"} <= flags:
+            better = "Haswell"
+    return {"detected": detected, "coretype": better or detected,
+            "env": {"OPENBLAS_CORETYPE": better} if better else {}}

@@ -156,7 +156,7 @@ def test_unknown_algo_is_one_line(tiers):
 @pytest.mark.parametrize("args,fragment", [
     (["--block", "0"], "--block needs a positive number"),
     (["--grid", "2,1"], "--grid does not apply"),
-    (["--simd", "neon"], "--simd must be auto, avx2 or generic"),
+    (["--simd", "neon"], "--simd must be auto, avx512, avx2 or generic"),
     (["--perturb", "240,0"], "outside the 240 x 240 matrix"),
 ])
 def test_bad_options_are_one_line(args, fragment):
@@ -180,3 +180,31 @@ def test_bench_app_entry():
     assert app.tool == TOOL and app.size_option and app.iters_option
     assert bench.app_args(app, quick=True, size=480, iters=2) == \
         ["--quick", "--size", "480", "--iters", "2"]
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+@pytest.mark.parametrize("simd,tile", [("avx2", (6, 8)), ("avx512", (12, 16))])
+@pytest.mark.parametrize("ranks,threads", [(1, 2), (2, 1)])
+def test_vector_kernels_with_edge_blocks(simd, tile, ranks, threads):
+    # an order that is a multiple of neither tile and deeper than one packed
+    # panel (KC = 384), so that edge blocks and the accumulate-into-C path
+    # both run; the exact integer checks must pass
+    need = {"avx2": {"avx2", "fma"}, "avx512": {"avx2", "fma", "avx512f"}}[simd]
+    if not need <= _cpu_flags():
+        pytest.skip(f"this CPU cannot run the {simd} kernel")
+    n = 2 * 197 * 2  # 788: 788 mod 12 = 8, 788 mod 16 = 4, two panels of depth
+    doc = _run(ranks, threads, "--size", str(n), "--algo", "tiled", "--simd", simd)
+    _assert_verified(doc, n, ranks)
+    r = doc["result"]
+    assert (r["mr"], r["nr"]) == tile
+    assert r["kernel"] == {"avx2": "avx2-fma", "avx512": "avx512"}[simd]

@@ -5,7 +5,7 @@
  * team per process).
  *
  *   mpirun -n P tiers-matmul [--algo blocked|tiled|bcast] [--size N]
- *       [--block L] [--iters K] [--simd auto|avx2|generic] [--perturb I,J]
+ *       [--block L] [--iters K] [--simd auto|avx512|avx2|generic] [--perturb I,J]
  *       [--threads T] [--pin none|compact|scatter] [--verify | --no-verify]
  *       [--quick]
  *
@@ -23,8 +23,8 @@
  * --algo tiled     the same layout and messages; the multiply adds
  *                  register blocking (tiling): panels of A and B are packed
  *                  into contiguous micro-panels and an MR x NR micro-kernel
- *                  keeps its block of C in registers (6 x 8 with AVX2+FMA,
- *                  4 x 4 in portable C).
+ *                  keeps its block of C in registers (12 x 16 with
+ *                  AVX-512, 6 x 8 with AVX2+FMA, 4 x 4 in portable C).
  * --algo bcast     seed 003 Fig. 4: A distributed by rows, B by columns
  *                  (process q owns columns [q N/P, (q+1) N/P), stored
  *                  column by column), both generated in place.  The loop
@@ -49,8 +49,9 @@
  * timed part, before the checks: a self-test that shows the verification
  * catches a one-entry error (the run then exits 3).
  *
- * --simd picks the tiled micro-kernel: auto (AVX2+FMA when the CPU has
- * it, chosen at run time), avx2, or generic (portable C).
+ * --simd picks the tiled micro-kernel: auto (the best the CPU runs,
+ * chosen at run time), avx512 (12 x 16, AVX-512F), avx2 (6 x 8, AVX2+FMA)
+ * or generic (4 x 4, portable C).
  *
  * Output: the tiers.app/1 document of hybrid_app.h.  "result": algo,
  * size, iters, flops (2 N^3 per iteration), gflops, simd, the micro-kernel
@@ -97,11 +98,13 @@ static inline int64_t w_int(long j) { return j % 7 + 1; }
  * The tiled multiply: packing and micro-kernels.
  * --------------------------------------------------------------------- */
 
-#define KC 256 /* depth of a packed panel */
-#define MC 96  /* rows of a packed block of A (a multiple of every MR) */
+/* Blocking (the A block MC x KC stays in L2, a KC x NR micro-panel of B
+ * in L1); KC = 384 measured best of 192-512 for the 12 x 16 kernel. */
+#define KC 384  /* depth of a packed panel */
+#define MC 96   /* rows of a packed block of A (a multiple of every MR) */
 #define NC 2048 /* columns of a packed block of B (a multiple of every NR) */
-#define MR_MAX 6
-#define NR_MAX 8
+#define MR_MAX 12
+#define NR_MAX 16
 
 typedef void (*ukernel_fn)(long kc, const double *a, const double *b, double *c, long ldc,
                            int first);
@@ -172,13 +175,73 @@ ukernel_avx2(long kc, const double *restrict a, const double *restrict b, double
   }
 }
 
+/* The 12 x 16 AVX-512 kernel: 24 accumulators (12 rows x two 8-wide
+ * halves), two loads of B and twelve broadcasts of A per step of k; the
+ * k loop is unrolled by two. */
+#define UK512_ROW(I)                                                                        \
+  do {                                                                                      \
+    __m512d x_ = _mm512_set1_pd(a[I]);                                                      \
+    c##I##l = _mm512_fmadd_pd(x_, bl, c##I##l);                                             \
+    c##I##h = _mm512_fmadd_pd(x_, bh, c##I##h);                                             \
+  } while (0)
+#define UK512_STEP()                                                                        \
+  do {                                                                                      \
+    __m512d bl = _mm512_load_pd(b), bh = _mm512_load_pd(b + 8);                            \
+    UK512_ROW(0); UK512_ROW(1); UK512_ROW(2); UK512_ROW(3); UK512_ROW(4); UK512_ROW(5);      \
+    UK512_ROW(6); UK512_ROW(7); UK512_ROW(8); UK512_ROW(9); UK512_ROW(10); UK512_ROW(11);    \
+    a += 12;                                                                                \
+    b += 16;                                                                                \
+  } while (0)
+__attribute__((target("avx512f,avx2,fma"))) static void
+ukernel_avx512(long kc, const double *restrict a, const double *restrict b, double *restrict c,
+               long ldc, int first)
+{
+  __m512d c0l = _mm512_setzero_pd(), c0h = c0l, c1l = c0l, c1h = c0l, c2l = c0l, c2h = c0l;
+  __m512d c3l = c0l, c3h = c0l, c4l = c0l, c4h = c0l, c5l = c0l, c5h = c0l;
+  __m512d c6l = c0l, c6h = c0l, c7l = c0l, c7h = c0l, c8l = c0l, c8h = c0l;
+  __m512d c9l = c0l, c9h = c0l, c10l = c0l, c10h = c0l, c11l = c0l, c11h = c0l;
+  /* the C tile is read (or written) only at the end: start its lines on
+   * their way now, so that the end does not wait for 24 misses */
+  for (int i = 0; i < 12; i++) {
+    _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(c + i * ldc + 15), _MM_HINT_T0);
+  }
+  long p = 0;
+  for (; p + 2 <= kc; p += 2) {
+    UK512_STEP();
+    UK512_STEP();
+  }
+  if (p < kc)
+    UK512_STEP();
+  __m512d lo[12] = {c0l, c1l, c2l, c3l, c4l, c5l, c6l, c7l, c8l, c9l, c10l, c11l};
+  __m512d hi[12] = {c0h, c1h, c2h, c3h, c4h, c5h, c6h, c7h, c8h, c9h, c10h, c11h};
+  for (int i = 0; i < 12; i++) {
+    double *ci = c + i * ldc;
+    if (!first) {
+      lo[i] = _mm512_add_pd(lo[i], _mm512_loadu_pd(ci));
+      hi[i] = _mm512_add_pd(hi[i], _mm512_loadu_pd(ci + 8));
+    }
+    _mm512_storeu_pd(ci, lo[i]);
+    _mm512_storeu_pd(ci + 8, hi[i]);
+  }
+}
+#undef UK512_STEP
+#undef UK512_ROW
+
 static const kernel_t KERNEL_GENERIC = {"generic", 4, 4, ukernel_generic};
 static const kernel_t KERNEL_AVX2 = {"avx2-fma", 6, 8, ukernel_avx2};
+static const kernel_t KERNEL_AVX512 = {"avx512", 12, 16, ukernel_avx512};
 
 static int cpu_has_avx2(void)
 {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+static int cpu_has_avx512(void)
+{
+  __builtin_cpu_init();
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f");
 }
 
 /* Packs rows [0, mc) x depth [0, kc) of A (row-major, lda) into
@@ -564,8 +627,9 @@ int main(int argc, char **argv)
                 "--perturb needs a row and a column I,J (got %s)", v ? v : "nothing");
       i++;
     } else if (strcmp(a, "--simd") == 0) {
-      app_check(&app, !v || (strcmp(v, "auto") && strcmp(v, "avx2") && strcmp(v, "generic")),
-                "--simd must be auto, avx2 or generic (got %s)", v ? v : "nothing");
+      app_check(&app, !v || (strcmp(v, "auto") && strcmp(v, "avx512") && strcmp(v, "avx2") &&
+                             strcmp(v, "generic")),
+                "--simd must be auto, avx512, avx2 or generic (got %s)", v ? v : "nothing");
       simd = v;
       i++;
     } else {
@@ -580,7 +644,13 @@ int main(int argc, char **argv)
             "--size %ld is not divisible by the %d processes (each owns N/P rows)", n, app.size);
   int avx2 = cpu_has_avx2();
   app_check(&app, strcmp(simd, "avx2") == 0 && !avx2, "--simd avx2: this CPU lacks AVX2/FMA");
-  const kernel_t *kern = (strcmp(simd, "generic") == 0 || !avx2) ? &KERNEL_GENERIC : &KERNEL_AVX2;
+  int avx512 = cpu_has_avx512();
+  app_check(&app, strcmp(simd, "avx512") == 0 && !avx512, "--simd avx512: this CPU lacks AVX-512F");
+  const kernel_t *kern = &KERNEL_GENERIC;
+  if (strcmp(simd, "avx512") == 0 || (strcmp(simd, "auto") == 0 && avx512))
+    kern = &KERNEL_AVX512;
+  else if (strcmp(simd, "avx2") == 0 || (strcmp(simd, "auto") == 0 && avx2))
+    kern = &KERNEL_AVX2;
   app_team(&app, MPI_COMM_WORLD);
   tiers_team_t team = app.team;
   int nthreads = tiers_team_nthreads(team);
