@@ -166,6 +166,32 @@ def test_preload_composition_rules():
     assert mbcrun.command_preload(["mpirun", "-n", "2", "true", "-x", "LD_PRELOAD=/no"]) is None
 
 
+def test_aggregate_adds_ranks_and_names_the_missing_ones():
+    from tiers import mbcrun
+    from tiers.errors import TiersError
+
+    def rank(r, small, big, rw):
+        b = [{"max_bytes": m, "messages": 0, "bytes": 0, "remote_write": 0, "fifo": 0}
+             for m in mbcrun.BUCKETS]
+        b[1].update(messages=small, bytes=10 * small, fifo=small)
+        b[6].update(messages=big, bytes=(5 << 20) * big, remote_write=rw, fifo=big - rw)
+        return {"rank": r, "size": 4, "buckets": b, "unexpected": r, "wildcard_receives": 1,
+                "passed_to_mpi": {"MPI_Bcast": 2}, "carried": {"MPI_Send": small + big}}
+
+    s = mbcrun.aggregate([rank(0, 3, 2, 1), rank(2, 5, 2, 2), rank(3, 0, 0, 0)])
+    assert (s["ranks"], s["size"], s["missing_ranks"]) == (3, 4, [1])
+    assert s["buckets"][1]["messages"] == 8 and s["buckets"][1]["bytes"] == 80
+    assert s["buckets"][6]["remote_write_share"] == 0.75
+    assert s["buckets"][6]["fifo_share"] == 0.25
+    assert s["messages"] == 12 and s["remote_write_share"] == 3 / 12
+    assert (s["unexpected"], s["wildcard_receives"]) == (5, 3)
+    assert s["passed_to_mpi"] == {"MPI_Bcast": 6} and s["carried"] == {"MPI_Send": 12}
+    bad = rank(0, 1, 0, 0)
+    bad["buckets"][2]["max_bytes"] = 2048
+    with pytest.raises(TiersError, match="unknown size bucket 2048"):
+        mbcrun.aggregate([bad])
+
+
 @pytest.mark.parametrize("order", ["trace-outside", "trace-inside"])
 def test_composes_with_tiers_trace_tracer_first(tmp_path, progs, order):
     """Both libraries see the program: the tracer (first) records its
