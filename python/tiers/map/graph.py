@@ -59,11 +59,26 @@ class Graph:
         """Return the number of undirected edges."""
         return int(self.adjncy.size // 2)
 
+    def _cached(self, name: str, make):
+        """Return ``make()``, kept while the graph's arrays are the same
+        objects (a placement's metrics reuse the edge lists)."""
+        arrays = (self.xadj, self.adjncy, self.adjwgt, self.adjsent)
+        key = (name,) + tuple(id(a) for a in arrays)
+        cache = self.__dict__.setdefault("_derived", {})
+        if key not in cache:
+            if len(cache) > 8:
+                cache.clear()
+            # the arrays are kept with the result, so their ids stay theirs
+            cache[key] = (arrays, make())
+        return cache[key][1]
+
     def edge_list(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Return ``(u, v, bytes)`` of every undirected edge once (u < v)."""
-        src = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.xadj))
-        keep = src < self.adjncy
-        return src[keep], self.adjncy[keep].astype(np.int64), self.adjwgt[keep]
+        def make():
+            src = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.xadj))
+            keep = src < self.adjncy
+            return src[keep], self.adjncy[keep].astype(np.int64), self.adjwgt[keep]
+        return self._cached("edges", make)
 
     def total_bytes(self) -> float:
         """Return the bytes of all edges (each edge once)."""
@@ -74,10 +89,12 @@ class Graph:
         with traffic: ``src`` sends ``bytes`` to ``dst`` in one exchange
         (half of the pair's bytes each way when the input gave no
         direction)."""
-        src = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.xadj))
-        dst = self.adjncy.astype(np.int64)
-        out = self.adjwgt / 2 if self.adjsent is None else self.adjsent
-        return src, dst, out
+        def make():
+            src = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.xadj))
+            dst = self.adjncy.astype(np.int64)
+            out = self.adjwgt / 2 if self.adjsent is None else self.adjsent
+            return src, dst, out
+        return self._cached("sent", make)
 
     def permuted(self, perm: np.ndarray) -> "Graph":
         """Return the graph with rank v renamed ``perm[v]``."""

@@ -163,7 +163,7 @@ BALANCE = 0.05
 #: Up to this many ranks Scotch maps with each strategy of PORTFOLIO and
 #: ``afc`` is the one the model ranks best (:func:`better`): no strategy
 #: wins on every graph, and on small graphs each call takes milliseconds.
-PORTFOLIO_MAX_RANKS = 1024
+PORTFOLIO_MAX_RANKS = 256
 PORTFOLIO = ("default", "quality", "recursive")
 #: Above this many ranks the mapping is done in the two steps (Scotch's
 #: k-way mapping into nodes, then each node's tree): Scotch's mapping onto
