@@ -154,8 +154,6 @@ def _cgroup_plugin() -> str:
     fails on a v1 hierarchy without systemd).  slurmd loads the plugin
     even though proctrack/linuxproc and task/affinity never create a cgroup."""
     try:
-        st = os.statvfs("/sys/fs/cgroup")
-        del st
         with open("/proc/mounts", encoding="utf-8") as f:
             for line in f:
                 words = line.split()
@@ -369,6 +367,15 @@ def _start_ctld(p: Mapping[str, str]) -> None:
         raise TiersError(f"slurmctld did not start: {why or f'exit code {proc.returncode}'}")
 
 
+def _gone(pid_file: str, late: bool) -> bool:
+    """True when the slurmd of ``pid_file`` stopped: its pid file names a
+    process that is no slurmd, or (``late``) there is no pid file yet."""
+    pid = _read_pid(pid_file)
+    if pid is None:
+        return late
+    return not _alive(pid, "slurmd")
+
+
 def _wait_pid_file(path: str, name: str, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -457,6 +464,7 @@ def start(state: dict, *, timeout: float = DEFAULT_TIMEOUT, save=None) -> dict:
     if failed:
         raise TiersError("slurmd did not start on " + "; ".join(
             f"{name} ({why})" for name, why in failed.items()))
+    started = time.monotonic()
     want = {n["name"] for n in state["nodes"]}
     deadline = time.monotonic() + timeout
     view: list[dict] = []
@@ -465,10 +473,11 @@ def start(state: dict, *, timeout: float = DEFAULT_TIMEOUT, save=None) -> dict:
         idle = {v["name"] for v in view if v["state"] == "idle"}
         if want <= idle:
             break
-        dead = [n["name"] for n in state["nodes"] if n["name"] not in idle and not
-                _wait_pid_file(slurmd_pid_file(p, n["name"]), "slurmd", 0.01)]
-        if dead and time.monotonic() > t0 + 3:
-            # a slurmd that went to the background and then stopped
+        # a slurmd that went to the background and then stopped (its pid
+        # file names no slurmd, or none appeared within 10 s)
+        dead = [n["name"] for n in state["nodes"] if n["name"] not in idle
+                and _gone(slurmd_pid_file(p, n["name"]), time.monotonic() - started > 10)]
+        if dead:
             raise TiersError("slurmd stopped on " + "; ".join(
                 f"{name} ({_last_error(slurmd_log(p, name)) or 'no error logged'})"
                 for name in dead))
