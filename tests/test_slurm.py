@@ -202,6 +202,25 @@ class TestSlurmCluster:
         if launcher == "openmpi":
             assert "--rankfile" in line
 
+    def test_inside_an_allocation_tiers_launches_with_srun(self, cluster, whoami, tmp_path):
+        """In salloc ($SLURM_JOB_ID set) tiers picks srun by itself: tiers map
+        --launch with the program alone places every rank through srun."""
+        tab = tmp_path / "t.json"
+        inner = [sys.executable, "-m", "tiers", "map", "--stencil", STENCIL, "--hostfile",
+                 cluster["hostfile"], "--table", str(tab), "--launch"]
+        dry = run_tiers("vcluster", "salloc", "--", "-n", str(RANKS), *inner, "--dry-run",
+                        "--", whoami["openmpi"], timeout=180)
+        assert dry.returncode == 0, dry.stderr
+        line = next(ln for ln in dry.stdout.splitlines() if "SLURM_HOSTFILE=" in ln)
+        assert "srun -n 8" in line and "--distribution=arbitrary" in line, line
+        run = run_tiers("vcluster", "salloc", "--", "-n", str(RANKS), *inner, "--",
+                        whoami["openmpi"], timeout=180)
+        ranks = _ranks(run)
+        for e in json.loads(tab.read_text())["ranks"]:
+            r = ranks[e["rank"]]
+            assert (r["host"], r["netns_name"], r["cpuset"]) == (e["host"], e["host"],
+                                                                 str(e["pu"])), (e, r)
+
     def test_trace_under_srun_is_the_archive_of_mpirun(self, cluster, tmp_path):
         """tiers trace -- srun ...: same counts per rank and pair as under a
         local mpirun, and an OTF2 archive, with ranks on the nodes."""
