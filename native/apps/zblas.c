@@ -49,8 +49,8 @@
  * of reference BLAS -- a different algorithm.  --scale S multiplies
  * dznrm2's input by S (try 1e300 or 1e-300).
  *
- * Vector kernels: AVX-512 for zaxpy, zdotc and dznrm2 (with the AVX2+FMA
- * zgemv) when the CPU has AVX-512F/DQ, else AVX2+FMA, else portable C;
+ * Vector kernels: AVX-512 when the CPU has AVX-512F/DQ, else AVX2+FMA,
+ * else portable C;
  * chosen at run time, --simd avx512|avx2|generic forces one.
  *
  * Values: x_i, y_i and A_ij are fixed functions of the global indices:
@@ -484,7 +484,7 @@ AVX2 static void gemv_t_avx2(long m, long j0, long j1, const double *restrict A,
 }
 
 /* ---------------------------------------------------------------------
- * AVX-512 kernels (zaxpy, zdotc, dznrm2; zgemv keeps the AVX2 kernels).
+ * AVX-512 kernels.
  * A zmm register holds four complex numbers; _mm512_permute_pd(v, 0x55)
  * swaps each real/imaginary pair.  Tails use masked loads and stores.
  * --------------------------------------------------------------------- */
@@ -618,6 +618,133 @@ AVX512 static void nrm2_avx512(long n, const double *restrict v, double acc[3])
   acc[2] = slow[2];
 }
 
+/* zgemv_n with AVX-512: as gemv_n_avx2 (row blocks of GEMV_RB, the sums
+ * R = sum_j A(:,j) xr_j and I = sum_j A(:,j) xi_j in two L1 buffers), eight
+ * columns per pass over the buffers; a ragged row tail uses masked loads
+ * (the buffers are padded to whole registers). */
+AVX512 static void gemv_n_avx512(long m, long ncol, const double *restrict A, long lda,
+                                 const double *restrict x, const double *alpha,
+                                 const double *beta, double *restrict y)
+{
+  const __m512d alr = _mm512_set1_pd(alpha[0]);
+  const __m512d ali = _mm512_setr_pd(-alpha[1], alpha[1], -alpha[1], alpha[1], -alpha[1],
+                                     alpha[1], -alpha[1], alpha[1]);
+  const __m512d ber = _mm512_set1_pd(beta[0]);
+  const __m512d bei = _mm512_setr_pd(-beta[1], beta[1], -beta[1], beta[1], -beta[1], beta[1],
+                                     -beta[1], beta[1]);
+  const __m512d flip = _mm512_setr_pd(-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0);
+  double rs[2 * GEMV_RB] __attribute__((aligned(64)));
+  double is[2 * GEMV_RB] __attribute__((aligned(64)));
+  for (long i0 = 0; i0 < m; i0 += GEMV_RB) {
+    long rb = m - i0 < GEMV_RB ? m - i0 : GEMV_RB;
+    long rb4 = (rb + 3) & ~3L; /* padded to whole registers */
+    __mmask8 tail = (rb & 3) ? tail_mask(rb & 3) : (__mmask8)0xff;
+    memset(rs, 0, sizeof(double) * 2 * (size_t)rb4);
+    memset(is, 0, sizeof(double) * 2 * (size_t)rb4);
+    const double *a0 = A + 2 * i0;
+    long j = 0;
+    for (; j + 8 <= ncol; j += 8, a0 += 16 * lda) {
+      const double *ac[8];
+      __m512d xr[8], xi[8];
+      for (int c = 0; c < 8; c++) {
+        ac[c] = a0 + 2 * c * lda;
+        xr[c] = _mm512_set1_pd(x[2 * (j + c)]);
+        xi[c] = _mm512_set1_pd(x[2 * (j + c) + 1]);
+      }
+      for (long i = 0; i < rb4; i += 4) {
+        __mmask8 k = i + 4 <= rb ? (__mmask8)0xff : tail;
+        __m512d R = _mm512_load_pd(rs + 2 * i), I = _mm512_load_pd(is + 2 * i);
+        for (int c = 0; c < 8; c++) {
+          __m512d v = _mm512_maskz_loadu_pd(k, ac[c] + 2 * i);
+          R = _mm512_fmadd_pd(v, xr[c], R);
+          I = _mm512_fmadd_pd(v, xi[c], I);
+        }
+        _mm512_store_pd(rs + 2 * i, R);
+        _mm512_store_pd(is + 2 * i, I);
+      }
+    }
+    for (; j < ncol; j++, a0 += 2 * lda) {
+      const __m512d xr = _mm512_set1_pd(x[2 * j]), xi = _mm512_set1_pd(x[2 * j + 1]);
+      for (long i = 0; i < rb4; i += 4) {
+        __mmask8 k = i + 4 <= rb ? (__mmask8)0xff : tail;
+        __m512d v = _mm512_maskz_loadu_pd(k, a0 + 2 * i);
+        _mm512_store_pd(rs + 2 * i, _mm512_fmadd_pd(v, xr, _mm512_load_pd(rs + 2 * i)));
+        _mm512_store_pd(is + 2 * i, _mm512_fmadd_pd(v, xi, _mm512_load_pd(is + 2 * i)));
+      }
+    }
+    double *yp = y + 2 * i0;
+    for (long i = 0; i < rb4; i += 4) {
+      __mmask8 k = i + 4 <= rb ? (__mmask8)0xff : tail;
+      __m512d s = _mm512_fmadd_pd(flip, _mm512_permute_pd(_mm512_load_pd(is + 2 * i), 0x55),
+                                  _mm512_load_pd(rs + 2 * i));
+      __m512d yv = _mm512_maskz_loadu_pd(k, yp + 2 * i);
+      __m512d out = _mm512_add_pd(
+          _mm512_fmadd_pd(ali, _mm512_permute_pd(s, 0x55), _mm512_mul_pd(alr, s)),
+          _mm512_fmadd_pd(bei, _mm512_permute_pd(yv, 0x55), _mm512_mul_pd(ber, yv)));
+      _mm512_mask_storeu_pd(yp + 2 * i, k, out);
+    }
+  }
+}
+
+/* The end of one column of zgemv_t with AVX-512: p = sum a x, q = sum a
+ * swap(x) lane by lane; as gemv_t_finish. */
+AVX512 static inline void gemv_t_finish512(__m512d p, __m512d q, int conj, const double *alpha,
+                                           const double *beta, double *yj)
+{
+  const __m512d alt = _mm512_setr_pd(1, -1, 1, -1, 1, -1, 1, -1);
+  double ps = _mm512_reduce_add_pd(p), pd = _mm512_reduce_add_pd(_mm512_mul_pd(p, alt));
+  double qs = _mm512_reduce_add_pd(q), qd = _mm512_reduce_add_pd(_mm512_mul_pd(q, alt));
+  double sr = conj ? ps : pd, si = conj ? qd : qs;
+  double yr = yj[0], yi = yj[1];
+  yj[0] = alpha[0] * sr - alpha[1] * si + beta[0] * yr - beta[1] * yi;
+  yj[1] = alpha[0] * si + alpha[1] * sr + beta[0] * yi + beta[1] * yr;
+}
+
+/* zgemv_t/_c with AVX-512: four columns share every load of x; a ragged
+ * row tail uses masked loads (zeros add nothing). */
+AVX512 static void gemv_t_avx512(long m, long j0, long j1, const double *restrict A, long lda,
+                                 const double *restrict x, int conj, const double *alpha,
+                                 const double *beta, double *restrict y)
+{
+  __mmask8 tail = (m & 3) ? tail_mask(m & 3) : (__mmask8)0xff;
+  long j = j0;
+  for (; j + 4 <= j1; j += 4) {
+    const double *a0 = A + 2 * j * lda, *a1 = a0 + 2 * lda, *a2 = a1 + 2 * lda,
+                 *a3 = a2 + 2 * lda;
+    __m512d p0 = _mm512_setzero_pd(), p1 = p0, p2 = p0, p3 = p0;
+    __m512d q0 = p0, q1 = p0, q2 = p0, q3 = p0;
+    for (long i = 0; i < m; i += 4) {
+      __mmask8 k = i + 4 <= m ? (__mmask8)0xff : tail;
+      __m512d xv = _mm512_maskz_loadu_pd(k, x + 2 * i), xs = _mm512_permute_pd(xv, 0x55);
+      __m512d v0 = _mm512_maskz_loadu_pd(k, a0 + 2 * i), v1 = _mm512_maskz_loadu_pd(k, a1 + 2 * i);
+      __m512d v2 = _mm512_maskz_loadu_pd(k, a2 + 2 * i), v3 = _mm512_maskz_loadu_pd(k, a3 + 2 * i);
+      p0 = _mm512_fmadd_pd(v0, xv, p0);
+      p1 = _mm512_fmadd_pd(v1, xv, p1);
+      p2 = _mm512_fmadd_pd(v2, xv, p2);
+      p3 = _mm512_fmadd_pd(v3, xv, p3);
+      q0 = _mm512_fmadd_pd(v0, xs, q0);
+      q1 = _mm512_fmadd_pd(v1, xs, q1);
+      q2 = _mm512_fmadd_pd(v2, xs, q2);
+      q3 = _mm512_fmadd_pd(v3, xs, q3);
+    }
+    gemv_t_finish512(p0, q0, conj, alpha, beta, y + 2 * j);
+    gemv_t_finish512(p1, q1, conj, alpha, beta, y + 2 * j + 2);
+    gemv_t_finish512(p2, q2, conj, alpha, beta, y + 2 * j + 4);
+    gemv_t_finish512(p3, q3, conj, alpha, beta, y + 2 * j + 6);
+  }
+  for (; j < j1; j++) {
+    const double *a0 = A + 2 * j * lda;
+    __m512d p0 = _mm512_setzero_pd(), q0 = p0;
+    for (long i = 0; i < m; i += 4) {
+      __mmask8 k = i + 4 <= m ? (__mmask8)0xff : tail;
+      __m512d xv = _mm512_maskz_loadu_pd(k, x + 2 * i), v0 = _mm512_maskz_loadu_pd(k, a0 + 2 * i);
+      p0 = _mm512_fmadd_pd(v0, xv, p0);
+      q0 = _mm512_fmadd_pd(v0, _mm512_permute_pd(xv, 0x55), q0);
+    }
+    gemv_t_finish512(p0, q0, conj, alpha, beta, y + 2 * j);
+  }
+}
+
 typedef struct kernels {
   const char *name;
   void (*zaxpy)(long, const double *, const double *, double *);
@@ -633,7 +760,7 @@ static const kernels_t KERNELS_C = {"generic", zaxpy_c, zdotc_c, nrm2_c, gemv_n_
 static const kernels_t KERNELS_AVX2 = {"avx2-fma", zaxpy_avx2, zdotc_avx2, nrm2_avx2,
                                        gemv_n_avx2, gemv_t_avx2};
 static const kernels_t KERNELS_AVX512 = {"avx512", zaxpy_avx512, zdotc_avx512, nrm2_avx512,
-                                         gemv_n_avx2, gemv_t_avx2};
+                                         gemv_n_avx512, gemv_t_avx512};
 
 /* Blue's final step: the norm from the three sums. */
 static double nrm2_combine(const double acc[3])
