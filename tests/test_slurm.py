@@ -93,11 +93,32 @@ def _assert_on_nodes(ranks: dict[int, dict]) -> None:
     assert per_node == {vcluster.node_name(i): SLOTS for i in range(NODES)}
 
 
+# Where Slurm and munge keep their files by default: the cluster writes none there.
+DEFAULT_PLACES = ("/etc/slurm", "/var/log/slurm", "/var/lib/slurm", "/var/spool/slurmd",
+                  "/var/spool/slurmctld", "/run/slurm", "/etc/munge", "/run/munge",
+                  "/var/log/munge", "/var/lib/munge")
+
+
+def _files_in_default_places() -> dict[str, float]:
+    out = {}
+    for top in DEFAULT_PLACES:
+        for folder, _, files in os.walk(top):
+            for f in files:
+                path = os.path.join(folder, f)
+                try:
+                    out[path] = os.stat(path).st_mtime
+                except OSError:
+                    pass
+    return out
+
+
 @pytest.fixture(scope="class")
 def cluster():
     """4 nodes x 2 slots, unshaped links, Slurm on them; removed at the end
-    of the class, and nothing of it is left."""
+    of the class, and nothing of it is left, nor anything written where
+    Slurm and munge keep files by default (/etc, /var, /run)."""
     _skip_if_a_cluster_is_up()
+    before = _files_in_default_places()
     try:
         run = run_tiers("vcluster", "up", "--nodes", str(NODES), "--slots", str(SLOTS),
                         "--link", "none", "--slurm", timeout=120)
@@ -106,6 +127,7 @@ def cluster():
     finally:
         _down()
         assert vcluster.leftovers() == []
+        assert _files_in_default_places() == before
 
 
 class TestSlurmCluster:
