@@ -43,6 +43,7 @@ if rank == 0:
 else:
     for tag in (3, 4):
         comm.Send(np.array([rank, tag, rank * tag, 0], dtype=np.int64), dest=0, tag=tag)
+comm.Barrier()   # no later message may meet rank 0's MPI_ANY_TAG receives
 
 # probe for the size, then receive
 if rank == 0:
