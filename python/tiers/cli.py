@@ -315,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--swap-every", type=V.count("--swap-every"), metavar="N",
                    help="sync: swap out at every N-th collective on MPI_COMM_WORLD, whatever "
                    "the fill (the seed's fixed schedule)")
+    p.add_argument("--filter", metavar="include=F,...|exclude=F,...",
+                   help="record only these MPI functions, or all but these, e.g. "
+                   "include=MPI_Send,MPI_Recv (MPI_Init and MPI_Finalize always)")
     p.add_argument("--out", metavar="DIR", type=V.path("--out"),
                    help="output folder (default: a new tiers-trace-<date> folder)")
     p.add_argument("--force", action="store_true",

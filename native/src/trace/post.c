@@ -20,7 +20,7 @@
  * per-rank state is definitions (communicators, threads, function tables),
  * not events.  The one figure that pairs messages across ranks, the
  * receiver-first share, sorts them externally: sorted runs of a fixed size
- * go to an unlinked temporary file (in DIR, else $TMPDIR or /tmp), merged
+ * go to an unlinked temporary file (in $TMPDIR or /tmp, else DIR), merged
  * a chunk of each run at a time.
  *
  * Each file is read twice: a scan that skips from record head to record
@@ -57,7 +57,7 @@
 
 enum { K_ENTER = 1, K_LEAVE, K_SEND, K_RECV, K_ISEND, K_ISEND_DONE, K_IRECV_POST, K_IRECV_DONE,
        K_COLL_BEGIN, K_COLL_END, K_COMM, K_SWAP, K_CLOCK, K_STOP, K_INFO, K_MEM, K_XFER, K_NAME,
-       K_MAX };
+       K_MAP, K_MAX };
 #define FN_SWAPOUT 0xFFFF
 #define SWAP_UNSYNC 4
 #define BLOCK (1u << 20)
@@ -67,7 +67,7 @@ static const int payload_min[K_MAX] = {
   [K_ENTER] = 0, [K_LEAVE] = 0, [K_COLL_BEGIN] = 0, [K_SEND] = 32, [K_RECV] = 32,
   [K_ISEND] = 32, [K_IRECV_DONE] = 32, [K_ISEND_DONE] = 8, [K_IRECV_POST] = 8,
   [K_COLL_END] = 32, [K_COMM] = 16, [K_SWAP] = 24, [K_CLOCK] = 24, [K_STOP] = 8,
-  [K_INFO] = 32, [K_MEM] = 16, [K_XFER] = 24, [K_NAME] = 8};
+  [K_INFO] = 32, [K_MEM] = 16, [K_XFER] = 24, [K_NAME] = 8, [K_MAP] = 24};
 
 static const char *const stop_reasons[] = {NULL, "write error",
                                            "buffer overflow between collectives",
@@ -301,6 +301,8 @@ typedef struct {
 typedef struct {
   uint16_t func;
   int coll;  /* a collective ended inside: its figures go on the Chrome slice's end */
+  uint64_t ra;     /* the call site (0: not recorded) */
+  uint64_t mbytes; /* bytes of the call's messages, for its call site */
   int64_t t; /* global time stamp at enter */
   int32_t comm, root;
   uint64_t sent, recvd;
@@ -325,6 +327,17 @@ typedef struct {
   int64_t t;
   uint64_t bytes;
 } msg_t;
+
+typedef struct {
+  uint64_t start, end, off;
+  char *path;
+} map_t;
+
+typedef struct {
+  int func;
+  uint64_t ra, calls, bytes;
+  double time_s;
+} site_t;
 
 typedef struct rank_s {
   char *path;
@@ -358,6 +371,11 @@ typedef struct rank_s {
   int64_t last_local;   /* the largest local time stamp of an event */
   int64_t first_local;  /* the first event's local time stamp */
   FILE *chrome;         /* this rank's Chrome events (a temporary file) */
+  map_t *maps;          /* REC_MAP: the program's file mappings */
+  int nmaps, mapcap;
+  site_t *sites;        /* per (function, call site) */
+  int nsites, sitecap;
+  imap_t site_ix;
   uint64_t nevents;     /* python's len(log.events) */
   uint64_t otf2_events; /* OTF2 events written for this rank */
   /* regions in order of first use: func ids, FN_SWAPOUT, 0x10000 (unsync), 0x10001 (stopped) */
@@ -504,6 +522,8 @@ static void stack_push(stack_t_ *s, uint16_t func, int64_t t) {
   s->f[s->n].func = func;
   s->f[s->n].t = t;
   s->f[s->n].coll = 0;
+  s->f[s->n].ra = 0;
+  s->f[s->n].mbytes = 0;
   s->n++;
 }
 
@@ -695,6 +715,13 @@ static int scan_rank(rank_t *r) {
       r->info_threshold = rdf64(b + 24);
       r->info_t0 = t;
       r->info_swap_every = length >= 16 + 40 ? rd64(b + 32) : 0;
+    } else if (kind == K_MAP) {
+      GROW(r->maps, r->nmaps, r->mapcap);
+      map_t *m = &r->maps[r->nmaps++];
+      m->start = rd64(b);
+      m->end = rd64(b + 8);
+      m->off = rd64(b + 16);
+      m->path = strndup((const char *)b + 24, length - 40);
     } else if (kind == K_MEM) {
       r->have_mem = 1;
       r->mem_resident = rd64(b);
@@ -1003,7 +1030,7 @@ static int write_rank(rank_t *r) {
     rd.pos += length;
     int kind = h[0], flags = h[1];
     if (kind == K_COMM || kind == K_CLOCK || kind == K_STOP || kind == K_INFO ||
-        kind == K_MEM || kind == K_NAME)
+        kind == K_MEM || kind == K_NAME || kind == K_MAP)
       continue;
     uint16_t th = rd16(h + 2), func = rd16(h + 4);
     int64_t t = rdi64(h + 8);
@@ -1089,6 +1116,7 @@ static int write_rank(rank_t *r) {
     /* summary */
     if (kind == K_ENTER) {
       stack_push(st, func, gt);
+      if (length >= 24) st->f[st->n - 1].ra = rd64(b);
       if (ch) {
         char tmp[32];
         ch_head(ch, "B", region_name_of(r, rkey, tmp, sizeof tmp),
@@ -1117,14 +1145,33 @@ static int write_rank(rank_t *r) {
           e->calls++;
           e->time_s += (double)(gt - f.t) * 1e-9;
           e->used = 1;
+          if (f.ra) {
+            int64_t key = (int64_t)(((f.ra & 0x3FFFFFFFFFFFull) << 16) | f.func);
+            int64_t *ix = imap_get(&r->site_ix, key);
+            site_t *sp;
+            if (ix) sp = &r->sites[*ix];
+            else {
+              GROW(r->sites, r->nsites, r->sitecap);
+              sp = &r->sites[r->nsites];
+              memset(sp, 0, sizeof *sp);
+              sp->func = f.func;
+              sp->ra = f.ra;
+              imap_put(&r->site_ix, key, r->nsites++);
+            }
+            sp->calls++;
+            sp->bytes += f.mbytes;
+            sp->time_s += (double)(gt - f.t) * 1e-9;
+          }
         }
       }
       continue;
     }
     int current = -1;
+    frame_t *cur_frame = NULL;
     for (int i = st->n - 1; i >= 0; i--)
       if (st->f[i].func != FN_SWAPOUT) {
         current = st->f[i].func;
+        cur_frame = &st->f[i];
         break;
       }
     int64_t start = st->n ? st->f[st->n - 1].t : gt;
@@ -1240,6 +1287,7 @@ static int write_rank(rank_t *r) {
         fnstat_t *e = fnstat(r, current);
         e->bytes += nbytes;
         e->used = 1;
+        cur_frame->mbytes += nbytes;
       }
       if (bucketed) {
         fnstat_t *e = fnstat(r, current);
@@ -1617,10 +1665,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   qsort(g_ranks, (size_t)g_nranks, sizeof *g_ranks, cmp_path);
-  /* the message runs: in the trace folder, else in $TMPDIR (a folder we
-   * may not write, e.g. tiers trace stats on someone else's trace) */
+  /* the message runs: in $TMPDIR or /tmp, else in the trace folder (whose
+   * disk may be the one that filled up during the run) */
   for (int k = 0; k < 2; k++) {
-    const char *where[3] = {dir, getenv("TMPDIR"), "/tmp"};
+    const char *where[3] = {getenv("TMPDIR"), "/tmp", dir};
     for (int w = 0; w < 3 && g_spill[k].fd < 0; w++) {
       if (!where[w] || !*where[w]) continue;
       char tmp[4200];
@@ -2294,6 +2342,41 @@ int main(int argc, char **argv) {
       fputs("}", o);
     }
     fputs("}", o);
+    /* call sites, with the mapping each address falls in */
+    fputs(", \"sites\": [", o);
+    c = 0;
+    for (int i = 0; i < g_nranks; i++) {
+      rank_t *r = &g_ranks[i];
+      for (int k = 0; k < r->nsites; k++) {
+        site_t *sp = &r->sites[k];
+        char tmp[32];
+        fprintf(o, "%s{\"rank\": %d, \"function\": ", c++ ? ", " : "", r->rank);
+        json_str(o, region_name_of(r, sp->func, tmp, sizeof tmp));
+        fprintf(o, ", \"address\": %" PRIu64 ", \"calls\": %" PRIu64 ", \"bytes\": %" PRIu64
+                   ", \"time_s\": ", sp->ra, sp->calls, sp->bytes);
+        json_num(o, sp->time_s);
+        const map_t *m = NULL;
+        for (int q = 0; q < r->nmaps; q++)
+          if (sp->ra >= r->maps[q].start && sp->ra < r->maps[q].end) {
+            m = &r->maps[q];
+            break;
+          }
+        if (m) {
+          fputs(", \"object\": ", o);
+          json_str(o, m->path);
+          /* the object's load bias: its lowest mapping's start less that
+           * mapping's file offset */
+          uint64_t low = m->start - m->off;
+          for (int q = 0; q < r->nmaps; q++)
+            if (!strcmp(r->maps[q].path, m->path) && r->maps[q].start - r->maps[q].off < low)
+              low = r->maps[q].start - r->maps[q].off;
+          fprintf(o, ", \"load_bias\": %" PRIu64 "}", low);
+        } else {
+          fputs(", \"object\": null, \"load_bias\": 0}", o);
+        }
+      }
+    }
+    fputs("]", o);
     free(tot);
     free(order);
     free(sorted);

@@ -49,7 +49,7 @@ enum {
   REC_ENTER = 1, REC_LEAVE = 2, REC_SEND = 3, REC_RECV = 4, REC_ISEND = 5,
   REC_ISEND_DONE = 6, REC_IRECV_POST = 7, REC_IRECV_DONE = 8, REC_COLL_BEGIN = 9,
   REC_COLL_END = 10, REC_COMM = 11, REC_SWAP = 12, REC_CLOCK = 13, REC_STOP = 14,
-  REC_INFO = 15, REC_MEM = 16, REC_XFER = 17, REC_NAME = 18
+  REC_INFO = 15, REC_MEM = 16, REC_XFER = 17, REC_NAME = 18, REC_MAP = 19
 };
 #define FN_SWAPOUT 0xFFFFu /* region id of the tracer's own swap-out */
 
@@ -260,6 +260,8 @@ static int write_all(int fd, const void *p, size_t n)
   return 0;
 }
 
+static void end_file_after_write_error(void);
+
 static void stop_tracing(int reason, const char *why)
 {
   if (S.stopped)
@@ -272,8 +274,14 @@ static void stop_tracing(int reason, const char *why)
     memcpy(S.buf + S.used, &r, sizeof r);
     S.used += sizeof r;
   }
-  if (S.fd >= 0 && S.used > 0 && reason != STOP_WRITE)
-    (void)write_all(S.fd, S.buf, S.used);
+  if (S.fd >= 0 && S.used > 0 && reason != STOP_WRITE) {
+    /* a disk that fills during this last write must not leave a record cut
+     * in two: cut back to the last whole write and end with a STOP there */
+    if (write_all(S.fd, S.buf, S.used) == 0)
+      S.file_bytes += S.used;
+    else
+      end_file_after_write_error();
+  }
   S.used = 0;
   S.limit = 0;
   S.stopped = 1;
@@ -666,9 +674,16 @@ void tiers_trace_comm_free(MPI_Comm comm)
 /* T.depth is 1 in a recording wrapper, 2 in one that records nothing but
  * must still reach the sync decision after a world collective (a paused or
  * stopped rank under the sync policy: the others wait for its vote). */
-int tiers_trace_begin(int func)
+/* Functions left out by TIERS_TRACE_FILTER (include=A,B or exclude=A,B):
+ * filled at MPI_Init, read only afterwards. */
+#define TIERS_TRACE_ENV_FILTER "TIERS_TRACE_FILTER"
+static unsigned char *skip_fn;
+
+int tiers_trace_begin(int func, const void *ra)
 {
   if (T.depth > 0 || !S.initialised || S.finished)
+    return 0;
+  if (skip_fn && skip_fn[func])
     return 0;
   if (S.stopped || S.paused) {
     if (!S.sync_active)
@@ -679,9 +694,12 @@ int tiers_trace_begin(int func)
   T.depth = 1;
   T.post_ns = 0;
   T.enter_ns = now_ns();
-  rec_head_t h = head(REC_ENTER, func, sizeof h, T.enter_ns);
+  /* the call site: the wrapper's return address, resolved to file:line
+   * after the run (tiers-trace-post with the REC_MAP records) */
+  struct { rec_head_t h; uint64_t ra; } e = { head(REC_ENTER, func, sizeof e, T.enter_ns),
+                                              (uint64_t)(uintptr_t)ra };
   lock();
-  put(&h, sizeof h);
+  put(&e, sizeof e);
   unlock();
   return 1;
 }
@@ -1277,6 +1295,71 @@ static int write_header(void)
   return rc;
 }
 
+/* TIERS_TRACE_FILTER: "include=MPI_Send,MPI_Recv" records those functions
+ * only, "exclude=MPI_Comm_rank" all but those.  MPI_Init*, MPI_Finalize and
+ * MPI_Abort are always recorded (the tracer's own steps hang on them). */
+static void filter_init(const char *spec)
+{
+  if (!spec || !*spec)
+    return;
+  int include = strncmp(spec, "include=", 8) == 0;
+  if (!include && strncmp(spec, "exclude=", 8) != 0) {
+    say("TIERS_TRACE_FILTER '%s' is neither include=... nor exclude=...; recording every "
+        "function", spec);
+    return;
+  }
+  skip_fn = calloc((size_t)tiers_trace_fn_count + 1, 1);
+  if (!skip_fn)
+    return;
+  for (int i = 0; i < tiers_trace_fn_count; i++)
+    skip_fn[i] = (unsigned char)include;
+  const char *p = spec + 8;
+  while (*p) {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    for (int i = 0; i < tiers_trace_fn_count; i++)
+      if (strlen(tiers_trace_fn_names[i]) == n && strncmp(tiers_trace_fn_names[i], p, n) == 0)
+        skip_fn[i] = (unsigned char)!include;
+    p += n + (end ? 1 : 0);
+  }
+  for (int i = 0; i < tiers_trace_fn_count; i++) {
+    const char *f = tiers_trace_fn_names[i];
+    if (strncmp(f, "MPI_Init", 8) == 0 || strcmp(f, "MPI_Finalize") == 0 ||
+        strcmp(f, "MPI_Abort") == 0)
+      skip_fn[i] = 0;
+  }
+}
+
+/* REC_MAP: the program's file mappings (start, end, file offset, path), so
+ * that call-site addresses can be turned into file:line after the run,
+ * position-independent executables and libraries included. */
+static void put_maps(void)
+{
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f)
+    return;
+  char line[4352];
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long start, end, off;
+    char perms[8], path[4096];
+    path[0] = 0;
+    if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %4095[^\n]", &start, &end, perms, &off,
+               path) < 5 || path[0] != '/')
+      continue;
+    size_t plen = strlen(path);
+    size_t len = (16 + 24 + plen + 1 + 7) & ~(size_t)7;
+    uint8_t rec[16 + 24 + 4104];
+    memset(rec, 0, len);
+    rec_head_t h = head(REC_MAP, 0, len, now_ns());
+    uint64_t v[3] = { start, end, off };
+    memcpy(rec, &h, sizeof h);
+    memcpy(rec + 16, v, sizeof v);
+    memcpy(rec + 40, path, plen);
+    put(rec, len);
+  }
+  fclose(f);
+}
+
 void tiers_trace_after_init(int provided, int func, int64_t t_enter)
 {
   const char *dir = getenv(TIERS_TRACE_ENV_DIR);
@@ -1304,6 +1387,7 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
   S.tau_eff = S.tau;
   const char *every = getenv(TIERS_TRACE_ENV_SWAP_EVERY);
   S.swap_every = every ? strtoull(every, NULL, 10) : 0;
+  filter_init(getenv(TIERS_TRACE_ENV_FILTER));
   const char *slow = getenv("TIERS_TRACE_TEST_SLOW_WRITE");
   if (slow && sscanf(slow, "%d:%d:%d", &S.slow_rank, &S.slow_ms, &S.slow_at) < 2)
     S.slow_ms = 0;
@@ -1384,6 +1468,7 @@ void tiers_trace_after_init(int provided, int func, int64_t t_enter)
   put(&info, sizeof info);
   comm_register(MPI_COMM_WORLD, -1); /* id 0 */
   comm_register(MPI_COMM_SELF, -1);  /* id 1 */
+  put_maps();
   rec_head_t e = head(REC_ENTER, func, sizeof e, t_enter);
   put(&e, sizeof e);
   unlock();

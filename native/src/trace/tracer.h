@@ -37,7 +37,7 @@ typedef struct tiers_reqsave {
 _Static_assert(TIERS_FSTATUS_WORDS <= TIERS_FSTATUS_MAX, "Fortran status larger than expected");
 _Static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is not int");
 
-TIERS_HIDDEN int tiers_trace_begin(int func);
+TIERS_HIDDEN int tiers_trace_begin(int func, const void *ra);
 TIERS_HIDDEN void tiers_trace_end(int func);
 TIERS_HIDDEN void tiers_trace_coll_begin(void);
 TIERS_HIDDEN void tiers_trace_coll_end(int op, MPI_Comm comm, int root, uint64_t sent,

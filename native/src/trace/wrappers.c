@@ -281,7 +281,7 @@ TIERS_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *pro
 
 TIERS_EXPORT int MPI_Finalize(void)
 {
-  int tiers_on_ = tiers_trace_begin(TIERS_FN_Finalize);
+  int tiers_on_ = tiers_trace_begin(TIERS_FN_Finalize, __builtin_return_address(0));
   tiers_trace_before_finalize();
   int rc = PMPI_Finalize();
   tiers_trace_after_finalize(TIERS_FN_Finalize, tiers_on_);
@@ -290,7 +290,7 @@ TIERS_EXPORT int MPI_Finalize(void)
 
 TIERS_EXPORT int MPI_Abort(MPI_Comm comm, int errorcode)
 {
-  if (tiers_trace_begin(TIERS_FN_Abort))
+  if (tiers_trace_begin(TIERS_FN_Abort, __builtin_return_address(0)))
     tiers_trace_end(TIERS_FN_Abort);
   tiers_trace_at_abort();
   return PMPI_Abort(comm, errorcode);
@@ -298,7 +298,7 @@ TIERS_EXPORT int MPI_Abort(MPI_Comm comm, int errorcode)
 
 TIERS_EXPORT int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Send))
+  if (!tiers_trace_begin(TIERS_FN_Send, __builtin_return_address(0)))
     return PMPI_Send(buf, count, datatype, dest, tag, comm);
   tiers_trace_send(dest, tag, comm, count, datatype);
   int rc = PMPI_Send(buf, count, datatype, dest, tag, comm);
@@ -308,7 +308,7 @@ TIERS_EXPORT int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int
 
 TIERS_EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ssend))
+  if (!tiers_trace_begin(TIERS_FN_Ssend, __builtin_return_address(0)))
     return PMPI_Ssend(buf, count, datatype, dest, tag, comm);
   tiers_trace_send(dest, tag, comm, count, datatype);
   int rc = PMPI_Ssend(buf, count, datatype, dest, tag, comm);
@@ -318,7 +318,7 @@ TIERS_EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, in
 
 TIERS_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Bsend))
+  if (!tiers_trace_begin(TIERS_FN_Bsend, __builtin_return_address(0)))
     return PMPI_Bsend(buf, count, datatype, dest, tag, comm);
   tiers_trace_send(dest, tag, comm, count, datatype);
   int rc = PMPI_Bsend(buf, count, datatype, dest, tag, comm);
@@ -328,7 +328,7 @@ TIERS_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, in
 
 TIERS_EXPORT int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Rsend))
+  if (!tiers_trace_begin(TIERS_FN_Rsend, __builtin_return_address(0)))
     return PMPI_Rsend(buf, count, datatype, dest, tag, comm);
   tiers_trace_send(dest, tag, comm, count, datatype);
   int rc = PMPI_Rsend(buf, count, datatype, dest, tag, comm);
@@ -338,7 +338,7 @@ TIERS_EXPORT int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, in
 
 TIERS_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_Recv))
+  if (!tiers_trace_begin(TIERS_FN_Recv, __builtin_return_address(0)))
     return PMPI_Recv(buf, count, datatype, source, tag, comm, status);
   MPI_Status tiers_status_;
   if (status == MPI_STATUS_IGNORE)
@@ -352,7 +352,7 @@ TIERS_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int sourc
 
 TIERS_EXPORT int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Isend))
+  if (!tiers_trace_begin(TIERS_FN_Isend, __builtin_return_address(0)))
     return PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
   int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -363,7 +363,7 @@ TIERS_EXPORT int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, in
 
 TIERS_EXPORT int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Issend))
+  if (!tiers_trace_begin(TIERS_FN_Issend, __builtin_return_address(0)))
     return PMPI_Issend(buf, count, datatype, dest, tag, comm, request);
   int rc = PMPI_Issend(buf, count, datatype, dest, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -374,7 +374,7 @@ TIERS_EXPORT int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, i
 
 TIERS_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ibsend))
+  if (!tiers_trace_begin(TIERS_FN_Ibsend, __builtin_return_address(0)))
     return PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request);
   int rc = PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -385,7 +385,7 @@ TIERS_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, i
 
 TIERS_EXPORT int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Irsend))
+  if (!tiers_trace_begin(TIERS_FN_Irsend, __builtin_return_address(0)))
     return PMPI_Irsend(buf, count, datatype, dest, tag, comm, request);
   int rc = PMPI_Irsend(buf, count, datatype, dest, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -396,7 +396,7 @@ TIERS_EXPORT int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, i
 
 TIERS_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Irecv))
+  if (!tiers_trace_begin(TIERS_FN_Irecv, __builtin_return_address(0)))
     return PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
   int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -407,7 +407,7 @@ TIERS_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int sour
 
 TIERS_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_Sendrecv))
+  if (!tiers_trace_begin(TIERS_FN_Sendrecv, __builtin_return_address(0)))
     return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
   MPI_Status tiers_status_;
   if (status == MPI_STATUS_IGNORE)
@@ -422,7 +422,7 @@ TIERS_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype s
 
 TIERS_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_Sendrecv_replace))
+  if (!tiers_trace_begin(TIERS_FN_Sendrecv_replace, __builtin_return_address(0)))
     return PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
   MPI_Status tiers_status_;
   if (status == MPI_STATUS_IGNORE)
@@ -437,7 +437,7 @@ TIERS_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatyp
 
 TIERS_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_Wait))
+  if (!tiers_trace_begin(TIERS_FN_Wait, __builtin_return_address(0)))
     return PMPI_Wait(request, status);
   MPI_Status tiers_status_;
   if (status == MPI_STATUS_IGNORE)
@@ -452,7 +452,7 @@ TIERS_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 
 TIERS_EXPORT int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_Test))
+  if (!tiers_trace_begin(TIERS_FN_Test, __builtin_return_address(0)))
     return PMPI_Test(request, flag, status);
   MPI_Status tiers_status_;
   if (status == MPI_STATUS_IGNORE)
@@ -467,7 +467,7 @@ TIERS_EXPORT int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 
 TIERS_EXPORT int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])
 {
-  if (!tiers_trace_begin(TIERS_FN_Waitall))
+  if (!tiers_trace_begin(TIERS_FN_Waitall, __builtin_return_address(0)))
     return PMPI_Waitall(count, array_of_requests, array_of_statuses);
   tiers_reqsave_t tiers_sv_;
   array_of_statuses = tiers_trace_reqs_save(&tiers_sv_, count, array_of_requests,
@@ -482,7 +482,7 @@ TIERS_EXPORT int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Sta
 
 TIERS_EXPORT int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag, MPI_Status array_of_statuses[])
 {
-  if (!tiers_trace_begin(TIERS_FN_Testall))
+  if (!tiers_trace_begin(TIERS_FN_Testall, __builtin_return_address(0)))
     return PMPI_Testall(count, array_of_requests, flag, array_of_statuses);
   tiers_reqsave_t tiers_sv_;
   array_of_statuses = tiers_trace_reqs_save(&tiers_sv_, count, array_of_requests,
@@ -497,7 +497,7 @@ TIERS_EXPORT int MPI_Testall(int count, MPI_Request array_of_requests[], int *fl
 
 TIERS_EXPORT int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_Waitany))
+  if (!tiers_trace_begin(TIERS_FN_Waitany, __builtin_return_address(0)))
     return PMPI_Waitany(count, array_of_requests, index, status);
   MPI_Status tiers_status_;
   if (status == MPI_STATUS_IGNORE)
@@ -514,7 +514,7 @@ TIERS_EXPORT int MPI_Waitany(int count, MPI_Request array_of_requests[], int *in
 
 TIERS_EXPORT int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_Testany))
+  if (!tiers_trace_begin(TIERS_FN_Testany, __builtin_return_address(0)))
     return PMPI_Testany(count, array_of_requests, index, flag, status);
   MPI_Status tiers_status_;
   if (status == MPI_STATUS_IGNORE)
@@ -531,7 +531,7 @@ TIERS_EXPORT int MPI_Testany(int count, MPI_Request array_of_requests[], int *in
 
 TIERS_EXPORT int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status array_of_statuses[])
 {
-  if (!tiers_trace_begin(TIERS_FN_Waitsome))
+  if (!tiers_trace_begin(TIERS_FN_Waitsome, __builtin_return_address(0)))
     return PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
   tiers_reqsave_t tiers_sv_;
   array_of_statuses = tiers_trace_reqs_save(&tiers_sv_, incount, array_of_requests,
@@ -546,7 +546,7 @@ TIERS_EXPORT int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int 
 
 TIERS_EXPORT int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status array_of_statuses[])
 {
-  if (!tiers_trace_begin(TIERS_FN_Testsome))
+  if (!tiers_trace_begin(TIERS_FN_Testsome, __builtin_return_address(0)))
     return PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
   tiers_reqsave_t tiers_sv_;
   array_of_statuses = tiers_trace_reqs_save(&tiers_sv_, incount, array_of_requests,
@@ -561,7 +561,7 @@ TIERS_EXPORT int MPI_Testsome(int incount, MPI_Request array_of_requests[], int 
 
 TIERS_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_Probe))
+  if (!tiers_trace_begin(TIERS_FN_Probe, __builtin_return_address(0)))
     return PMPI_Probe(source, tag, comm, status);
   int rc = PMPI_Probe(source, tag, comm, status);
   tiers_trace_end(TIERS_FN_Probe);
@@ -570,7 +570,7 @@ TIERS_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *statu
 
 TIERS_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_Iprobe))
+  if (!tiers_trace_begin(TIERS_FN_Iprobe, __builtin_return_address(0)))
     return PMPI_Iprobe(source, tag, comm, flag, status);
   int rc = PMPI_Iprobe(source, tag, comm, flag, status);
   tiers_trace_end(TIERS_FN_Iprobe);
@@ -579,7 +579,7 @@ TIERS_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_S
 
 TIERS_EXPORT int MPI_Request_free(MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Request_free))
+  if (!tiers_trace_begin(TIERS_FN_Request_free, __builtin_return_address(0)))
     return PMPI_Request_free(request);
   tiers_trace_request_free(*request);
   int rc = PMPI_Request_free(request);
@@ -589,7 +589,7 @@ TIERS_EXPORT int MPI_Request_free(MPI_Request *request)
 
 TIERS_EXPORT int MPI_Cancel(MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Cancel))
+  if (!tiers_trace_begin(TIERS_FN_Cancel, __builtin_return_address(0)))
     return PMPI_Cancel(request);
   int rc = PMPI_Cancel(request);
   tiers_trace_end(TIERS_FN_Cancel);
@@ -598,7 +598,7 @@ TIERS_EXPORT int MPI_Cancel(MPI_Request *request)
 
 TIERS_EXPORT int MPI_Barrier(MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Barrier))
+  if (!tiers_trace_begin(TIERS_FN_Barrier, __builtin_return_address(0)))
     return PMPI_Barrier(comm);
   tiers_trace_coll_begin();
   uint64_t tiers_sent_ = 0;
@@ -611,7 +611,7 @@ TIERS_EXPORT int MPI_Barrier(MPI_Comm comm)
 
 TIERS_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Bcast))
+  if (!tiers_trace_begin(TIERS_FN_Bcast, __builtin_return_address(0)))
     return PMPI_Bcast(buffer, count, datatype, root, comm);
   tiers_trace_coll_begin();
   int tiers_me_ = tiers_trace_comm_rank(comm);
@@ -625,7 +625,7 @@ TIERS_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int r
 
 TIERS_EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Reduce))
+  if (!tiers_trace_begin(TIERS_FN_Reduce, __builtin_return_address(0)))
     return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
   tiers_trace_coll_begin();
   int tiers_me_ = tiers_trace_comm_rank(comm);
@@ -639,7 +639,7 @@ TIERS_EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_D
 
 TIERS_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Allreduce))
+  if (!tiers_trace_begin(TIERS_FN_Allreduce, __builtin_return_address(0)))
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   tiers_trace_coll_begin();
   uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
@@ -652,7 +652,7 @@ TIERS_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MP
 
 TIERS_EXPORT int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Scan))
+  if (!tiers_trace_begin(TIERS_FN_Scan, __builtin_return_address(0)))
     return PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm);
   tiers_trace_coll_begin();
   uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
@@ -665,7 +665,7 @@ TIERS_EXPORT int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Dat
 
 TIERS_EXPORT int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Exscan))
+  if (!tiers_trace_begin(TIERS_FN_Exscan, __builtin_return_address(0)))
     return PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm);
   tiers_trace_coll_begin();
   int tiers_me_ = tiers_trace_comm_rank(comm);
@@ -679,7 +679,7 @@ TIERS_EXPORT int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_D
 
 TIERS_EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Gather))
+  if (!tiers_trace_begin(TIERS_FN_Gather, __builtin_return_address(0)))
     return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -694,7 +694,7 @@ TIERS_EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sen
 
 TIERS_EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Gatherv))
+  if (!tiers_trace_begin(TIERS_FN_Gatherv, __builtin_return_address(0)))
     return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -710,7 +710,7 @@ TIERS_EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype se
 
 TIERS_EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Scatter))
+  if (!tiers_trace_begin(TIERS_FN_Scatter, __builtin_return_address(0)))
     return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -725,7 +725,7 @@ TIERS_EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype se
 
 TIERS_EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Scatterv))
+  if (!tiers_trace_begin(TIERS_FN_Scatterv, __builtin_return_address(0)))
     return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -741,7 +741,7 @@ TIERS_EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const
 
 TIERS_EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Allgather))
+  if (!tiers_trace_begin(TIERS_FN_Allgather, __builtin_return_address(0)))
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -755,7 +755,7 @@ TIERS_EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype 
 
 TIERS_EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Allgatherv))
+  if (!tiers_trace_begin(TIERS_FN_Allgatherv, __builtin_return_address(0)))
     return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -771,7 +771,7 @@ TIERS_EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype
 
 TIERS_EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Alltoall))
+  if (!tiers_trace_begin(TIERS_FN_Alltoall, __builtin_return_address(0)))
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -785,7 +785,7 @@ TIERS_EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype s
 
 TIERS_EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Alltoallv))
+  if (!tiers_trace_begin(TIERS_FN_Alltoallv, __builtin_return_address(0)))
     return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -800,7 +800,7 @@ TIERS_EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], cons
 
 TIERS_EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter))
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter, __builtin_return_address(0)))
     return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -816,7 +816,7 @@ TIERS_EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const in
 
 TIERS_EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_block))
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_block, __builtin_return_address(0)))
     return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -830,7 +830,7 @@ TIERS_EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, in
 
 TIERS_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Comm_dup))
+  if (!tiers_trace_begin(TIERS_FN_Comm_dup, __builtin_return_address(0)))
     return PMPI_Comm_dup(comm, newcomm);
   int rc = PMPI_Comm_dup(comm, newcomm);
   if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
@@ -841,7 +841,7 @@ TIERS_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 
 TIERS_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Comm_split))
+  if (!tiers_trace_begin(TIERS_FN_Comm_split, __builtin_return_address(0)))
     return PMPI_Comm_split(comm, color, key, newcomm);
   int rc = PMPI_Comm_split(comm, color, key, newcomm);
   if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
@@ -852,7 +852,7 @@ TIERS_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *new
 
 TIERS_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Comm_split_type))
+  if (!tiers_trace_begin(TIERS_FN_Comm_split_type, __builtin_return_address(0)))
     return PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
   int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
   if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
@@ -863,7 +863,7 @@ TIERS_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI
 
 TIERS_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Comm_create))
+  if (!tiers_trace_begin(TIERS_FN_Comm_create, __builtin_return_address(0)))
     return PMPI_Comm_create(comm, group, newcomm);
   int rc = PMPI_Comm_create(comm, group, newcomm);
   if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
@@ -874,7 +874,7 @@ TIERS_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newco
 
 TIERS_EXPORT int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm *comm_cart)
 {
-  if (!tiers_trace_begin(TIERS_FN_Cart_create))
+  if (!tiers_trace_begin(TIERS_FN_Cart_create, __builtin_return_address(0)))
     return PMPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
   int rc = PMPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
   if (rc == MPI_SUCCESS && *comm_cart != MPI_COMM_NULL)
@@ -885,7 +885,7 @@ TIERS_EXPORT int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[],
 
 TIERS_EXPORT int MPI_Comm_free(MPI_Comm *comm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Comm_free))
+  if (!tiers_trace_begin(TIERS_FN_Comm_free, __builtin_return_address(0)))
     return PMPI_Comm_free(comm);
   tiers_trace_comm_free(*comm);
   int rc = PMPI_Comm_free(comm);
@@ -895,7 +895,7 @@ TIERS_EXPORT int MPI_Comm_free(MPI_Comm *comm)
 
 TIERS_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ibarrier))
+  if (!tiers_trace_begin(TIERS_FN_Ibarrier, __builtin_return_address(0)))
     return PMPI_Ibarrier(comm, request);
   tiers_trace_coll_begin();
   uint64_t tiers_sent_ = 0;
@@ -908,7 +908,7 @@ TIERS_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 
 TIERS_EXPORT int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ibcast))
+  if (!tiers_trace_begin(TIERS_FN_Ibcast, __builtin_return_address(0)))
     return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
   tiers_trace_coll_begin();
   int tiers_me_ = tiers_trace_comm_rank(comm);
@@ -922,7 +922,7 @@ TIERS_EXPORT int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int 
 
 TIERS_EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ireduce))
+  if (!tiers_trace_begin(TIERS_FN_Ireduce, __builtin_return_address(0)))
     return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
   tiers_trace_coll_begin();
   int tiers_me_ = tiers_trace_comm_rank(comm);
@@ -936,7 +936,7 @@ TIERS_EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_
 
 TIERS_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Iallreduce))
+  if (!tiers_trace_begin(TIERS_FN_Iallreduce, __builtin_return_address(0)))
     return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
   tiers_trace_coll_begin();
   uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
@@ -949,7 +949,7 @@ TIERS_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, M
 
 TIERS_EXPORT int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Igather))
+  if (!tiers_trace_begin(TIERS_FN_Igather, __builtin_return_address(0)))
     return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -964,7 +964,7 @@ TIERS_EXPORT int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype se
 
 TIERS_EXPORT int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Igatherv))
+  if (!tiers_trace_begin(TIERS_FN_Igatherv, __builtin_return_address(0)))
     return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -980,7 +980,7 @@ TIERS_EXPORT int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype s
 
 TIERS_EXPORT int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Iscatter))
+  if (!tiers_trace_begin(TIERS_FN_Iscatter, __builtin_return_address(0)))
     return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -995,7 +995,7 @@ TIERS_EXPORT int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype s
 
 TIERS_EXPORT int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Iscatterv))
+  if (!tiers_trace_begin(TIERS_FN_Iscatterv, __builtin_return_address(0)))
     return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -1011,7 +1011,7 @@ TIERS_EXPORT int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], cons
 
 TIERS_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Iallgather))
+  if (!tiers_trace_begin(TIERS_FN_Iallgather, __builtin_return_address(0)))
     return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -1025,7 +1025,7 @@ TIERS_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype
 
 TIERS_EXPORT int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Iallgatherv))
+  if (!tiers_trace_begin(TIERS_FN_Iallgatherv, __builtin_return_address(0)))
     return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -1041,7 +1041,7 @@ TIERS_EXPORT int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatyp
 
 TIERS_EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ialltoall))
+  if (!tiers_trace_begin(TIERS_FN_Ialltoall, __builtin_return_address(0)))
     return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -1055,7 +1055,7 @@ TIERS_EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype 
 
 TIERS_EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ialltoallv))
+  if (!tiers_trace_begin(TIERS_FN_Ialltoallv, __builtin_return_address(0)))
     return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -1070,7 +1070,7 @@ TIERS_EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], con
 
 TIERS_EXPORT int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter))
+  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter, __builtin_return_address(0)))
     return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -1086,7 +1086,7 @@ TIERS_EXPORT int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const i
 
 TIERS_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter_block))
+  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter_block, __builtin_return_address(0)))
     return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
   tiers_trace_coll_begin();
   int tiers_np_ = tiers_trace_comm_size(comm);
@@ -1100,7 +1100,7 @@ TIERS_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, i
 
 TIERS_EXPORT int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Send_init))
+  if (!tiers_trace_begin(TIERS_FN_Send_init, __builtin_return_address(0)))
     return PMPI_Send_init(buf, count, datatype, dest, tag, comm, request);
   int rc = PMPI_Send_init(buf, count, datatype, dest, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -1111,7 +1111,7 @@ TIERS_EXPORT int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype
 
 TIERS_EXPORT int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Ssend_init))
+  if (!tiers_trace_begin(TIERS_FN_Ssend_init, __builtin_return_address(0)))
     return PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request);
   int rc = PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -1122,7 +1122,7 @@ TIERS_EXPORT int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatyp
 
 TIERS_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Bsend_init))
+  if (!tiers_trace_begin(TIERS_FN_Bsend_init, __builtin_return_address(0)))
     return PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request);
   int rc = PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -1133,7 +1133,7 @@ TIERS_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatyp
 
 TIERS_EXPORT int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Rsend_init))
+  if (!tiers_trace_begin(TIERS_FN_Rsend_init, __builtin_return_address(0)))
     return PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request);
   int rc = PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -1144,7 +1144,7 @@ TIERS_EXPORT int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatyp
 
 TIERS_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Recv_init))
+  if (!tiers_trace_begin(TIERS_FN_Recv_init, __builtin_return_address(0)))
     return PMPI_Recv_init(buf, count, datatype, source, tag, comm, request);
   int rc = PMPI_Recv_init(buf, count, datatype, source, tag, comm, request);
   if (rc == MPI_SUCCESS)
@@ -1155,7 +1155,7 @@ TIERS_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int 
 
 TIERS_EXPORT int MPI_Start(MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Start))
+  if (!tiers_trace_begin(TIERS_FN_Start, __builtin_return_address(0)))
     return PMPI_Start(request);
   int rc = PMPI_Start(request);
   if (rc == MPI_SUCCESS)
@@ -1166,7 +1166,7 @@ TIERS_EXPORT int MPI_Start(MPI_Request *request)
 
 TIERS_EXPORT int MPI_Startall(int count, MPI_Request array_of_requests[])
 {
-  if (!tiers_trace_begin(TIERS_FN_Startall))
+  if (!tiers_trace_begin(TIERS_FN_Startall, __builtin_return_address(0)))
     return PMPI_Startall(count, array_of_requests);
   int rc = PMPI_Startall(count, array_of_requests);
   if (rc == MPI_SUCCESS)
@@ -1178,7 +1178,7 @@ TIERS_EXPORT int MPI_Startall(int count, MPI_Request array_of_requests[])
 
 TIERS_EXPORT int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_create))
+  if (!tiers_trace_begin(TIERS_FN_Win_create, __builtin_return_address(0)))
     return PMPI_Win_create(base, size, disp_unit, info, comm, win);
   int rc = PMPI_Win_create(base, size, disp_unit, info, comm, win);
   tiers_trace_end(TIERS_FN_Win_create);
@@ -1187,7 +1187,7 @@ TIERS_EXPORT int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_In
 
 TIERS_EXPORT int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_allocate))
+  if (!tiers_trace_begin(TIERS_FN_Win_allocate, __builtin_return_address(0)))
     return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
   int rc = PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
   tiers_trace_end(TIERS_FN_Win_allocate);
@@ -1196,7 +1196,7 @@ TIERS_EXPORT int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, M
 
 TIERS_EXPORT int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_allocate_shared))
+  if (!tiers_trace_begin(TIERS_FN_Win_allocate_shared, __builtin_return_address(0)))
     return PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
   int rc = PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
   tiers_trace_end(TIERS_FN_Win_allocate_shared);
@@ -1205,7 +1205,7 @@ TIERS_EXPORT int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info 
 
 TIERS_EXPORT int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_create_dynamic))
+  if (!tiers_trace_begin(TIERS_FN_Win_create_dynamic, __builtin_return_address(0)))
     return PMPI_Win_create_dynamic(info, comm, win);
   int rc = PMPI_Win_create_dynamic(info, comm, win);
   tiers_trace_end(TIERS_FN_Win_create_dynamic);
@@ -1214,7 +1214,7 @@ TIERS_EXPORT int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *w
 
 TIERS_EXPORT int MPI_Win_free(MPI_Win *win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_free))
+  if (!tiers_trace_begin(TIERS_FN_Win_free, __builtin_return_address(0)))
     return PMPI_Win_free(win);
   int rc = PMPI_Win_free(win);
   tiers_trace_end(TIERS_FN_Win_free);
@@ -1223,7 +1223,7 @@ TIERS_EXPORT int MPI_Win_free(MPI_Win *win)
 
 TIERS_EXPORT int MPI_Win_fence(int assert, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_fence))
+  if (!tiers_trace_begin(TIERS_FN_Win_fence, __builtin_return_address(0)))
     return PMPI_Win_fence(assert, win);
   int rc = PMPI_Win_fence(assert, win);
   tiers_trace_end(TIERS_FN_Win_fence);
@@ -1232,7 +1232,7 @@ TIERS_EXPORT int MPI_Win_fence(int assert, MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_post(MPI_Group group, int assert, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_post))
+  if (!tiers_trace_begin(TIERS_FN_Win_post, __builtin_return_address(0)))
     return PMPI_Win_post(group, assert, win);
   int rc = PMPI_Win_post(group, assert, win);
   tiers_trace_end(TIERS_FN_Win_post);
@@ -1241,7 +1241,7 @@ TIERS_EXPORT int MPI_Win_post(MPI_Group group, int assert, MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_start(MPI_Group group, int assert, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_start))
+  if (!tiers_trace_begin(TIERS_FN_Win_start, __builtin_return_address(0)))
     return PMPI_Win_start(group, assert, win);
   int rc = PMPI_Win_start(group, assert, win);
   tiers_trace_end(TIERS_FN_Win_start);
@@ -1250,7 +1250,7 @@ TIERS_EXPORT int MPI_Win_start(MPI_Group group, int assert, MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_complete(MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_complete))
+  if (!tiers_trace_begin(TIERS_FN_Win_complete, __builtin_return_address(0)))
     return PMPI_Win_complete(win);
   int rc = PMPI_Win_complete(win);
   tiers_trace_end(TIERS_FN_Win_complete);
@@ -1259,7 +1259,7 @@ TIERS_EXPORT int MPI_Win_complete(MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_wait(MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_wait))
+  if (!tiers_trace_begin(TIERS_FN_Win_wait, __builtin_return_address(0)))
     return PMPI_Win_wait(win);
   int rc = PMPI_Win_wait(win);
   tiers_trace_end(TIERS_FN_Win_wait);
@@ -1268,7 +1268,7 @@ TIERS_EXPORT int MPI_Win_wait(MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_lock))
+  if (!tiers_trace_begin(TIERS_FN_Win_lock, __builtin_return_address(0)))
     return PMPI_Win_lock(lock_type, rank, assert, win);
   int rc = PMPI_Win_lock(lock_type, rank, assert, win);
   tiers_trace_end(TIERS_FN_Win_lock);
@@ -1277,7 +1277,7 @@ TIERS_EXPORT int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_unlock(int rank, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_unlock))
+  if (!tiers_trace_begin(TIERS_FN_Win_unlock, __builtin_return_address(0)))
     return PMPI_Win_unlock(rank, win);
   int rc = PMPI_Win_unlock(rank, win);
   tiers_trace_end(TIERS_FN_Win_unlock);
@@ -1286,7 +1286,7 @@ TIERS_EXPORT int MPI_Win_unlock(int rank, MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_lock_all(int assert, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_lock_all))
+  if (!tiers_trace_begin(TIERS_FN_Win_lock_all, __builtin_return_address(0)))
     return PMPI_Win_lock_all(assert, win);
   int rc = PMPI_Win_lock_all(assert, win);
   tiers_trace_end(TIERS_FN_Win_lock_all);
@@ -1295,7 +1295,7 @@ TIERS_EXPORT int MPI_Win_lock_all(int assert, MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_unlock_all(MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_unlock_all))
+  if (!tiers_trace_begin(TIERS_FN_Win_unlock_all, __builtin_return_address(0)))
     return PMPI_Win_unlock_all(win);
   int rc = PMPI_Win_unlock_all(win);
   tiers_trace_end(TIERS_FN_Win_unlock_all);
@@ -1304,7 +1304,7 @@ TIERS_EXPORT int MPI_Win_unlock_all(MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_flush(int rank, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_flush))
+  if (!tiers_trace_begin(TIERS_FN_Win_flush, __builtin_return_address(0)))
     return PMPI_Win_flush(rank, win);
   int rc = PMPI_Win_flush(rank, win);
   tiers_trace_end(TIERS_FN_Win_flush);
@@ -1313,7 +1313,7 @@ TIERS_EXPORT int MPI_Win_flush(int rank, MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_flush_all(MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_flush_all))
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_all, __builtin_return_address(0)))
     return PMPI_Win_flush_all(win);
   int rc = PMPI_Win_flush_all(win);
   tiers_trace_end(TIERS_FN_Win_flush_all);
@@ -1322,7 +1322,7 @@ TIERS_EXPORT int MPI_Win_flush_all(MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_flush_local(int rank, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_flush_local))
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_local, __builtin_return_address(0)))
     return PMPI_Win_flush_local(rank, win);
   int rc = PMPI_Win_flush_local(rank, win);
   tiers_trace_end(TIERS_FN_Win_flush_local);
@@ -1331,7 +1331,7 @@ TIERS_EXPORT int MPI_Win_flush_local(int rank, MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_flush_local_all(MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_flush_local_all))
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_local_all, __builtin_return_address(0)))
     return PMPI_Win_flush_local_all(win);
   int rc = PMPI_Win_flush_local_all(win);
   tiers_trace_end(TIERS_FN_Win_flush_local_all);
@@ -1340,7 +1340,7 @@ TIERS_EXPORT int MPI_Win_flush_local_all(MPI_Win win)
 
 TIERS_EXPORT int MPI_Win_sync(MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Win_sync))
+  if (!tiers_trace_begin(TIERS_FN_Win_sync, __builtin_return_address(0)))
     return PMPI_Win_sync(win);
   int rc = PMPI_Win_sync(win);
   tiers_trace_end(TIERS_FN_Win_sync);
@@ -1349,7 +1349,7 @@ TIERS_EXPORT int MPI_Win_sync(MPI_Win win)
 
 TIERS_EXPORT int MPI_Put(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Put))
+  if (!tiers_trace_begin(TIERS_FN_Put, __builtin_return_address(0)))
     return PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
   int rc = PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
   if (rc == MPI_SUCCESS)
@@ -1360,7 +1360,7 @@ TIERS_EXPORT int MPI_Put(const void *origin_addr, int origin_count, MPI_Datatype
 
 TIERS_EXPORT int MPI_Get(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Get))
+  if (!tiers_trace_begin(TIERS_FN_Get, __builtin_return_address(0)))
     return PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
   int rc = PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
   if (rc == MPI_SUCCESS)
@@ -1371,7 +1371,7 @@ TIERS_EXPORT int MPI_Get(void *origin_addr, int origin_count, MPI_Datatype origi
 
 TIERS_EXPORT int MPI_Accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Accumulate))
+  if (!tiers_trace_begin(TIERS_FN_Accumulate, __builtin_return_address(0)))
     return PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
   int rc = PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
   if (rc == MPI_SUCCESS)
@@ -1382,7 +1382,7 @@ TIERS_EXPORT int MPI_Accumulate(const void *origin_addr, int origin_count, MPI_D
 
 TIERS_EXPORT int MPI_Get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr, int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Get_accumulate))
+  if (!tiers_trace_begin(TIERS_FN_Get_accumulate, __builtin_return_address(0)))
     return PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
   int rc = PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
   if (rc == MPI_SUCCESS)
@@ -1393,7 +1393,7 @@ TIERS_EXPORT int MPI_Get_accumulate(const void *origin_addr, int origin_count, M
 
 TIERS_EXPORT int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, MPI_Op op, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Fetch_and_op))
+  if (!tiers_trace_begin(TIERS_FN_Fetch_and_op, __builtin_return_address(0)))
     return PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
   int rc = PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
   if (rc == MPI_SUCCESS)
@@ -1404,7 +1404,7 @@ TIERS_EXPORT int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, MP
 
 TIERS_EXPORT int MPI_Compare_and_swap(const void *origin_addr, const void *compare_addr, void *result_addr, MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, MPI_Win win)
 {
-  if (!tiers_trace_begin(TIERS_FN_Compare_and_swap))
+  if (!tiers_trace_begin(TIERS_FN_Compare_and_swap, __builtin_return_address(0)))
     return PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
   int rc = PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
   if (rc == MPI_SUCCESS)
@@ -1415,7 +1415,7 @@ TIERS_EXPORT int MPI_Compare_and_swap(const void *origin_addr, const void *compa
 
 TIERS_EXPORT int MPI_Rput(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Rput))
+  if (!tiers_trace_begin(TIERS_FN_Rput, __builtin_return_address(0)))
     return PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
   int rc = PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
   if (rc == MPI_SUCCESS)
@@ -1426,7 +1426,7 @@ TIERS_EXPORT int MPI_Rput(const void *origin_addr, int origin_count, MPI_Datatyp
 
 TIERS_EXPORT int MPI_Rget(void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_Rget))
+  if (!tiers_trace_begin(TIERS_FN_Rget, __builtin_return_address(0)))
     return PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
   int rc = PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
   if (rc == MPI_SUCCESS)
@@ -1437,7 +1437,7 @@ TIERS_EXPORT int MPI_Rget(void *origin_addr, int origin_count, MPI_Datatype orig
 
 TIERS_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_open))
+  if (!tiers_trace_begin(TIERS_FN_File_open, __builtin_return_address(0)))
     return PMPI_File_open(comm, filename, amode, info, fh);
   int rc = PMPI_File_open(comm, filename, amode, info, fh);
   tiers_trace_end(TIERS_FN_File_open);
@@ -1446,7 +1446,7 @@ TIERS_EXPORT int MPI_File_open(MPI_Comm comm, const char *filename, int amode, M
 
 TIERS_EXPORT int MPI_File_close(MPI_File *fh)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_close))
+  if (!tiers_trace_begin(TIERS_FN_File_close, __builtin_return_address(0)))
     return PMPI_File_close(fh);
   int rc = PMPI_File_close(fh);
   tiers_trace_end(TIERS_FN_File_close);
@@ -1455,7 +1455,7 @@ TIERS_EXPORT int MPI_File_close(MPI_File *fh)
 
 TIERS_EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, const char *datarep, MPI_Info info)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_set_view))
+  if (!tiers_trace_begin(TIERS_FN_File_set_view, __builtin_return_address(0)))
     return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
   int rc = PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
   tiers_trace_end(TIERS_FN_File_set_view);
@@ -1464,7 +1464,7 @@ TIERS_EXPORT int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype et
 
 TIERS_EXPORT int MPI_File_sync(MPI_File fh)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_sync))
+  if (!tiers_trace_begin(TIERS_FN_File_sync, __builtin_return_address(0)))
     return PMPI_File_sync(fh);
   int rc = PMPI_File_sync(fh);
   tiers_trace_end(TIERS_FN_File_sync);
@@ -1473,7 +1473,7 @@ TIERS_EXPORT int MPI_File_sync(MPI_File fh)
 
 TIERS_EXPORT int MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_read))
+  if (!tiers_trace_begin(TIERS_FN_File_read, __builtin_return_address(0)))
     return PMPI_File_read(fh, buf, count, datatype, status);
   int rc = PMPI_File_read(fh, buf, count, datatype, status);
   if (rc == MPI_SUCCESS)
@@ -1484,7 +1484,7 @@ TIERS_EXPORT int MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype d
 
 TIERS_EXPORT int MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_read_all))
+  if (!tiers_trace_begin(TIERS_FN_File_read_all, __builtin_return_address(0)))
     return PMPI_File_read_all(fh, buf, count, datatype, status);
   int rc = PMPI_File_read_all(fh, buf, count, datatype, status);
   if (rc == MPI_SUCCESS)
@@ -1495,7 +1495,7 @@ TIERS_EXPORT int MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Dataty
 
 TIERS_EXPORT int MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_read_at))
+  if (!tiers_trace_begin(TIERS_FN_File_read_at, __builtin_return_address(0)))
     return PMPI_File_read_at(fh, offset, buf, count, datatype, status);
   int rc = PMPI_File_read_at(fh, offset, buf, count, datatype, status);
   if (rc == MPI_SUCCESS)
@@ -1506,7 +1506,7 @@ TIERS_EXPORT int MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int
 
 TIERS_EXPORT int MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_read_at_all))
+  if (!tiers_trace_begin(TIERS_FN_File_read_at_all, __builtin_return_address(0)))
     return PMPI_File_read_at_all(fh, offset, buf, count, datatype, status);
   int rc = PMPI_File_read_at_all(fh, offset, buf, count, datatype, status);
   if (rc == MPI_SUCCESS)
@@ -1517,7 +1517,7 @@ TIERS_EXPORT int MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf,
 
 TIERS_EXPORT int MPI_File_iread(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_iread))
+  if (!tiers_trace_begin(TIERS_FN_File_iread, __builtin_return_address(0)))
     return PMPI_File_iread(fh, buf, count, datatype, request);
   int rc = PMPI_File_iread(fh, buf, count, datatype, request);
   if (rc == MPI_SUCCESS)
@@ -1528,7 +1528,7 @@ TIERS_EXPORT int MPI_File_iread(MPI_File fh, void *buf, int count, MPI_Datatype 
 
 TIERS_EXPORT int MPI_File_iread_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_iread_at))
+  if (!tiers_trace_begin(TIERS_FN_File_iread_at, __builtin_return_address(0)))
     return PMPI_File_iread_at(fh, offset, buf, count, datatype, request);
   int rc = PMPI_File_iread_at(fh, offset, buf, count, datatype, request);
   if (rc == MPI_SUCCESS)
@@ -1539,7 +1539,7 @@ TIERS_EXPORT int MPI_File_iread_at(MPI_File fh, MPI_Offset offset, void *buf, in
 
 TIERS_EXPORT int MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_write))
+  if (!tiers_trace_begin(TIERS_FN_File_write, __builtin_return_address(0)))
     return PMPI_File_write(fh, buf, count, datatype, status);
   int rc = PMPI_File_write(fh, buf, count, datatype, status);
   if (rc == MPI_SUCCESS)
@@ -1550,7 +1550,7 @@ TIERS_EXPORT int MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Dat
 
 TIERS_EXPORT int MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_write_all))
+  if (!tiers_trace_begin(TIERS_FN_File_write_all, __builtin_return_address(0)))
     return PMPI_File_write_all(fh, buf, count, datatype, status);
   int rc = PMPI_File_write_all(fh, buf, count, datatype, status);
   if (rc == MPI_SUCCESS)
@@ -1561,7 +1561,7 @@ TIERS_EXPORT int MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI
 
 TIERS_EXPORT int MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_write_at))
+  if (!tiers_trace_begin(TIERS_FN_File_write_at, __builtin_return_address(0)))
     return PMPI_File_write_at(fh, offset, buf, count, datatype, status);
   int rc = PMPI_File_write_at(fh, offset, buf, count, datatype, status);
   if (rc == MPI_SUCCESS)
@@ -1572,7 +1572,7 @@ TIERS_EXPORT int MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *b
 
 TIERS_EXPORT int MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_write_at_all))
+  if (!tiers_trace_begin(TIERS_FN_File_write_at_all, __builtin_return_address(0)))
     return PMPI_File_write_at_all(fh, offset, buf, count, datatype, status);
   int rc = PMPI_File_write_at_all(fh, offset, buf, count, datatype, status);
   if (rc == MPI_SUCCESS)
@@ -1583,7 +1583,7 @@ TIERS_EXPORT int MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const voi
 
 TIERS_EXPORT int MPI_File_iwrite(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_iwrite))
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite, __builtin_return_address(0)))
     return PMPI_File_iwrite(fh, buf, count, datatype, request);
   int rc = PMPI_File_iwrite(fh, buf, count, datatype, request);
   if (rc == MPI_SUCCESS)
@@ -1594,7 +1594,7 @@ TIERS_EXPORT int MPI_File_iwrite(MPI_File fh, const void *buf, int count, MPI_Da
 
 TIERS_EXPORT int MPI_File_iwrite_at(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
 {
-  if (!tiers_trace_begin(TIERS_FN_File_iwrite_at))
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_at, __builtin_return_address(0)))
     return PMPI_File_iwrite_at(fh, offset, buf, count, datatype, request);
   int rc = PMPI_File_iwrite_at(fh, offset, buf, count, datatype, request);
   if (rc == MPI_SUCCESS)
@@ -1605,7 +1605,7 @@ TIERS_EXPORT int MPI_File_iwrite_at(MPI_File fh, MPI_Offset offset, const void *
 
 TIERS_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Comm_dup_with_info))
+  if (!tiers_trace_begin(TIERS_FN_Comm_dup_with_info, __builtin_return_address(0)))
     return PMPI_Comm_dup_with_info(comm, info, newcomm);
   int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
   if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
@@ -1616,7 +1616,7 @@ TIERS_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *
 
 TIERS_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Comm_create_group))
+  if (!tiers_trace_begin(TIERS_FN_Comm_create_group, __builtin_return_address(0)))
     return PMPI_Comm_create_group(comm, group, tag, newcomm);
   int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
   if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
@@ -1627,7 +1627,7 @@ TIERS_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, 
 
 TIERS_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Cart_sub))
+  if (!tiers_trace_begin(TIERS_FN_Cart_sub, __builtin_return_address(0)))
     return PMPI_Cart_sub(comm, remain_dims, newcomm);
   int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
   if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
@@ -1638,7 +1638,7 @@ TIERS_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *
 
 TIERS_EXPORT int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm *comm_graph)
 {
-  if (!tiers_trace_begin(TIERS_FN_Graph_create))
+  if (!tiers_trace_begin(TIERS_FN_Graph_create, __builtin_return_address(0)))
     return PMPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
   int rc = PMPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
   if (rc == MPI_SUCCESS && *comm_graph != MPI_COMM_NULL)
@@ -1649,7 +1649,7 @@ TIERS_EXPORT int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index
 
 TIERS_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[], int outdegree, const int destinations[], const int destweights[], MPI_Info info, int reorder, MPI_Comm *comm_dist_graph)
 {
-  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create_adjacent))
+  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create_adjacent, __builtin_return_address(0)))
     return PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
   int rc = PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
   if (rc == MPI_SUCCESS && *comm_dist_graph != MPI_COMM_NULL)
@@ -1660,7 +1660,7 @@ TIERS_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree,
 
 TIERS_EXPORT int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[], const int destinations[], const int weights[], MPI_Info info, int reorder, MPI_Comm *comm_dist_graph)
 {
-  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create))
+  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create, __builtin_return_address(0)))
     return PMPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph);
   int rc = PMPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder, comm_dist_graph);
   if (rc == MPI_SUCCESS && *comm_dist_graph != MPI_COMM_NULL)
@@ -1671,7 +1671,7 @@ TIERS_EXPORT int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sourc
 
 TIERS_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag, MPI_Comm *newintercomm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Intercomm_create))
+  if (!tiers_trace_begin(TIERS_FN_Intercomm_create, __builtin_return_address(0)))
     return PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
   int rc = PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
   if (rc == MPI_SUCCESS && *newintercomm != MPI_COMM_NULL)
@@ -1682,7 +1682,7 @@ TIERS_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI
 
 TIERS_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 {
-  if (!tiers_trace_begin(TIERS_FN_Intercomm_merge))
+  if (!tiers_trace_begin(TIERS_FN_Intercomm_merge, __builtin_return_address(0)))
     return PMPI_Intercomm_merge(intercomm, high, newintracomm);
   int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
   if (rc == MPI_SUCCESS && *newintracomm != MPI_COMM_NULL)
@@ -1693,7 +1693,7 @@ TIERS_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *new
 
 TIERS_EXPORT int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[])
 {
-  if (!tiers_trace_begin(TIERS_FN_Comm_spawn))
+  if (!tiers_trace_begin(TIERS_FN_Comm_spawn, __builtin_return_address(0)))
     return PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
   tiers_trace_spawn_refused();
   int rc = PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
@@ -1703,7 +1703,7 @@ TIERS_EXPORT int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs,
 
 TIERS_EXPORT int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name)
 {
-  if (!tiers_trace_begin(TIERS_FN_Comm_set_name))
+  if (!tiers_trace_begin(TIERS_FN_Comm_set_name, __builtin_return_address(0)))
     return PMPI_Comm_set_name(comm, comm_name);
   int rc = PMPI_Comm_set_name(comm, comm_name);
   if (rc == MPI_SUCCESS)
@@ -1786,7 +1786,7 @@ void mpi_finalize_(MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  int tiers_on_ = tiers_trace_begin(TIERS_FN_Finalize);
+  int tiers_on_ = tiers_trace_begin(TIERS_FN_Finalize, __builtin_return_address(0));
   tiers_trace_before_finalize();
   tiers_real_(ierr);
   tiers_trace_after_finalize(TIERS_FN_Finalize, tiers_on_);
@@ -1811,7 +1811,7 @@ void mpi_abort_(MPI_Fint *f_comm, MPI_Fint *f_errorcode, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (tiers_trace_begin(TIERS_FN_Abort))
+  if (tiers_trace_begin(TIERS_FN_Abort, __builtin_return_address(0)))
     tiers_trace_end(TIERS_FN_Abort);
   tiers_trace_at_abort();
   tiers_real_(f_comm, f_errorcode, ierr);
@@ -1836,7 +1836,7 @@ void mpi_send_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_F
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Send)) {
+  if (!tiers_trace_begin(TIERS_FN_Send, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
     return;
   }
@@ -1871,7 +1871,7 @@ void mpi_ssend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ssend)) {
+  if (!tiers_trace_begin(TIERS_FN_Ssend, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
     return;
   }
@@ -1906,7 +1906,7 @@ void mpi_bsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Bsend)) {
+  if (!tiers_trace_begin(TIERS_FN_Bsend, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
     return;
   }
@@ -1941,7 +1941,7 @@ void mpi_rsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Rsend)) {
+  if (!tiers_trace_begin(TIERS_FN_Rsend, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, ierr);
     return;
   }
@@ -1976,7 +1976,7 @@ void mpi_recv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Recv)) {
+  if (!tiers_trace_begin(TIERS_FN_Recv, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_status, ierr);
     return;
   }
@@ -2013,7 +2013,7 @@ void mpi_isend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Isend)) {
+  if (!tiers_trace_begin(TIERS_FN_Isend, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -2048,7 +2048,7 @@ void mpi_issend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Issend)) {
+  if (!tiers_trace_begin(TIERS_FN_Issend, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -2083,7 +2083,7 @@ void mpi_ibsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ibsend)) {
+  if (!tiers_trace_begin(TIERS_FN_Ibsend, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -2118,7 +2118,7 @@ void mpi_irsend_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Irsend)) {
+  if (!tiers_trace_begin(TIERS_FN_Irsend, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -2153,7 +2153,7 @@ void mpi_irecv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Irecv)) {
+  if (!tiers_trace_begin(TIERS_FN_Irecv, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -2184,7 +2184,7 @@ void mpi_sendrecv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sen
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Sendrecv)) {
+  if (!tiers_trace_begin(TIERS_FN_Sendrecv, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_dest, f_sendtag, f_recvbuf, f_recvcount, f_recvtype, f_source, f_recvtag, f_comm, f_status, ierr);
     return;
   }
@@ -2226,7 +2226,7 @@ void mpi_sendrecv_replace_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype,
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Sendrecv_replace)) {
+  if (!tiers_trace_begin(TIERS_FN_Sendrecv_replace, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_sendtag, f_source, f_recvtag, f_comm, f_status, ierr);
     return;
   }
@@ -2268,7 +2268,7 @@ void mpi_wait_(MPI_Fint *f_request, MPI_Fint *f_status, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Wait)) {
+  if (!tiers_trace_begin(TIERS_FN_Wait, __builtin_return_address(0))) {
     tiers_real_(f_request, f_status, ierr);
     return;
   }
@@ -2305,7 +2305,7 @@ void mpi_test_(MPI_Fint *f_request, MPI_Fint *f_flag, MPI_Fint *f_status, MPI_Fi
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Test)) {
+  if (!tiers_trace_begin(TIERS_FN_Test, __builtin_return_address(0))) {
     tiers_real_(f_request, f_flag, f_status, ierr);
     return;
   }
@@ -2342,7 +2342,7 @@ void mpi_waitall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Waitall)) {
+  if (!tiers_trace_begin(TIERS_FN_Waitall, __builtin_return_address(0))) {
     tiers_real_(f_count, f_array_of_requests, f_array_of_statuses, ierr);
     return;
   }
@@ -2377,7 +2377,7 @@ void mpi_testall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Testall)) {
+  if (!tiers_trace_begin(TIERS_FN_Testall, __builtin_return_address(0))) {
     tiers_real_(f_count, f_array_of_requests, f_flag, f_array_of_statuses, ierr);
     return;
   }
@@ -2412,7 +2412,7 @@ void mpi_waitany_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Waitany)) {
+  if (!tiers_trace_begin(TIERS_FN_Waitany, __builtin_return_address(0))) {
     tiers_real_(f_count, f_array_of_requests, f_index, f_status, ierr);
     return;
   }
@@ -2452,7 +2452,7 @@ void mpi_testany_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *f_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Testany)) {
+  if (!tiers_trace_begin(TIERS_FN_Testany, __builtin_return_address(0))) {
     tiers_real_(f_count, f_array_of_requests, f_index, f_flag, f_status, ierr);
     return;
   }
@@ -2492,7 +2492,7 @@ void mpi_waitsome_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Waitsome)) {
+  if (!tiers_trace_begin(TIERS_FN_Waitsome, __builtin_return_address(0))) {
     tiers_real_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, f_array_of_statuses, ierr);
     return;
   }
@@ -2527,7 +2527,7 @@ void mpi_testsome_(MPI_Fint *f_incount, MPI_Fint *f_array_of_requests, MPI_Fint 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Testsome)) {
+  if (!tiers_trace_begin(TIERS_FN_Testsome, __builtin_return_address(0))) {
     tiers_real_(f_incount, f_array_of_requests, f_outcount, f_array_of_indices, f_array_of_statuses, ierr);
     return;
   }
@@ -2562,7 +2562,7 @@ void mpi_probe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Probe)) {
+  if (!tiers_trace_begin(TIERS_FN_Probe, __builtin_return_address(0))) {
     tiers_real_(f_source, f_tag, f_comm, f_status, ierr);
     return;
   }
@@ -2591,7 +2591,7 @@ void mpi_iprobe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Iprobe)) {
+  if (!tiers_trace_begin(TIERS_FN_Iprobe, __builtin_return_address(0))) {
     tiers_real_(f_source, f_tag, f_comm, f_flag, f_status, ierr);
     return;
   }
@@ -2620,7 +2620,7 @@ void mpi_request_free_(MPI_Fint *f_request, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Request_free)) {
+  if (!tiers_trace_begin(TIERS_FN_Request_free, __builtin_return_address(0))) {
     tiers_real_(f_request, ierr);
     return;
   }
@@ -2650,7 +2650,7 @@ void mpi_cancel_(MPI_Fint *f_request, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Cancel)) {
+  if (!tiers_trace_begin(TIERS_FN_Cancel, __builtin_return_address(0))) {
     tiers_real_(f_request, ierr);
     return;
   }
@@ -2679,7 +2679,7 @@ void mpi_barrier_(MPI_Fint *f_comm, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Barrier)) {
+  if (!tiers_trace_begin(TIERS_FN_Barrier, __builtin_return_address(0))) {
     tiers_real_(f_comm, ierr);
     return;
   }
@@ -2713,7 +2713,7 @@ void mpi_bcast_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fin
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Bcast)) {
+  if (!tiers_trace_begin(TIERS_FN_Bcast, __builtin_return_address(0))) {
     tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, ierr);
     return;
   }
@@ -2751,7 +2751,7 @@ void mpi_reduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Reduce)) {
+  if (!tiers_trace_begin(TIERS_FN_Reduce, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, ierr);
     return;
   }
@@ -2789,7 +2789,7 @@ void mpi_allreduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, M
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Allreduce)) {
+  if (!tiers_trace_begin(TIERS_FN_Allreduce, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
     return;
   }
@@ -2825,7 +2825,7 @@ void mpi_scan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fi
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Scan)) {
+  if (!tiers_trace_begin(TIERS_FN_Scan, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
     return;
   }
@@ -2861,7 +2861,7 @@ void mpi_exscan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Exscan)) {
+  if (!tiers_trace_begin(TIERS_FN_Exscan, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, ierr);
     return;
   }
@@ -2898,7 +2898,7 @@ void mpi_gather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendt
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Gather)) {
+  if (!tiers_trace_begin(TIERS_FN_Gather, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
     return;
   }
@@ -2940,7 +2940,7 @@ void mpi_gatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_send
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Gatherv)) {
+  if (!tiers_trace_begin(TIERS_FN_Gatherv, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, ierr);
     return;
   }
@@ -2983,7 +2983,7 @@ void mpi_scatter_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_send
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Scatter)) {
+  if (!tiers_trace_begin(TIERS_FN_Scatter, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
     return;
   }
@@ -3025,7 +3025,7 @@ void mpi_scatterv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_di
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Scatterv)) {
+  if (!tiers_trace_begin(TIERS_FN_Scatterv, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, ierr);
     return;
   }
@@ -3068,7 +3068,7 @@ void mpi_allgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_se
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Allgather)) {
+  if (!tiers_trace_begin(TIERS_FN_Allgather, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
     return;
   }
@@ -3108,7 +3108,7 @@ void mpi_allgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_s
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Allgatherv)) {
+  if (!tiers_trace_begin(TIERS_FN_Allgatherv, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, ierr);
     return;
   }
@@ -3150,7 +3150,7 @@ void mpi_alltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sen
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Alltoall)) {
+  if (!tiers_trace_begin(TIERS_FN_Alltoall, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
     return;
   }
@@ -3190,7 +3190,7 @@ void mpi_alltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_s
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Alltoallv)) {
+  if (!tiers_trace_begin(TIERS_FN_Alltoallv, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, ierr);
     return;
   }
@@ -3231,7 +3231,7 @@ void mpi_reduce_scatter_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_rec
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter)) {
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, ierr);
     return;
   }
@@ -3270,7 +3270,7 @@ void mpi_reduce_scatter_block_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_block)) {
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_block, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, ierr);
     return;
   }
@@ -3307,7 +3307,7 @@ void mpi_comm_dup_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Comm_dup)) {
+  if (!tiers_trace_begin(TIERS_FN_Comm_dup, __builtin_return_address(0))) {
     tiers_real_(f_comm, f_newcomm, ierr);
     return;
   }
@@ -3341,7 +3341,7 @@ void mpi_comm_split_(MPI_Fint *f_comm, MPI_Fint *f_color, MPI_Fint *f_key, MPI_F
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Comm_split)) {
+  if (!tiers_trace_begin(TIERS_FN_Comm_split, __builtin_return_address(0))) {
     tiers_real_(f_comm, f_color, f_key, f_newcomm, ierr);
     return;
   }
@@ -3375,7 +3375,7 @@ void mpi_comm_split_type_(MPI_Fint *f_comm, MPI_Fint *f_split_type, MPI_Fint *f_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Comm_split_type)) {
+  if (!tiers_trace_begin(TIERS_FN_Comm_split_type, __builtin_return_address(0))) {
     tiers_real_(f_comm, f_split_type, f_key, f_info, f_newcomm, ierr);
     return;
   }
@@ -3409,7 +3409,7 @@ void mpi_comm_create_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_newcomm, 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Comm_create)) {
+  if (!tiers_trace_begin(TIERS_FN_Comm_create, __builtin_return_address(0))) {
     tiers_real_(f_comm, f_group, f_newcomm, ierr);
     return;
   }
@@ -3443,7 +3443,7 @@ void mpi_cart_create_(MPI_Fint *f_comm_old, MPI_Fint *f_ndims, MPI_Fint *f_dims,
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Cart_create)) {
+  if (!tiers_trace_begin(TIERS_FN_Cart_create, __builtin_return_address(0))) {
     tiers_real_(f_comm_old, f_ndims, f_dims, f_periods, f_reorder, f_comm_cart, ierr);
     return;
   }
@@ -3477,7 +3477,7 @@ void mpi_comm_free_(MPI_Fint *f_comm, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Comm_free)) {
+  if (!tiers_trace_begin(TIERS_FN_Comm_free, __builtin_return_address(0))) {
     tiers_real_(f_comm, ierr);
     return;
   }
@@ -3507,7 +3507,7 @@ void mpi_ibarrier_(MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ibarrier)) {
+  if (!tiers_trace_begin(TIERS_FN_Ibarrier, __builtin_return_address(0))) {
     tiers_real_(f_comm, f_request, ierr);
     return;
   }
@@ -3541,7 +3541,7 @@ void mpi_ibcast_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fi
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ibcast)) {
+  if (!tiers_trace_begin(TIERS_FN_Ibcast, __builtin_return_address(0))) {
     tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, f_request, ierr);
     return;
   }
@@ -3579,7 +3579,7 @@ void mpi_ireduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ireduce)) {
+  if (!tiers_trace_begin(TIERS_FN_Ireduce, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, f_request, ierr);
     return;
   }
@@ -3617,7 +3617,7 @@ void mpi_iallreduce_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Iallreduce)) {
+  if (!tiers_trace_begin(TIERS_FN_Iallreduce, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
     return;
   }
@@ -3653,7 +3653,7 @@ void mpi_igather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_send
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Igather)) {
+  if (!tiers_trace_begin(TIERS_FN_Igather, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
     return;
   }
@@ -3695,7 +3695,7 @@ void mpi_igatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sen
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Igatherv)) {
+  if (!tiers_trace_begin(TIERS_FN_Igatherv, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, f_request, ierr);
     return;
   }
@@ -3738,7 +3738,7 @@ void mpi_iscatter_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sen
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Iscatter)) {
+  if (!tiers_trace_begin(TIERS_FN_Iscatter, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
     return;
   }
@@ -3780,7 +3780,7 @@ void mpi_iscatterv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_d
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Iscatterv)) {
+  if (!tiers_trace_begin(TIERS_FN_Iscatterv, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_request, ierr);
     return;
   }
@@ -3823,7 +3823,7 @@ void mpi_iallgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_s
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Iallgather)) {
+  if (!tiers_trace_begin(TIERS_FN_Iallgather, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
     return;
   }
@@ -3863,7 +3863,7 @@ void mpi_iallgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Iallgatherv)) {
+  if (!tiers_trace_begin(TIERS_FN_Iallgatherv, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_request, ierr);
     return;
   }
@@ -3905,7 +3905,7 @@ void mpi_ialltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_se
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ialltoall)) {
+  if (!tiers_trace_begin(TIERS_FN_Ialltoall, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
     return;
   }
@@ -3945,7 +3945,7 @@ void mpi_ialltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ialltoallv)) {
+  if (!tiers_trace_begin(TIERS_FN_Ialltoallv, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_request, ierr);
     return;
   }
@@ -3986,7 +3986,7 @@ void mpi_ireduce_scatter_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_re
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter)) {
+  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, f_request, ierr);
     return;
   }
@@ -4025,7 +4025,7 @@ void mpi_ireduce_scatter_block_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter_block)) {
+  if (!tiers_trace_begin(TIERS_FN_Ireduce_scatter_block, __builtin_return_address(0))) {
     tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, f_request, ierr);
     return;
   }
@@ -4062,7 +4062,7 @@ void mpi_send_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Send_init)) {
+  if (!tiers_trace_begin(TIERS_FN_Send_init, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -4097,7 +4097,7 @@ void mpi_ssend_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype,
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Ssend_init)) {
+  if (!tiers_trace_begin(TIERS_FN_Ssend_init, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -4132,7 +4132,7 @@ void mpi_bsend_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype,
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Bsend_init)) {
+  if (!tiers_trace_begin(TIERS_FN_Bsend_init, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -4167,7 +4167,7 @@ void mpi_rsend_init_(const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype,
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Rsend_init)) {
+  if (!tiers_trace_begin(TIERS_FN_Rsend_init, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_dest, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -4202,7 +4202,7 @@ void mpi_recv_init_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fi
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Recv_init)) {
+  if (!tiers_trace_begin(TIERS_FN_Recv_init, __builtin_return_address(0))) {
     tiers_real_(f_buf, f_count, f_datatype, f_source, f_tag, f_comm, f_request, ierr);
     return;
   }
@@ -4237,7 +4237,7 @@ void mpi_start_(MPI_Fint *f_request, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Start)) {
+  if (!tiers_trace_begin(TIERS_FN_Start, __builtin_return_address(0))) {
     tiers_real_(f_request, ierr);
     return;
   }
@@ -4267,7 +4267,7 @@ void mpi_startall_(MPI_Fint *f_count, MPI_Fint *f_array_of_requests, MPI_Fint *i
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Startall)) {
+  if (!tiers_trace_begin(TIERS_FN_Startall, __builtin_return_address(0))) {
     tiers_real_(f_count, f_array_of_requests, ierr);
     return;
   }
@@ -4299,7 +4299,7 @@ void mpi_win_create_(void *f_base, MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_create)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_create, __builtin_return_address(0))) {
     tiers_real_(f_base, f_size, f_disp_unit, f_info, f_comm, f_win, ierr);
     return;
   }
@@ -4328,7 +4328,7 @@ void mpi_win_allocate_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint *f_info
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_allocate)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_allocate, __builtin_return_address(0))) {
     tiers_real_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr);
     return;
   }
@@ -4357,7 +4357,7 @@ void mpi_win_allocate_shared_(MPI_Fint *f_size, MPI_Fint *f_disp_unit, MPI_Fint 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_allocate_shared)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_allocate_shared, __builtin_return_address(0))) {
     tiers_real_(f_size, f_disp_unit, f_info, f_comm, f_baseptr, f_win, ierr);
     return;
   }
@@ -4386,7 +4386,7 @@ void mpi_win_create_dynamic_(MPI_Fint *f_info, MPI_Fint *f_comm, MPI_Fint *f_win
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_create_dynamic)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_create_dynamic, __builtin_return_address(0))) {
     tiers_real_(f_info, f_comm, f_win, ierr);
     return;
   }
@@ -4415,7 +4415,7 @@ void mpi_win_free_(MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_free)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_free, __builtin_return_address(0))) {
     tiers_real_(f_win, ierr);
     return;
   }
@@ -4444,7 +4444,7 @@ void mpi_win_fence_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_fence)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_fence, __builtin_return_address(0))) {
     tiers_real_(f_assert, f_win, ierr);
     return;
   }
@@ -4473,7 +4473,7 @@ void mpi_win_post_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_F
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_post)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_post, __builtin_return_address(0))) {
     tiers_real_(f_group, f_assert, f_win, ierr);
     return;
   }
@@ -4502,7 +4502,7 @@ void mpi_win_start_(MPI_Fint *f_group, MPI_Fint *f_assert, MPI_Fint *f_win, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_start)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_start, __builtin_return_address(0))) {
     tiers_real_(f_group, f_assert, f_win, ierr);
     return;
   }
@@ -4531,7 +4531,7 @@ void mpi_win_complete_(MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_complete)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_complete, __builtin_return_address(0))) {
     tiers_real_(f_win, ierr);
     return;
   }
@@ -4560,7 +4560,7 @@ void mpi_win_wait_(MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_wait)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_wait, __builtin_return_address(0))) {
     tiers_real_(f_win, ierr);
     return;
   }
@@ -4589,7 +4589,7 @@ void mpi_win_lock_(MPI_Fint *f_lock_type, MPI_Fint *f_rank, MPI_Fint *f_assert, 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_lock)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_lock, __builtin_return_address(0))) {
     tiers_real_(f_lock_type, f_rank, f_assert, f_win, ierr);
     return;
   }
@@ -4618,7 +4618,7 @@ void mpi_win_unlock_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_unlock)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_unlock, __builtin_return_address(0))) {
     tiers_real_(f_rank, f_win, ierr);
     return;
   }
@@ -4647,7 +4647,7 @@ void mpi_win_lock_all_(MPI_Fint *f_assert, MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_lock_all)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_lock_all, __builtin_return_address(0))) {
     tiers_real_(f_assert, f_win, ierr);
     return;
   }
@@ -4676,7 +4676,7 @@ void mpi_win_unlock_all_(MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_unlock_all)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_unlock_all, __builtin_return_address(0))) {
     tiers_real_(f_win, ierr);
     return;
   }
@@ -4705,7 +4705,7 @@ void mpi_win_flush_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_flush)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_flush, __builtin_return_address(0))) {
     tiers_real_(f_rank, f_win, ierr);
     return;
   }
@@ -4734,7 +4734,7 @@ void mpi_win_flush_all_(MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_flush_all)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_all, __builtin_return_address(0))) {
     tiers_real_(f_win, ierr);
     return;
   }
@@ -4763,7 +4763,7 @@ void mpi_win_flush_local_(MPI_Fint *f_rank, MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_flush_local)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_local, __builtin_return_address(0))) {
     tiers_real_(f_rank, f_win, ierr);
     return;
   }
@@ -4792,7 +4792,7 @@ void mpi_win_flush_local_all_(MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_flush_local_all)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_flush_local_all, __builtin_return_address(0))) {
     tiers_real_(f_win, ierr);
     return;
   }
@@ -4821,7 +4821,7 @@ void mpi_win_sync_(MPI_Fint *f_win, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Win_sync)) {
+  if (!tiers_trace_begin(TIERS_FN_Win_sync, __builtin_return_address(0))) {
     tiers_real_(f_win, ierr);
     return;
   }
@@ -4850,7 +4850,7 @@ void mpi_put_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_o
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Put)) {
+  if (!tiers_trace_begin(TIERS_FN_Put, __builtin_return_address(0))) {
     tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr);
     return;
   }
@@ -4884,7 +4884,7 @@ void mpi_get_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Get)) {
+  if (!tiers_trace_begin(TIERS_FN_Get, __builtin_return_address(0))) {
     tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, ierr);
     return;
   }
@@ -4918,7 +4918,7 @@ void mpi_accumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fi
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Accumulate)) {
+  if (!tiers_trace_begin(TIERS_FN_Accumulate, __builtin_return_address(0))) {
     tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr);
     return;
   }
@@ -4952,7 +4952,7 @@ void mpi_get_accumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MP
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Get_accumulate)) {
+  if (!tiers_trace_begin(TIERS_FN_Get_accumulate, __builtin_return_address(0))) {
     tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_result_addr, f_result_count, f_result_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, ierr);
     return;
   }
@@ -4988,7 +4988,7 @@ void mpi_fetch_and_op_(const void *f_origin_addr, void *f_result_addr, MPI_Fint 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Fetch_and_op)) {
+  if (!tiers_trace_begin(TIERS_FN_Fetch_and_op, __builtin_return_address(0))) {
     tiers_real_(f_origin_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_op, f_win, ierr);
     return;
   }
@@ -5021,7 +5021,7 @@ void mpi_compare_and_swap_(const void *f_origin_addr, const void *f_compare_addr
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Compare_and_swap)) {
+  if (!tiers_trace_begin(TIERS_FN_Compare_and_swap, __builtin_return_address(0))) {
     tiers_real_(f_origin_addr, f_compare_addr, f_result_addr, f_datatype, f_target_rank, f_target_disp, f_win, ierr);
     return;
   }
@@ -5054,7 +5054,7 @@ void mpi_rput_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Rput)) {
+  if (!tiers_trace_begin(TIERS_FN_Rput, __builtin_return_address(0))) {
     tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr);
     return;
   }
@@ -5088,7 +5088,7 @@ void mpi_rget_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Rget)) {
+  if (!tiers_trace_begin(TIERS_FN_Rget, __builtin_return_address(0))) {
     tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr);
     return;
   }
@@ -5122,7 +5122,7 @@ void mpi_file_close_(MPI_Fint *f_fh, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_close)) {
+  if (!tiers_trace_begin(TIERS_FN_File_close, __builtin_return_address(0))) {
     tiers_real_(f_fh, ierr);
     return;
   }
@@ -5151,7 +5151,7 @@ void mpi_file_sync_(MPI_Fint *f_fh, MPI_Fint *ierr)
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_sync)) {
+  if (!tiers_trace_begin(TIERS_FN_File_sync, __builtin_return_address(0))) {
     tiers_real_(f_fh, ierr);
     return;
   }
@@ -5180,7 +5180,7 @@ void mpi_file_read_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_read)) {
+  if (!tiers_trace_begin(TIERS_FN_File_read, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
     return;
   }
@@ -5212,7 +5212,7 @@ void mpi_file_read_all_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_read_all)) {
+  if (!tiers_trace_begin(TIERS_FN_File_read_all, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
     return;
   }
@@ -5244,7 +5244,7 @@ void mpi_file_read_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_read_at)) {
+  if (!tiers_trace_begin(TIERS_FN_File_read_at, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
     return;
   }
@@ -5276,7 +5276,7 @@ void mpi_file_read_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_read_at_all)) {
+  if (!tiers_trace_begin(TIERS_FN_File_read_at_all, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
     return;
   }
@@ -5308,7 +5308,7 @@ void mpi_file_iread_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_iread)) {
+  if (!tiers_trace_begin(TIERS_FN_File_iread, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
     return;
   }
@@ -5340,7 +5340,7 @@ void mpi_file_iread_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fin
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_iread_at)) {
+  if (!tiers_trace_begin(TIERS_FN_File_iread_at, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
     return;
   }
@@ -5372,7 +5372,7 @@ void mpi_file_write_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_F
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_write)) {
+  if (!tiers_trace_begin(TIERS_FN_File_write, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
     return;
   }
@@ -5404,7 +5404,7 @@ void mpi_file_write_all_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, M
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_write_all)) {
+  if (!tiers_trace_begin(TIERS_FN_File_write_all, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
     return;
   }
@@ -5436,7 +5436,7 @@ void mpi_file_write_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, M
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_write_at)) {
+  if (!tiers_trace_begin(TIERS_FN_File_write_at, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
     return;
   }
@@ -5468,7 +5468,7 @@ void mpi_file_write_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_bu
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_write_at_all)) {
+  if (!tiers_trace_begin(TIERS_FN_File_write_at_all, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_status, ierr);
     return;
   }
@@ -5500,7 +5500,7 @@ void mpi_file_iwrite_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_iwrite)) {
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
     return;
   }
@@ -5532,7 +5532,7 @@ void mpi_file_iwrite_at_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, 
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_File_iwrite_at)) {
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_at, __builtin_return_address(0))) {
     tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
     return;
   }
@@ -5564,7 +5564,7 @@ void mpi_comm_dup_with_info_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_new
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Comm_dup_with_info)) {
+  if (!tiers_trace_begin(TIERS_FN_Comm_dup_with_info, __builtin_return_address(0))) {
     tiers_real_(f_comm, f_info, f_newcomm, ierr);
     return;
   }
@@ -5598,7 +5598,7 @@ void mpi_comm_create_group_(MPI_Fint *f_comm, MPI_Fint *f_group, MPI_Fint *f_tag
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Comm_create_group)) {
+  if (!tiers_trace_begin(TIERS_FN_Comm_create_group, __builtin_return_address(0))) {
     tiers_real_(f_comm, f_group, f_tag, f_newcomm, ierr);
     return;
   }
@@ -5632,7 +5632,7 @@ void mpi_cart_sub_(MPI_Fint *f_comm, MPI_Fint *f_remain_dims, MPI_Fint *f_newcom
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Cart_sub)) {
+  if (!tiers_trace_begin(TIERS_FN_Cart_sub, __builtin_return_address(0))) {
     tiers_real_(f_comm, f_remain_dims, f_newcomm, ierr);
     return;
   }
@@ -5666,7 +5666,7 @@ void mpi_graph_create_(MPI_Fint *f_comm_old, MPI_Fint *f_nnodes, MPI_Fint *f_ind
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Graph_create)) {
+  if (!tiers_trace_begin(TIERS_FN_Graph_create, __builtin_return_address(0))) {
     tiers_real_(f_comm_old, f_nnodes, f_index, f_edges, f_reorder, f_comm_graph, ierr);
     return;
   }
@@ -5700,7 +5700,7 @@ void mpi_dist_graph_create_adjacent_(MPI_Fint *f_comm_old, MPI_Fint *f_indegree,
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create_adjacent)) {
+  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create_adjacent, __builtin_return_address(0))) {
     tiers_real_(f_comm_old, f_indegree, f_sources, f_sourceweights, f_outdegree, f_destinations, f_destweights, f_info, f_reorder, f_comm_dist_graph, ierr);
     return;
   }
@@ -5734,7 +5734,7 @@ void mpi_dist_graph_create_(MPI_Fint *f_comm_old, MPI_Fint *f_n, MPI_Fint *f_sou
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create)) {
+  if (!tiers_trace_begin(TIERS_FN_Dist_graph_create, __builtin_return_address(0))) {
     tiers_real_(f_comm_old, f_n, f_sources, f_degrees, f_destinations, f_weights, f_info, f_reorder, f_comm_dist_graph, ierr);
     return;
   }
@@ -5768,7 +5768,7 @@ void mpi_intercomm_create_(MPI_Fint *f_local_comm, MPI_Fint *f_local_leader, MPI
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Intercomm_create)) {
+  if (!tiers_trace_begin(TIERS_FN_Intercomm_create, __builtin_return_address(0))) {
     tiers_real_(f_local_comm, f_local_leader, f_peer_comm, f_remote_leader, f_tag, f_newintercomm, ierr);
     return;
   }
@@ -5802,7 +5802,7 @@ void mpi_intercomm_merge_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint *f_n
     *ierr = MPI_ERR_INTERN;
     return;
   }
-  if (!tiers_trace_begin(TIERS_FN_Intercomm_merge)) {
+  if (!tiers_trace_begin(TIERS_FN_Intercomm_merge, __builtin_return_address(0))) {
     tiers_real_(f_intercomm, f_high, f_newintracomm, ierr);
     return;
   }

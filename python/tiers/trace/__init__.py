@@ -180,8 +180,23 @@ def _check_program(command: list[str], vcluster: bool) -> None:
             raise TiersError(f"{w}: no such program")
 
 
+def parse_filter(text: str | None) -> str | None:
+    """Return the tracer's TIERS_TRACE_FILTER for ``--filter`` text
+    (``include=MPI_Send,MPI_Recv`` or ``exclude=MPI_Comm_rank``), or None;
+    raise TiersError (bad usage) on anything else."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"(include|exclude)=(.*)", text.strip())
+    names = [n.strip() for n in m.group(2).split(",")] if m else []
+    if not m or not names or not all(re.fullmatch(r"[Mm][Pp][Ii]_\w+", n) for n in names):
+        raise TiersError(f"--filter: '{text}' is not include=MPI_X,... or exclude=MPI_X,...",
+                         code=2)
+    return f"{m.group(1)}=" + ",".join(names)
+
+
 def trace_env(folder: Path, budget: int, policy: str, tau: float | None,
-              threshold: float | None, swap_every: int | None = None) -> dict[str, str]:
+              threshold: float | None, swap_every: int | None = None,
+              filter_spec: str | None = None) -> dict[str, str]:
     """Return the environment that turns the tracer on in every rank."""
     lib = native.lib_path(LIBRARY)
     if not lib.is_file():
@@ -197,6 +212,8 @@ def trace_env(folder: Path, budget: int, policy: str, tau: float | None,
         env["TIERS_TRACE_THRESHOLD"] = repr(float(threshold))
     if swap_every:
         env["TIERS_TRACE_SWAP_EVERY"] = str(int(swap_every))
+    if filter_spec:
+        env["TIERS_TRACE_FILTER"] = filter_spec
     return env
 
 
@@ -349,8 +366,11 @@ def _build_summary_native(folder: Path, params: dict, argv: list[str] | None, ot
     summary = post["summary"]
     summary["archive"] = f"{convert.ARCHIVE_NAME}.otf2" if otf2 and archive_error is None \
         else None
+    from . import profile
+
     doc = result.new_document("trace", params=params,
                               samples={"ranks": post["per_rank"], "buckets": post["buckets"],
+                                       "sites": profile.resolve_sites(post.get("sites", [])),
                                        "post": post.get("post")},
                               summary=summary, argv=argv,
                               **({"warnings": list(warnings)} if warnings else {}))
@@ -374,7 +394,7 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
         policy: str = "auto", tau: float | None = None, threshold: float | None = None,
         swap_every: int | None = None, force: bool = False, timeout: float | None = None, argv: list[str] | None = None,
         stream: bool = True, vcluster: bool = False,
-        ranks: int | None = None) -> tuple[int, dict | None, Path]:
+        ranks: int | None = None, filter: str | None = None) -> tuple[int, dict | None, Path]:
     """Trace ``command``; return ``(exit status of the command, summary
     document or None, output folder)``.  ``command`` is a launcher command
     line, or with ``vcluster`` the program alone, started on ``ranks`` ranks
@@ -396,6 +416,7 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
             raise TiersError(f"--swap-every must be a positive count (got {swap_every})")
         if policy not in ("sync", "auto"):
             raise TiersError("--swap-every goes with --policy auto or sync")
+    filter_spec = parse_filter(filter)
     if ranks is not None and not vcluster:
         raise TiersError("-n goes with --vcluster; otherwise give it to your launcher")
     if vcluster:
@@ -407,7 +428,7 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
     _check_program(list(command), vcluster)
     folder, created = _prepare(out, force)
     try:
-        env = trace_env(folder, nbytes, policy, tau, threshold, swap_every)
+        env = trace_env(folder, nbytes, policy, tau, threshold, swap_every, filter_spec)
         if vcluster:
             cmd = vcl.command(list(command), ranks, env=env)
         else:
@@ -440,7 +461,8 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
         raise TiersError(f"no rank was traced: {label} made no MPI calls through the MPI "
                          "library tiers was built with (is it an MPI program?)")
     params = {"command": list(command), "budget": nbytes, "policy": policy, "tau_s": tau,
-              "threshold": threshold, "swap_every": swap_every, "returncode": rc,
+              "threshold": threshold, "swap_every": swap_every, "filter": filter_spec,
+              "returncode": rc,
               "vcluster": vcluster}
     if stopped is not None:
         params["stopped"] = stopped
@@ -635,7 +657,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
                           swap_every=getattr(args, "swap_every", None), force=args.force,
                           timeout=args.timeout, argv=argv,
                           vcluster=getattr(args, "vcluster", False),
-                          ranks=getattr(args, "ranks", None))
+                          ranks=getattr(args, "ranks", None),
+                          filter=getattr(args, "filter", None))
     s = doc["summary"]
     nomem = [r["rank"] for r in doc["samples"]["ranks"] if r["stopped"] == "out of memory"]
     if nomem:  # a trace buffer that could not be allocated is a failed trace

@@ -115,6 +115,25 @@ def profile(doc: dict, folder: str | Path | None = None, *, sort: str = "time",
            "mpi_share": mpi_time / (duration * nranks) if duration > 0 else None,
            "times": "summed over ranks", "functions": rows[:top] if top else rows,
            "shown": min(len(rows), top) if top else len(rows), "total_functions": len(rows)}
+    sites = (doc.get("samples") or {}).get("sites")
+    if isinstance(sites, list) and sites:
+        srows = []
+        for site in sites:
+            times = [float(site.get("times", {}).get(str(r), 0.0)) for r in range(nranks)]
+            calls = int(site["calls"])
+            srows.append({
+                "site": site["site"], "function": site["function"], "calls": calls,
+                "time_s": float(site["time_s"]), "bytes": int(site["bytes"]),
+                "time_pct": 100.0 * float(site["time_s"]) / mpi_time if mpi_time > 0 else 0.0,
+                "time_per_call_s": float(site["time_s"]) / calls if calls else None,
+                "time_min_s": min(times), "time_mean_s": sum(times) / len(times),
+                "time_max_s": max(times)})
+        skey = {"time": lambda r: (-r["time_s"], r["site"]),
+                "calls": lambda r: (-r["calls"], -r["time_s"], r["site"]),
+                "bytes": lambda r: (-r["bytes"], -r["time_s"], r["site"]),
+                "name": lambda r: (r["function"], r["site"])}[sort]
+        srows.sort(key=skey)
+        out["sites"] = srows[:top] if top else srows
     kept = (doc.get("samples") or {}).get("buckets")
     if isinstance(kept, dict):
         out["buckets"] = kept           # counted by tiers-trace-post with the summary
@@ -164,6 +183,15 @@ def format_profile(prof: dict, micro: str | None = None) -> str:
              _time(r["time_max_s"], micro)] for r in prof["functions"]]
     lines = [head, ""] + _table(["function", "calls", "time", "time %", "per call", "bytes",
                                  "min/rank", "mean/rank", "max/rank"], rows)
+    if prof.get("sites"):
+        lines += ["", "call sites (file:line where the program has debug information)", ""]
+        lines += _table(["site", "function", "calls", "time", "time %", "per call", "bytes",
+                         "min/rank", "mean/rank", "max/rank"],
+                        [[r["site"], r["function"], str(r["calls"]), _time(r["time_s"], micro),
+                          f"{r['time_pct']:.1f}", _time(r["time_per_call_s"], micro),
+                          str(r["bytes"]), _time(r["time_min_s"], micro),
+                          _time(r["time_mean_s"], micro), _time(r["time_max_s"], micro)]
+                         for r in prof["sites"]], left=2)
     buckets = prof.get("buckets")
     if buckets and any(f in buckets for f in (r["name"] for r in prof["functions"])):
         labels = [b for b, _ in BUCKETS if any(b in row for row in buckets.values())]
@@ -182,3 +210,82 @@ def format_profile(prof: dict, micro: str | None = None) -> str:
                 tops.append(f"{b}: {best} ({buckets[best][b]})")
         lines += ["", "top caller per bucket: " + "; ".join(tops)]
     return "\n".join(lines)
+
+
+def _elf_is_exec(path: str) -> bool:
+    """Whether ``path`` is a fixed-address ELF executable (ET_EXEC), whose
+    addresses need no load bias; False for PIE and shared objects."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except OSError:
+        return False
+    if len(head) < 18 or head[:4] != b"\x7fELF":
+        return False
+    order = "little" if head[5] == 1 else "big"
+    return int.from_bytes(head[16:18], order) == 2
+
+
+def _addr2line(obj: str, addrs: list[int]) -> dict[int, str]:
+    """Return {address: "file:line"} for the addresses of ``obj`` that its
+    debug information places (binutils' addr2line); {} when there is none."""
+    import shutil
+    import subprocess
+
+    tool = shutil.which("addr2line")
+    if not tool or not addrs:
+        return {}
+    try:
+        proc = subprocess.run([tool, "-e", obj, "-a", *(hex(a) for a in addrs)],
+                              capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    lines = proc.stdout.splitlines()
+    out = {}
+    for i in range(0, len(lines) - 1, 2):
+        try:
+            a = int(lines[i], 16)
+        except ValueError:
+            continue
+        where = lines[i + 1].strip()
+        if where and not where.startswith("??"):
+            where = where.split(" (discriminator")[0]
+            out[a] = where
+    return out
+
+
+def resolve_sites(sites: list[dict]) -> list[dict]:
+    """Return the call sites of a trace (``sites`` as tiers-trace-post
+    prints them: one entry per rank, function and return address) merged
+    over ranks and resolved to ``file:line`` where the program's debug
+    information says (else ``object+0xOFFSET``): rows with ``site``,
+    ``function``, ``calls``, ``time_s``, ``bytes`` and per-rank ``times``
+    ({rank: seconds})."""
+    per_obj: dict[str, set[int]] = {}
+    keyed = []
+    for s in sites:
+        obj = s.get("object")
+        if obj:
+            vaddr = s["address"] if _elf_is_exec(obj) else s["address"] - s["load_bias"]
+            vaddr -= 1                      # inside the call instruction, not after it
+            per_obj.setdefault(obj, set()).add(vaddr)
+        else:
+            vaddr = s["address"]
+        keyed.append((obj, vaddr, s))
+    names = {obj: _addr2line(obj, sorted(addrs)) for obj, addrs in per_obj.items()}
+    rows: dict[tuple, dict] = {}
+    for obj, vaddr, s in keyed:
+        if obj and vaddr in names.get(obj, {}):
+            where = names[obj][vaddr]
+        elif obj:
+            where = f"{Path(obj).name}+{vaddr:#x}"
+        else:
+            where = f"{s['address']:#x}"
+        row = rows.setdefault((where, s["function"]), {
+            "site": where, "function": s["function"], "calls": 0, "time_s": 0.0, "bytes": 0,
+            "times": {}})
+        row["calls"] += s["calls"]
+        row["time_s"] += s["time_s"]
+        row["bytes"] += s["bytes"]
+        row["times"][str(s["rank"])] = row["times"].get(str(s["rank"]), 0.0) + s["time_s"]
+    return sorted(rows.values(), key=lambda r: (-r["time_s"], r["site"], r["function"]))

@@ -16,7 +16,7 @@ MAGIC = b"TIERSTEV"
 VERSION = 1
 
 ENTER, LEAVE, SEND, RECV, ISEND, ISEND_DONE, IRECV_POST, IRECV_DONE, COLL_BEGIN, \
-    COLL_END, COMM, SWAP, CLOCK, STOP, INFO, MEM, XFER, NAME = range(1, 19)
+    COLL_END, COMM, SWAP, CLOCK, STOP, INFO, MEM, XFER, NAME, MAP = range(1, 20)
 FN_SWAPOUT = 0xFFFF
 SWAPOUT_NAME = "tiers_swapout"
 POLICIES = {0: "sync", 1: "full", 2: "off", 3: "auto"}
@@ -71,6 +71,7 @@ class RankLog:
     info: dict = field(default_factory=dict)
     memory: dict = field(default_factory=dict)
     comm_names: dict = field(default_factory=dict)  # local id -> name (MPI_Comm_set_name)
+    maps: list = field(default_factory=list)    # (start, end, file offset, path) at MPI_Init
     stopped: str | None = None
     truncated: bool = False
 
@@ -100,7 +101,7 @@ _PAYLOAD = {ENTER: 0, LEAVE: 0, COLL_BEGIN: 0, SEND: _MSG.size, RECV: _MSG.size,
             ISEND: _MSG.size, IRECV_DONE: _MSG.size, ISEND_DONE: _REQ.size,
             IRECV_POST: _REQ.size, COLL_END: _COLL.size, COMM: _COMM.size,
             SWAP: _SWAP.size, CLOCK: _CLOCK.size, STOP: _STOP.size, INFO: _INFO.size,
-            MEM: _MEM.size, XFER: _XFER.size, NAME: 8}
+            MEM: _MEM.size, XFER: _XFER.size, NAME: 8, MAP: 24}
 
 
 def read(path: str | Path) -> RankLog:
@@ -205,6 +206,10 @@ def read(path: str | Path) -> RankLog:
             if not 0 <= nlen <= length - 24:
                 raise bad(pos, f"a name of {nlen} bytes in a {length}-byte record")
             log.comm_names[cid] = data[b + 8:b + 8 + nlen].decode("utf-8", errors="replace")
+        elif kind == MAP:
+            start, end, moff = struct.unpack_from("<QQQ", data, b)
+            path = data[b + 24:pos + length].split(b"\0", 1)[0].decode("utf-8", errors="replace")
+            log.maps.append((start, end, moff, path))
         elif kind == MEM:
             resident, reserved = _MEM.unpack_from(data, b)
             log.memory = {"buffer_resident_bytes": resident, "buffer_reserved_bytes": reserved}
