@@ -519,6 +519,15 @@ static uint64_t hkey(const void *handle, size_t size)
   return k;
 }
 
+/* Pending requests are keyed by handle and posting thread: under
+ * MPI_THREAD_MULTIPLE the library may hand a handle that one thread's wait
+ * has just freed to another thread's new request before the first thread
+ * records its completion; with the thread in the key the two never meet. */
+static uint64_t rkey(MPI_Request req, int thread)
+{
+  return hkey(&req, sizeof req) ^ ((uint64_t)((unsigned)thread & 0xFF) + 1) << 56;
+}
+
 static size_t hslot(uint64_t k, size_t n)
 {
   k ^= k >> 33;
@@ -857,7 +866,7 @@ void tiers_trace_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype
   lock();
   uint64_t id = ++S.next_req_id;
   int cid = comm_id(comm);
-  map_put(&reqs, hkey(&req, sizeof req), id, ((uint64_t)REC_ISEND << 32) | (uint32_t)cid);
+  map_put(&reqs, rkey(req, thread_index()), id, ((uint64_t)REC_ISEND << 32) | (uint32_t)cid);
   unlock();
   msg(REC_ISEND, dest, tag, comm, bytes, id);
 }
@@ -870,7 +879,7 @@ void tiers_trace_irecv(MPI_Comm comm, MPI_Request req)
   lock();
   uint64_t id = ++S.next_req_id;
   int cid = comm_id(comm);
-  map_put(&reqs, hkey(&req, sizeof req), id, ((uint64_t)REC_IRECV_POST << 32) | (uint32_t)cid);
+  map_put(&reqs, rkey(req, thread_index()), id, ((uint64_t)REC_IRECV_POST << 32) | (uint32_t)cid);
   r.h = head(REC_IRECV_POST, 0, sizeof r, post_ns());
   r.req = id;
   put(&r, sizeof r);
@@ -882,7 +891,11 @@ void tiers_trace_complete(MPI_Request saved, const MPI_Status *st)
   if (T.depth != 1 || saved == MPI_REQUEST_NULL)
     return;
   lock();
-  slot_t *s = map_find(&reqs, hkey(&saved, sizeof saved));
+  slot_t *s = map_find(&reqs, rkey(saved, thread_index()));
+  /* completed by another thread than the one that posted it */
+  int nthreads = __atomic_load_n(&S.next_thread, __ATOMIC_RELAXED);
+  for (int t = 0; !s && S.threaded && t < nthreads && t < 256; t++)
+    s = map_find(&reqs, rkey(saved, t));
   if (!s) {
     unlock();
     return;
@@ -1615,7 +1628,7 @@ void tiers_trace_start(MPI_Request req)
     lock();
     uint64_t id = ++S.next_req_id;
     int cid = comm_id(p.comm);
-    map_put(&reqs, hkey(&req, sizeof req), id, ((uint64_t)REC_ISEND << 32) | (uint32_t)cid);
+    map_put(&reqs, rkey(req, thread_index()), id, ((uint64_t)REC_ISEND << 32) | (uint32_t)cid);
     unlock();
     msg(REC_ISEND, p.peer, p.tag, p.comm, p.bytes, id);
   }
