@@ -219,6 +219,14 @@ static uint32_t str_ref(strtab_t *t, const char *s) {
   return (uint32_t)t->n++;
 }
 
+static void strtab_free(strtab_t *t) {
+  for (size_t i = 0; i < t->n; i++) free(t->s[i]);
+  free(t->s);
+  free(t->next);
+  imap_free(&t->index);
+  memset(t, 0, sizeof *t);
+}
+
 /* ------------------------------------------------------------ block reader */
 
 typedef struct {
@@ -2058,7 +2066,11 @@ int main(int argc, char **argv) {
     }
     g_archive = NULL;
     free(host_node);
+    strtab_free(&hosts);
   }
+  strtab_free(&strs);
+  strtab_free(&region_names);
+  free(region_kind);
 
   /* ---- receiver-first share */
   uint64_t matched = 0, rf_bytes = 0;
@@ -2380,6 +2392,7 @@ int main(int argc, char **argv) {
     free(tot);
     free(order);
     free(sorted);
+    strtab_free(&names);
   }
   clock_gettime(CLOCK_MONOTONIC, &t_end);
   {
