@@ -886,10 +886,49 @@ void tiers_trace_irecv(MPI_Comm comm, MPI_Request req)
   unlock();
 }
 
+/* MPI_Comm_idup: the new communicator is defined once its request
+ * completes (its handle is not usable before); until then the request maps
+ * to the caller's output handle and the parent. */
+static map_t idups;
+
+void tiers_trace_comm_idup(MPI_Comm parent, MPI_Comm *newcomm, MPI_Request req)
+{
+  if (T.depth != 1 || req == MPI_REQUEST_NULL || !newcomm)
+    return;
+  uint64_t p = 0;
+  memcpy(&p, &parent, sizeof parent < sizeof p ? sizeof parent : sizeof p);
+  lock();
+  map_put(&idups, rkey(req, thread_index()), (uint64_t)(uintptr_t)newcomm, p);
+  unlock();
+}
+
+static void idup_done(MPI_Request saved)
+{
+  lock();
+  slot_t *s = idups.used ? map_find(&idups, rkey(saved, thread_index())) : NULL;
+  int nthreads = __atomic_load_n(&S.next_thread, __ATOMIC_RELAXED);
+  for (int t = 0; idups.used && !s && S.threaded && t < nthreads && t < 256; t++)
+    s = map_find(&idups, rkey(saved, t));
+  if (!s) {
+    unlock();
+    return;
+  }
+  MPI_Comm *out = (MPI_Comm *)(uintptr_t)s->a;
+  MPI_Comm parent;
+  uint64_t p = s->b;
+  memcpy(&parent, &p, sizeof parent < sizeof p ? sizeof parent : sizeof p);
+  map_remove(&idups, s);
+  unlock();
+  if (*out != MPI_COMM_NULL)
+    tiers_trace_comm_new(parent, *out);
+}
+
 void tiers_trace_complete(MPI_Request saved, const MPI_Status *st)
 {
   if (T.depth != 1 || saved == MPI_REQUEST_NULL)
     return;
+  if (idups.used)
+    idup_done(saved);
   lock();
   slot_t *s = map_find(&reqs, rkey(saved, thread_index()));
   /* completed by another thread than the one that posted it */

@@ -118,6 +118,8 @@ def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -
         pre.append("  tiers_trace_spawn_refused();")
     elif kind == "comm_name":
         post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_comm_name(comm, comm_name);")
+    elif kind == "comm_idup":
+        post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_comm_idup(comm, newcomm, *request);")
     else:
         return False
     return True

@@ -131,6 +131,7 @@ enum {
   TIERS_FN_Intercomm_merge = 121,
   TIERS_FN_Comm_spawn = 122,
   TIERS_FN_Comm_set_name = 123,
+  TIERS_FN_Comm_idup = 124,
 };
 
 const char *const tiers_trace_fn_names[] = {
@@ -258,8 +259,9 @@ const char *const tiers_trace_fn_names[] = {
   "MPI_Intercomm_merge",
   "MPI_Comm_spawn",
   "MPI_Comm_set_name",
+  "MPI_Comm_idup",
 };
-const int tiers_trace_fn_count = 124;
+const int tiers_trace_fn_count = 125;
 
 TIERS_EXPORT int MPI_Init(int *argc, char ***argv)
 {
@@ -1709,6 +1711,17 @@ TIERS_EXPORT int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name)
   if (rc == MPI_SUCCESS)
     tiers_trace_comm_name(comm, comm_name);
   tiers_trace_end(TIERS_FN_Comm_set_name);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_idup, __builtin_return_address(0)))
+    return PMPI_Comm_idup(comm, newcomm, request);
+  int rc = PMPI_Comm_idup(comm, newcomm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_comm_idup(comm, newcomm, *request);
+  tiers_trace_end(TIERS_FN_Comm_idup);
   return rc;
 }
 
