@@ -308,3 +308,59 @@ def test_exports_only_mpi_names():
     assert [n for n in names if not n.startswith(("MPI_", "PMPI_"))] == []
     for fn in ("MPI_Send", "PMPI_Send", "MPI_Waitall", "PMPI_Comm_split", "MPI_Init_thread"):
         assert fn in names
+
+
+# -- matched probes --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mprobe_program(tmp_path_factory):
+    return build_program(tmp_path_factory.mktemp("mbcmpi_mprobe"), "mbcmpi_mprobe")
+
+
+def _mprobe_checks(ranks: int) -> int:
+    # per pair: 24 ordered messages (probe and receive checks each), 2 on
+    # the matching queue, 4 MPI_Improbe/MPI_Imrecv, 1 vector, 1 truncation,
+    # 2 communicators; 4 MPI_PROC_NULL checks per rank; 1 wildcard check
+    return (2 * 24 + 2 + 4 + 1 + 1 + 2) * (ranks // 2) + 4 * ranks + 1
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_matched_probes(mprobe_program, ranks, tmp_path):
+    """MPI_Mprobe/MPI_Improbe with MPI_Mrecv/MPI_Imrecv: messages of mixed
+    tags and sizes (0 B to 200 KB) come in the order sent with the right
+    MPI_Get_count; a matched message is off the matching queue (the next
+    MPI_Recv of that source and tag gets the following message); a vector
+    receive type, truncation (MPI_ERR_TRUNCATE), a duplicate's message not
+    matched on MPI_COMM_WORLD, MPI_MESSAGE_NO_PROC for MPI_PROC_NULL, and
+    wildcard-source, wildcard-tag probes at rank 0 that take every rank's
+    messages exactly once and in order.  Every matched probe and matched
+    receive was carried by the library, none passed to MPI."""
+    prefix = tmp_path / "st"
+    res = _run(mprobe_program, ranks, {"TIERS_MBC_MPI_STATS": str(prefix)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _checks(res.stdout) == (_mprobe_checks(ranks), 0), res.stdout
+    for r, doc in enumerate(_stats(prefix, ranks)):
+        carried = doc["carried"]
+        # odd ranks take 24 + 1 + 1 + 1 + 2 messages by MPI_Mprobe, plus the
+        # MPI_PROC_NULL probe; rank 0 takes 2 per other rank
+        want = 30 if r % 2 else 1 + (2 * (ranks - 1) if r == 0 else 0)
+        assert carried.get("MPI_Mprobe") == want, (r, carried)
+        assert carried.get("MPI_Mrecv") == want, (r, carried)
+        assert carried.get("MPI_Imrecv") == (2 if r % 2 else 1), (r, carried)
+        assert not [k for k in doc["passed_to_mpi"] if "probe" in k.lower() or "recv" in k.lower()]
+
+
+def test_matched_probes_over_the_rma_transport(mprobe_program):
+    """The same on the inter-node path (MPI-3 RMA)."""
+    res = _run(mprobe_program, 2, {"TIERS_MBC_TRANSPORT": "rma", "OMPI_MCA_osc": "^ucx"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _checks(res.stdout) == (_mprobe_checks(2), 0), res.stdout
+
+
+@pytest.mark.parametrize("ranks", [3])
+def test_matched_probes_program_valid_without_library(mprobe_program, ranks):
+    """The program's checks hold under the MPI library alone, at an odd
+    rank count too (the last rank has no partner)."""
+    res = launch.launch([mprobe_program], ranks, **_kwargs({}))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _checks(res.stdout) == ((2 * 24 + 10) + 4 * 3 + 1, 0), res.stdout

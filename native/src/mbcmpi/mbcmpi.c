@@ -308,6 +308,8 @@ struct mreq {
   tiers_mbc_request_t r; /* in flight */
   int stashed;           /* finished: ms and mrc hold the result */
   int mrc, cancelled, procnull;
+  int mprobed;           /* MPI_Imrecv/MPI_Mrecv: tmp holds the whole matched message */
+  size_t mcap;           /* mprobed: bytes the program's buffer holds */
   tiers_mbc_status_t ms;
   /* the arguments (persistent requests start from them; receives unpack) */
   const void *buf;
@@ -655,6 +657,10 @@ static int finish(struct mreq *q, MPI_Request *req, MPI_Status *s, const char *f
     } else if (q->cancelled) {
       set_status(s, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, 1);
     } else {
+      if (q->mprobed && q->ms.bytes > q->mcap) { /* the matched message is longer */
+        q->ms.truncated = 1;
+        q->ms.bytes = q->mcap;
+      }
       if (q->ms.truncated)
         err = MPI_ERR_TRUNCATE;
       if (q->tmp) {
@@ -1231,10 +1237,127 @@ static int w_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 }
 EXPORT(Probe)
 
+/* Matched probes.  A matched message is bound at once to a receive of
+ * its exact source and tag into a buffer of its own size: libtiers-mbc
+ * takes it off the matching queue (the first queued message of that
+ * source and tag is the one the probe saw, since the probe's source/tag
+ * pattern covers that pair), so no other receive or probe can see it.
+ * MPI_Mrecv/MPI_Imrecv copy it into the program's buffer.  MPI_PROC_NULL
+ * and passed-through communicators go to MPI (MPI_MESSAGE_NO_PROC and
+ * MPI's own message handles), and so do handles this library did not
+ * make. */
+struct mmsg {
+  MPI_Message token;
+  struct mmsg *next;
+  struct mbcmpi_ctx *ctx;
+  MPI_Comm comm;
+  tiers_mbc_request_t r; /* the bound receive (may still be arriving) */
+  void *data;
+  size_t bytes;
+  int source, tag;
+};
+static struct mmsg *mmsgs; /* matched and not yet received */
+
+static MPI_Message mmsg_token(struct mmsg *m)
+{
+#if defined(OPEN_MPI) && OPEN_MPI
+  return (MPI_Message)(void *)m; /* a pointer type: our own object's address is unique */
+#else
+  /* an integer handle (MPICH): MPICH's handles all have a non-zero kind in
+   * their top two bits; small positive numbers are never valid there */
+  static unsigned next_id;
+  (void)m;
+  next_id = next_id % 0xffffffu + 1u;
+  return (MPI_Message)next_id;
+#endif
+}
+
+static struct mmsg *mmsg_take(MPI_Message token)
+{
+  if (token == MPI_MESSAGE_NULL || token == MPI_MESSAGE_NO_PROC)
+    return NULL;
+  for (struct mmsg **pp = &mmsgs; *pp; pp = &(*pp)->next)
+    if ((*pp)->token == token) {
+      struct mmsg *m = *pp;
+      *pp = m->next;
+      return m;
+    }
+  return NULL;
+}
+
+/* One matched probe of c: 1 and *out when a message matched. */
+static int mprobe_once(struct mbcmpi_ctx *c, int source, int tag, MPI_Comm comm,
+                       MPI_Message *out, MPI_Status *status, const char *fn)
+{
+  int src = TIERS_MBC_ANY_SOURCE, flag = 0;
+  map_source(c, source, &src);
+  tiers_mbc_status_t ms;
+  ENTER();
+  int rc = mbc_iprobe(c->mbc, src, map_tag(tag), &flag, &ms);
+  LEAVE();
+  if (rc != TIERS_OK)
+    mbcmpi_fatal(fn, "probe failed");
+  if (!flag)
+    return 0;
+  struct mmsg *m = calloc(1, sizeof *m);
+  void *data = malloc(ms.message_bytes ? ms.message_bytes : 1);
+  if (!m || !data) {
+    free(m);
+    free(data);
+    tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "out of memory");
+    mbcmpi_fatal(fn, "cannot hold the matched message");
+    return 0;
+  }
+  m->ctx = c;
+  m->comm = comm;
+  m->data = data;
+  m->bytes = ms.message_bytes;
+  m->source = ms.source;
+  m->tag = ms.tag;
+  if (source == MPI_ANY_SOURCE || tag == MPI_ANY_TAG)
+    st.wildcard++;
+  ENTER();
+  rc = tiers_mbc_irecv(c->mbc, data, m->bytes, ms.source, ms.tag, &m->r);
+  LEAVE();
+  if (rc != TIERS_OK)
+    mbcmpi_fatal(fn, "receive failed");
+  m->token = mmsg_token(m);
+  m->next = mmsgs;
+  mmsgs = m;
+  *out = m->token;
+  set_status(status, m->source, m->tag, m->bytes, 0);
+  if (status != MPI_STATUS_IGNORE)
+    status->MPI_ERROR = MPI_SUCCESS;
+  return 1;
+}
+
+/* MPI_PROC_NULL: the probe matches at once, with MPI_MESSAGE_NO_PROC. */
+static int mprobe_no_proc(MPI_Message *msg, MPI_Status *status)
+{
+  *msg = MPI_MESSAGE_NO_PROC;
+  set_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
+  if (status != MPI_STATUS_IGNORE)
+    status->MPI_ERROR = MPI_SUCCESS;
+  return MPI_SUCCESS;
+}
+
 static int w_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status)
 {
-  if (mbcmpi_ctx_of(comm))
-    mbcmpi_unsupported("MPI_Mprobe", "matched probes of memory-based messages");
+  struct mbcmpi_ctx *c = mbcmpi_ctx_of(comm);
+  if (c && source == MPI_PROC_NULL && tag_ok(tag, 1)) {
+    CARRY(Mprobe);
+    return mprobe_no_proc(msg, status);
+  }
+  if (c && probe_args_ok(c, source, tag)) {
+    CARRY(Mprobe);
+    unsigned rounds = 0;
+    while (!mprobe_once(c, source, tag, comm, msg, status, "MPI_Mprobe")) {
+      if (rounds & 7)
+        mbcmpi_progress_all();
+      idle(&rounds);
+    }
+    return MPI_SUCCESS;
+  }
   PASS(Mprobe);
   return REAL(Mprobe)(source, tag, comm, msg, status);
 }
@@ -1243,12 +1366,109 @@ EXPORT(Mprobe)
 static int w_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *msg,
                      MPI_Status *status)
 {
-  if (mbcmpi_ctx_of(comm))
-    mbcmpi_unsupported("MPI_Improbe", "matched probes of memory-based messages");
+  struct mbcmpi_ctx *c = mbcmpi_ctx_of(comm);
+  if (c && source == MPI_PROC_NULL && tag_ok(tag, 1)) {
+    CARRY(Improbe);
+    *flag = 1;
+    return mprobe_no_proc(msg, status);
+  }
+  if (c && probe_args_ok(c, source, tag)) {
+    CARRY(Improbe);
+    *flag = mprobe_once(c, source, tag, comm, msg, status, "MPI_Improbe");
+    return MPI_SUCCESS;
+  }
   PASS(Improbe);
   return REAL(Improbe)(source, tag, comm, flag, msg, status);
 }
 EXPORT(Improbe)
+
+/* A receive request for the matched message m into (buf, count, type). */
+static struct mreq *mrecv_req(struct mmsg *m, void *buf, int count, MPI_Datatype type,
+                              const char *fn)
+{
+  struct tinfo ti;
+  if (type_info(type, count, &ti))
+    return NULL;
+  struct mreq *q = mreq_new(fn);
+  if (!q)
+    return NULL;
+  q->kind = K_RECV;
+  q->ctx = m->ctx;
+  q->buf = buf;
+  q->count = count;
+  q->type = type;
+  q->peer = m->source;
+  q->tag = m->tag;
+  q->comm = m->comm;
+  q->mprobed = 1;
+  q->mcap = ti.size * (size_t)count;
+  q->tmp = m->data; /* finish() unpacks from it and frees it */
+  q->tmp_size = m->bytes;
+  q->r = m->r;
+  q->active = 1;
+  free(m);
+  return q;
+}
+
+static int w_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *msg, MPI_Status *status)
+{
+  if (mbcmpi.active && !mbcmpi.inside && *msg == MPI_MESSAGE_NO_PROC) {
+    CARRY(Mrecv);
+    *msg = MPI_MESSAGE_NULL;
+    set_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
+    if (status != MPI_STATUS_IGNORE)
+      status->MPI_ERROR = MPI_SUCCESS;
+    return MPI_SUCCESS;
+  }
+  struct mmsg *m = mbcmpi.active && !mbcmpi.inside ? mmsg_take(*msg) : NULL;
+  if (m) {
+    struct mreq *q = mrecv_req(m, buf, count, type, "MPI_Mrecv");
+    if (q) {
+      CARRY(Mrecv);
+      *msg = MPI_MESSAGE_NULL;
+      block_on(q);
+      return finish(q, NULL, status, "MPI_Mrecv");
+    }
+    m->next = mmsgs; /* a bad datatype or count: MPI reports it */
+    mmsgs = m;
+  }
+  PASS(Mrecv);
+  return REAL(Mrecv)(buf, count, type, msg, status);
+}
+EXPORT(Mrecv)
+
+static int w_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *msg,
+                    MPI_Request *req)
+{
+  if (mbcmpi.active && !mbcmpi.inside && *msg == MPI_MESSAGE_NO_PROC) {
+    struct mreq *q = mreq_new("MPI_Imrecv"); /* completes at once, empty */
+    if (q) {
+      CARRY(Imrecv);
+      q->kind = K_RECV;
+      q->procnull = q->stashed = q->active = 1;
+      q->mrc = TIERS_OK;
+      q->comm = MPI_COMM_SELF;
+      *msg = MPI_MESSAGE_NULL;
+      *req = q->token;
+      return MPI_SUCCESS;
+    }
+  }
+  struct mmsg *m = mbcmpi.active && !mbcmpi.inside ? mmsg_take(*msg) : NULL;
+  if (m) {
+    struct mreq *q = mrecv_req(m, buf, count, type, "MPI_Imrecv");
+    if (q) {
+      CARRY(Imrecv);
+      *msg = MPI_MESSAGE_NULL;
+      *req = q->token;
+      return MPI_SUCCESS;
+    }
+    m->next = mmsgs;
+    mmsgs = m;
+  }
+  PASS(Imrecv);
+  return REAL(Imrecv)(buf, count, type, msg, req);
+}
+EXPORT(Imrecv)
 
 /* ------------------------------------------------------------------ */
 /* Persistent requests */

@@ -18,6 +18,7 @@
   X(Init) X(Init_thread) X(Finalize)                                                         \
   X(Send) X(Ssend) X(Bsend) X(Rsend) X(Isend) X(Issend) X(Ibsend) X(Irsend) X(Irecv) X(Recv) \
   X(Sendrecv) X(Sendrecv_replace) X(Probe) X(Iprobe) X(Mprobe) X(Improbe)                    \
+  X(Mrecv) X(Imrecv)                                                                         \
   X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome)        \
   X(Cancel) X(Request_free) X(Request_get_status)                                            \
   X(Send_init) X(Ssend_init) X(Bsend_init) X(Rsend_init) X(Recv_init) X(Start) X(Startall)  \
