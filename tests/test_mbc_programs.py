@@ -19,10 +19,9 @@ run --json`` (libtiers-mbc-mpi.so preloaded), and the results are compared:
 mpi4py asks for MPI_THREAD_MULTIPLE by default, which memory-based
 messaging refuses in one line; the scripts run at MPI_THREAD_SERIALIZED
 (``MPI4PY_RC_THREAD_LEVEL``, under MPI and under MBC alike), and one test
-checks the refusal itself.  mpi4py's pickled ``recv()`` uses ``MPI_Mprobe``,
-which the library refuses for now: the scripts run with
-``MPI4PY_RC_RECV_MPROBE=false``, and one test runs the default, an expected
-failure while the library refuses it in its line, compared in full once not.  Every MBC run also checks the statistics
+checks the refusal itself.  mpi4py's pickled ``recv()`` uses ``MPI_Mprobe``
+and ``MPI_Mrecv`` by default: the scripts run that way and once more with
+``MPI4PY_RC_RECV_MPROBE=false`` (plain probe and receive).  Every MBC run also checks the statistics
 document: every rank wrote one, and every message went by remote write or
 by the FIFO.  The tests are skipped where the native folder tiers uses has
 no libtiers-mbc-mpi.so.
@@ -228,8 +227,8 @@ def _has_mpi4py() -> bool:
 
 needs_mpi4py = pytest.mark.skipif(not _has_mpi4py(), reason="needs mpi4py")
 SERIALIZED = {"MPI4PY_RC_THREAD_LEVEL": "serialized"}
-#: mpi4py's pickled recv() without matched probes (MPI_Mprobe), which the
-#: library refuses for now; test_mpi4py_matched_probes runs them.
+#: mpi4py's pickled recv() without matched probes (MPI_Probe + MPI_Recv);
+#: test_mpi4py_matched_probes runs its default (MPI_Mprobe + MPI_Mrecv).
 NO_MPROBE = {**SERIALIZED, "MPI4PY_RC_RECV_MPROBE": "false"}
 
 
@@ -255,18 +254,19 @@ def test_mpi4py_same_output(tmp_path, script, n):
 
 
 @needs_mpi4py
-def test_mpi4py_matched_probes(tmp_path):
-    """mpi4py's default pickled recv() probes with MPI_Mprobe: refused in
-    its one line for now (an expected failure), compared in full as soon as
-    the library carries it."""
-    n = 2
+@pytest.mark.parametrize("n", RANKS)
+def test_mpi4py_matched_probes(tmp_path, n):
+    """mpi4py's default pickled recv() (MPI_Mprobe, then MPI_Mrecv) gives
+    the same output under MBC as under MPI, with every matched probe and
+    matched receive carried by the library."""
     cmd = [*mpirun(n), sys.executable, str(PROGRAMS / "mpi4py_p2p.py")]
     want = _mpi4py_plain(cmd, n, SERIALIZED)
-    probe = run_tiers("mbc", "run", "--", *cmd, cwd=tmp_path, env=SERIALIZED, timeout=240)
-    if probe.returncode != 0 and "tiers mbc: MPI_Mprobe: not supported" in probe.stderr:
-        pytest.xfail("libtiers-mbc-mpi refuses MPI_Mprobe, which mpi4py's recv() uses")
-    assert probe.returncode == 0, probe.stderr[-3000:]
-    assert [ln for ln in probe.stdout.splitlines() if ln.startswith("rank ")] == want
+    run, s = mbc_run(tmp_path, cmd, tmp_path, env=SERIALIZED)
+    assert [ln for ln in run.stdout.splitlines() if ln.startswith("rank ")] == want
+    # every rank receives one pickled object around the ring
+    assert s["carried"].get("MPI_Mprobe", 0) >= n, s["carried"]
+    assert s["carried"].get("MPI_Mrecv", 0) == s["carried"]["MPI_Mprobe"], s["carried"]
+    assert "MPI_Mprobe" not in s["passed_to_mpi"] and "MPI_Mrecv" not in s["passed_to_mpi"]
 
 
 @needs_mpi4py
