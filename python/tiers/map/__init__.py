@@ -74,7 +74,8 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
     # a grid read from a file (any numbering) gets its coordinates back, so
     # that the geometric candidate applies to it too
     recovered = g.coords is None and graph_mod.recover_grid(g)
-    places = placement.strategies(g, mach, seed)
+    places = placement.strategies(g, mach, seed, forced)
+    skipped = not any(p.name == "afc" for p in places)
     if recovered:
         for p in places:
             if p.name == "geometric":
@@ -103,6 +104,10 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
         mets.append(kept[1])
     seconds = time.perf_counter() - start
     index, note = placement.choose(mets, forced)
+    if skipped:
+        why = (f"above {placement.GEOMETRIC_ONLY_RANKS:,} ranks a grid that tiles into node "
+               "boxes is not mapped with Scotch (--placement afc maps with it)")
+        note = f"{note}; {why}" if note else why
     return {"machine": mach, "placements": places, "metrics": mets,
             "chosen": places[index], "chosen_note": note,
             "components": components, "seconds": seconds}
@@ -113,7 +118,7 @@ def document(g, plan_out: dict, params: dict, argv: list[str] | None) -> dict:
     mach = plan_out["machine"]
     best = plan_out["chosen"]
     mets = plan_out["metrics"]
-    afc = mets[0]
+    afc = mets[0]   # afc, or the launcher's default when Scotch was left out
     ratios = {}
     for m in mets[1:]:
         ratios[m["placement"]] = {
@@ -131,7 +136,7 @@ def document(g, plan_out: dict, params: dict, argv: list[str] | None) -> dict:
     summary = {"ranks": g.n, "edges": g.edges, "bytes_total": g.total_bytes(),
                "components": plan_out["components"], "machine": mach.describe(),
                "map_seconds": plan_out["seconds"], "comparison": mets,
-               "ratio_to_afc": ratios,
+               "ratio_to_afc": ratios, "ratio_reference": afc["placement"],
                "chosen": {"placement": best.name, "note": plan_out.get("chosen_note", "")},
                "volume": getattr(g, "volume_note", "") or "bytes of one exchange as given"}
     return result.new_document("map", params=params, samples=samples, summary=summary,
@@ -156,7 +161,8 @@ def render(doc: dict, console) -> None:
                   f" slots; mapped in {s['map_seconds']:.3f} s")
     if s.get("volume") and s["volume"] != "bytes of one exchange as given":
         console.print(f"volumes: {s['volume']}")
-    t = Table(title="placements (lower is better; ratio = placement / afc)",
+    ref = s.get("ratio_reference", "afc")
+    t = Table(title=f"placements (lower is better; ratio = placement / {ref})",
               title_justify="left")
     for col in ("placement", "inter-node", "hop-bytes", "max node sent", "max node recv",
                 "pred. time", "critical", "time ratio"):
@@ -170,7 +176,7 @@ def render(doc: dict, console) -> None:
                   _fmt_bytes(m["bytes_inter_node"]), f"{m['hop_bytes']:.3g}",
                   _fmt_bytes(sent), _fmt_bytes(recv), f"{m['predicted_time_s'] * 1e3:.3f} ms",
                   m.get("critical", ""),
-                  "1.00" if r is None and m["placement"] == "afc" else
+                  "1.00" if r is None and m["placement"] == ref else
                   (f"{r:.2f}" if r is not None else "-"))
     console.print(t)
     note = (s.get("chosen") or {}).get("note")
@@ -256,7 +262,10 @@ def main(args, argv: list[str]) -> int:
     console = tiers_console()
     render(doc, console)
     for name, cmd in doc["summary"]["commands"].items():
-        console.print(f"{name}: {cmd}", no_wrap=True, crop=False, soft_wrap=True)
+        # plain text: a line of one PU per rank is long, and rich's
+        # highlighting of every number in it took seconds at 65,536 ranks
+        console.print(f"{name}: {cmd}", no_wrap=True, crop=False, soft_wrap=True,
+                      highlight=False, markup=False)
     if args.json:
         path = result.write(doc, args.json)
         console.print(f"wrote {path}", style="dim")

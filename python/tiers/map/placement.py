@@ -340,15 +340,41 @@ def geometric(graph: Graph, machine: Machine) -> Placement | None:
     return Placement("geometric", node, slot, how + "; inside a node, bisection per level")
 
 
-def strategies(graph: Graph, machine: Machine, seed: int = 1) -> list[Placement]:
-    """Return the placements to compare, the mapped one ("afc") first."""
+#: Above this many ranks a grid whose geometric candidate tiles it into
+#: one box per node is not mapped with Scotch: the tiling is built in
+#: linear time and cuts no more bytes than Scotch's mapping of a grid
+#: (its boxes have the least cut of any node-sized box), where Scotch takes
+#: seconds.  ``--placement afc`` (or ``afc-nb``) still maps with Scotch.
+GEOMETRIC_ONLY_RANKS = 8192
+
+
+def tiles(p: Placement | None) -> bool:
+    """Return whether ``p`` is a geometric placement that tiles its grid
+    into one equal box per node."""
+    return p is not None and p.name == "geometric" and p.note.startswith("grid tiled")
+
+
+def skips_scotch(n: int, geo: Placement | None, forced: str | None = None) -> bool:
+    """Return whether the candidate set of ``n`` ranks leaves Scotch's
+    mapping out: above GEOMETRIC_ONLY_RANKS when the geometric candidate
+    ``geo`` tiles the grid, unless ``forced`` names a Scotch placement."""
+    return n > GEOMETRIC_ONLY_RANKS and tiles(geo) and forced not in ("afc", "afc-nb")
+
+
+def strategies(graph: Graph, machine: Machine, seed: int = 1,
+               forced: str | None = None) -> list[Placement]:
+    """Return the placements to compare, the mapped one ("afc") first, or,
+    when :func:`skips_scotch` says so, the launcher's default (block)
+    first and no Scotch placement."""
     n = graph.n
-    afc = mapped(graph, machine, seed)
-    out = [afc, nb_of(afc, machine), block(n, machine),
-           by_node(n, machine), random(n, machine, seed)]
+    geo = geometric(graph, machine)
+    out = []
+    if not skips_scotch(n, geo, forced):
+        afc = mapped(graph, machine, seed)
+        out += [afc, nb_of(afc, machine)]
+    out += [block(n, machine), by_node(n, machine), random(n, machine, seed)]
     if machine.arity and machine.arity[0] > 1:
         out.append(by_package(n, machine))
-    geo = geometric(graph, machine)
     if geo is not None:
         out.append(geo)
     for p in out:

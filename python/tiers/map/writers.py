@@ -32,47 +32,66 @@ def _write(path: str, text: str) -> Path:
     return Path(path)
 
 
+def _per_rank(p: Placement, machine: Machine):
+    """Return per rank (host names, logical cores, OS PUs), looked up with
+    numpy (no Python loop over ranks)."""
+    slot = np.asarray(p.slot, dtype=np.int64)
+    hosts = np.asarray(machine.hosts, dtype=object)[np.asarray(p.node, dtype=np.int64)]
+    return hosts, np.asarray(machine.slot_core)[slot], np.asarray(machine.slot_pu)[slot]
+
+
 def table(p: Placement, machine: Machine) -> list[dict]:
     """Return per rank ``{"rank", "host", "node", "slot", "core", "pu"}``:
     core is the logical core index in the node, pu the OS index a rank
     binds to."""
-    return [{"rank": r, "host": machine.hosts[int(p.node[r])], "node": int(p.node[r]),
-             "slot": int(p.slot[r]), "core": int(machine.slot_core[int(p.slot[r])]),
-             "pu": int(machine.slot_pu[int(p.slot[r])])} for r in range(p.node.size)]
+    hosts, core, pu = _per_rank(p, machine)
+    return [{"rank": r, "host": h, "node": nd, "slot": sl, "core": c, "pu": u}
+            for r, h, nd, sl, c, u in zip(range(p.node.size), hosts.tolist(),
+                                         p.node.tolist(), p.slot.tolist(), core.tolist(),
+                                         pu.tolist())]
 
 
 def rankfile_text(p: Placement, machine: Machine) -> str:
     """Return the Open MPI rankfile of ``p``: ``rank R=HOST slot=CORE``."""
-    return "".join(f"rank {r}={machine.hosts[int(p.node[r])]} "
-                   f"slot={machine.slot_core[int(p.slot[r])]}\n" for r in range(p.node.size))
+    hosts, core, _ = _per_rank(p, machine)
+    return "".join(f"rank {r}={h} slot={c}\n"
+                   for r, h, c in zip(range(p.node.size), hosts.tolist(), core.tolist()))
 
 
 def local_pus(p: Placement, machine: Machine) -> dict[str, list[int]]:
     """Return, per host, the OS PUs of its ranks in rank order (the order
     in which Hydra and Slurm number local ranks)."""
-    out: dict[str, list[int]] = {}
-    for r in range(p.node.size):
-        out.setdefault(machine.hosts[int(p.node[r])], []).append(
-            int(machine.slot_pu[int(p.slot[r])]))
-    return out
+    _, _, pu = _per_rank(p, machine)
+    node = np.asarray(p.node, dtype=np.int64)
+    order = np.argsort(node, kind="stable")
+    sorted_node = node[order]
+    starts = np.flatnonzero(np.r_[True, sorted_node[1:] != sorted_node[:-1]]) \
+        if node.size else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], node.size]
+    first = np.full(machine.nodes, node.size, dtype=np.int64)   # first rank of each node
+    if node.size:
+        np.minimum.at(first, node, np.arange(node.size))
+    pus = pu[order]
+    # hosts in the order their first rank comes (as the loop over ranks met them)
+    blocks = sorted(zip(first[sorted_node[starts]].tolist(), starts.tolist(), ends.tolist()))
+    return {machine.hosts[int(sorted_node[a])]: pus[a:b].tolist() for _, a, b in blocks}
 
 
 def pu_list(p: Placement, machine: Machine) -> str:
     """Return the OS PU of every rank, in rank order, as ``tiers-bind
     --pus`` reads it ("3,1,0,2")."""
-    return ",".join(str(int(machine.slot_pu[int(s)])) for s in p.slot)
+    _, _, pu = _per_rank(p, machine)
+    return ",".join(map(str, pu.tolist()))
 
 
 def _runs_pus(p: Placement, machine: Machine) -> list[list[int]]:
     """The OS PUs of each run of consecutive ranks on one host."""
-    out: list[list[int]] = []
-    last = None
-    for r in range(p.node.size):
-        if int(p.node[r]) != last:
-            out.append([])
-            last = int(p.node[r])
-        out[-1].append(int(machine.slot_pu[int(p.slot[r])]))
-    return out
+    _, _, pu = _per_rank(p, machine)
+    node = np.asarray(p.node)
+    if not node.size:
+        return []
+    cuts = np.flatnonzero(node[1:] != node[:-1]) + 1
+    return [x.tolist() for x in np.split(pu, cuts)]
 
 
 def bind_list(p: Placement, machine: Machine, *, runs: bool = False) -> list[int] | None:
@@ -98,7 +117,8 @@ def write_rankfile(path: str, p: Placement, machine: Machine) -> Path:
 def write_hosts_per_rank(path: str, p: Placement, machine: Machine) -> Path:
     """Write one host name per rank, in rank order (Hydra machine file with
     one slot per line, Slurm's SLURM_HOSTFILE); return its path."""
-    return _write(path, "".join(f"{machine.hosts[int(i)]}\n" for i in p.node))
+    hosts, _, _ = _per_rank(p, machine)
+    return _write(path, "\n".join(hosts.tolist()) + "\n" if hosts.size else "")
 
 
 def write_table(path: str, p: Placement, machine: Machine) -> Path:
@@ -109,7 +129,8 @@ def write_table(path: str, p: Placement, machine: Machine) -> Path:
 
 def write_permutation(path: str, perm: np.ndarray) -> Path:
     """Write the permutation old rank -> new rank, one number per line."""
-    return _write(path, "".join(f"{int(x)}\n" for x in perm))
+    return _write(path, "\n".join(map(str, np.asarray(perm).tolist())) + "\n"
+                  if np.asarray(perm).size else "")
 
 
 def commands(paths: dict, p: Placement, machine: Machine, n: int) -> dict[str, str]:
