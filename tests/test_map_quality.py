@@ -290,3 +290,118 @@ def test_shuffled_grid_from_a_file_gets_the_tiling(tmp_path, node16):
     inter, top = _best_tiling(parts, points, 16)
     assert mets["geometric"]["bytes_inter_node"] == inter
     assert mets["geometric"]["max_node_sent_bytes"] == top
+
+
+# --------------------------------------------------------------------------
+# Size-adaptive candidates and the vectorised metrics
+
+
+def test_scotch_is_left_out_only_above_the_threshold_for_a_tiling_grid(node16):
+    g = G.stencil([8, 4, 4], [16, 16, 16])
+    mach = M.build(node16, nodes=8, ranks=g.n)
+    geo = P.geometric(g, mach)
+    assert P.tiles(geo)
+    limit = P.GEOMETRIC_ONLY_RANKS
+    assert not P.skips_scotch(limit, geo)
+    assert P.skips_scotch(limit + 1, geo)
+    assert not P.skips_scotch(limit + 1, geo, forced="afc")
+    assert not P.skips_scotch(limit + 1, geo, forced="afc-nb")
+    assert not P.skips_scotch(limit + 1, None)
+    # a grid that does not tile into node boxes (125 ranks on 16-core
+    # nodes) gets the bisection, and Scotch stays a candidate
+    h = G.stencil([5, 5, 5], [16, 16, 16])
+    rcb = P.geometric(h, M.build(node16, nodes=8, ranks=h.n))
+    assert rcb is not None and not P.tiles(rcb)
+    assert not P.skips_scotch(limit + 1, rcb)
+
+
+def test_above_the_threshold_the_tiling_is_written_and_sends_no_more_than_scotch(
+        node16, monkeypatch):
+    """With the threshold lowered to this small grid, plan() leaves Scotch
+    out, writes the tiling (no more inter-node bytes and no busier node
+    than Scotch's own mapping, by hand) and says why in its note;
+    --placement afc brings Scotch back."""
+    parts, points = [8, 4, 4], [64, 64, 64]
+    g = G.stencil(parts, points)
+    with_scotch = plan(g, node16, nodes=8)
+    assert with_scotch["placements"][0].name == "afc"
+    monkeypatch.setattr(P, "GEOMETRIC_ONLY_RANKS", 64)
+    out = plan(g, node16, nodes=8)
+    names = [p.name for p in out["placements"]]
+    assert "afc" not in names and "afc-nb" not in names
+    assert out["placements"][0].name == "block"
+    assert out["chosen"].name in ("geometric", "refined")
+    assert "not mapped with Scotch" in out["chosen_note"]
+    traffic = grid_traffic(parts, points)
+    mine = by_hand(traffic, out["chosen"].node.tolist())
+    geo = by_hand(traffic, out["placements"][names.index("geometric")].node.tolist())
+    assert mine[0] <= geo[0] and mine[1] <= geo[1]
+    scotch = by_hand(traffic, with_scotch["placements"][0].node.tolist())
+    assert mine[0] <= scotch[0] and mine[1] <= scotch[1]
+    forced = plan(g, node16, nodes=8, forced="afc")
+    assert forced["placements"][0].name == "afc" and forced["chosen"].name == "afc"
+
+
+def _metrics_by_loops(traffic, n, mach, node, slot):
+    """The metrics of docs/map.md computed one message at a time."""
+    levels = len(mach.arity)
+    names = ["node"] + list(mach.level_layers) + ["core"]
+    inter = hop = 0.0
+    layer: dict = {}
+    sent = [0.0] * mach.nodes
+    recv = [0.0] * mach.nodes
+    t_rank = [0.0] * n
+    t_link = [0.0] * mach.nodes
+    for (s, d), b in traffic.items():
+        if node[s] != node[d]:
+            code, hops = 0, 2 * (levels + 1)
+            inter += b
+            sent[node[s]] += b
+            recv[node[d]] += b
+        else:
+            level = levels
+            for i in range(levels):
+                if slot[s] // mach.strides[i] != slot[d] // mach.strides[i]:
+                    level = i
+                    break
+            code, hops = level + 1, 2 * (levels - level)
+        layer[names[code]] = layer.get(names[code], 0.0) + b
+        hop += b * hops
+        lat, bw = mach.layer_costs[names[code]]
+        t_rank[s] += lat + b / bw
+        if code == 0:
+            t_link[node[s]] += b / bw
+    return {"bytes_inter_node": inter, "hop_bytes": hop, "bytes_per_layer": layer,
+            "max_node_sent_bytes": max(sent), "max_node_received_bytes": max(recv),
+            "predicted_rank_s": max(t_rank), "predicted_link_s": max(t_link)}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_vectorised_metrics_equal_plain_loops(node16, seed):
+    """Directed traffic of random sizes between random pairs (each
+    direction its own bytes), every candidate placement: the metrics tiers
+    computes with numpy equal the ones a loop over messages gives."""
+    rng = np.random.default_rng(seed)
+    n, nodes = 40, 3
+    traffic: dict = {}
+    for r in range(n):                       # a ring keeps it connected
+        traffic[(r, (r + 1) % n)] = float(rng.integers(1, 5000))
+    for _ in range(120):
+        s, d = (int(x) for x in rng.integers(0, n, 2))
+        if s != d:
+            traffic[(s, d)] = traffic.get((s, d), 0.0) + float(rng.integers(1, 100000))
+    keys = list(traffic)
+    g = G.from_coo(n, [k[0] for k in keys], [k[1] for k in keys], [traffic[k] for k in keys])
+    mach = M.build(node16, nodes=nodes, ranks=n)
+    for p in P.strategies(g, mach, seed):
+        got = P.metrics(g, mach, p)
+        want = _metrics_by_loops(traffic, n, mach, p.node.tolist(), p.slot.tolist())
+        for key, value in want.items():
+            if key == "bytes_per_layer":
+                assert set(got[key]) == set(value), p.name
+                for name, b in value.items():
+                    assert got[key][name] == pytest.approx(b, rel=1e-12), (p.name, name)
+            else:
+                assert got[key] == pytest.approx(value, rel=1e-12), (p.name, key)
+        assert got["predicted_time_s"] == pytest.approx(max(want["predicted_rank_s"],
+                                                            want["predicted_link_s"]), rel=1e-12)
