@@ -310,6 +310,58 @@ def test_exports_only_mpi_names():
         assert fn in names
 
 
+# -- synchronous mode ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ssend_program(tmp_path_factory):
+    return build_program(tmp_path_factory.mktemp("mbcmpi_ssend"), "mbcmpi_ssend")
+
+
+def _ssend_checks(ranks: int) -> int:
+    # per pair of ranks: 6 late-receiver cases (the MPI_Issend one checks
+    # twice on the sender), 2 posted-first cases, 48 reversed-order
+    # messages, 2 cancelled receives (2 checks each)
+    return (2 * 6 + 1 + 2 * 2 + 48 + 2 * 2) * (ranks // 2)
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_ssend_waits_for_the_matching_receive(ssend_program, ranks, tmp_path):
+    """MPI_Ssend, MPI_Issend and MPI_Ssend_init to a receiver that posts its
+    receive 0.3 s late do not complete before it (measured with MPI_Wtime,
+    bound 0.2 s), in one FIFO line, several, in chunks and to a wildcard
+    receive; a standard MPI_Send does not wait; posted-first receives
+    (FIFO and remote write) and 48 synchronous sends taken in reverse
+    order deliver the right data; a receive cancelled after it asked its
+    sender for a remote write is cancelled, and the message sent afterwards
+    reaches the next receive, not the cancelled buffer.  Every call was
+    carried by the library."""
+    prefix = tmp_path / "st"
+    res = _run(ssend_program, ranks, {"TIERS_MBC_MPI_STATS": str(prefix)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _checks(res.stdout) == (_ssend_checks(ranks), 0), res.stdout
+    for r, doc in enumerate(_stats(prefix, ranks)):
+        carried = doc["carried"]
+        calls = ("MPI_Ssend", "MPI_Issend", "MPI_Ssend_init") if r % 2 == 0 else ("MPI_Recv",)
+        for call in calls:
+            assert carried.get(call, 0) > 0, (r, call, carried)
+        assert not any("send" in k.lower() for k in doc["passed_to_mpi"]), doc["passed_to_mpi"]
+
+
+def test_ssend_over_the_rma_transport(ssend_program):
+    """The same synchronous semantics on the inter-node path (MPI-3 RMA)."""
+    res = _run(ssend_program, 2, {"TIERS_MBC_TRANSPORT": "rma", "OMPI_MCA_osc": "^ucx"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _checks(res.stdout) == (_ssend_checks(2), 0), res.stdout
+
+
+def test_ssend_program_valid_without_library(ssend_program):
+    """The program's checks hold under the MPI library alone (so they test
+    MPI's synchronous-mode rule, not an artefact of the library)."""
+    res = launch.launch([ssend_program], 2, **_kwargs({}))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _checks(res.stdout) == (_ssend_checks(2), 0), res.stdout
+
+
 # -- matched probes --------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -33,11 +33,20 @@
  * pending receives from it, in order.
  *
  * Fast path: a message of up to 32 bytes is one cache line in the FIFO
- * (header and payload, stamp stored last); a wait on a receive from a
- * known source polls that source's FIFO first and looks at the others only
- * every few idle rounds; requests come from a free list; receives with
- * less room than direct_min_bytes send no request (the answer would go
- * through the FIFO anyway).
+ * (header and payload, stamp stored last); a blocking send of such a
+ * message to a destination with nothing queued is written at once, with
+ * no request object (send_line); a wait on a receive from a known source
+ * polls that source's FIFO first and looks at the others only every few
+ * idle rounds, back to back for its first rounds (no pause hint); requests
+ * come from a free list; receives with less room than direct_min_bytes
+ * send no request (the answer would go through the FIFO anyway).
+ *
+ * Synchronous sends (MPI_Ssend): an unasked FIFO message carries
+ * MBC_F_SYNC in its kind; the receive that takes it writes an MBC_E_ACK
+ * into the request FIFO in the sender's memory, and only then is the send
+ * done.  Cancel of a receive that sent a send request: MBC_E_WITHDRAW to
+ * the sender, which forgets the request and confirms with
+ * MBC_E_WITHDRAWN behind whatever it already wrote for it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -74,6 +83,11 @@ void (*mbc_idle_hook)(tiers_mbc_t waiting);
 #define WAIT_SPIN_CAP_OVERSUBSCRIBED_NS 0u
 #define WAIT_NAP_MIN_NS 5000
 #define WAIT_NAP_MAX_NS 100000
+/* The first idle rounds of a wait poll back to back, without a CPU relax
+ * hint: a pause costs up to ~140 cycles on recent x86 cores, which a
+ * message arriving within a microsecond (a round trip's reply) would wait
+ * out after its line has arrived.  Later rounds relax. */
+#define WAIT_HOT_ROUNDS 64
 
 struct tiers_mbc_request {
   int kind;
@@ -88,12 +102,16 @@ struct tiers_mbc_request {
   int started;      /* first chunk is in the FIFO */
   int answer;       /* answers send request `rseq` */
   int blocked;      /* last attempt found the FIFO full */
+  int sync;         /* synchronous: done only when the receiver matched it */
+  int acked;        /* synchronous: the receiver's acknowledgement came */
+  uint64_t fseq;    /* synchronous, unasked: its FIFO sequence number */
   /* receive */
   unsigned char *rbuf;
   size_t cap;
   uint64_t rseq;    /* its send request (0: none) */
   int unasked;      /* counted in peer.norequest */
   int posted;       /* in the posted list */
+  int withdrawing;  /* cancelled: waiting for the sender's MBC_E_WITHDRAWN */
 };
 
 /* A message taken from a FIFO before its receive was posted. */
@@ -103,6 +121,8 @@ struct unexp {
   size_t total, got;
   unsigned char *data;
   tiers_mbc_request_t claimed; /* a receive waiting for the rest of it */
+  int sync;                    /* synchronous: acknowledge when a receive takes it */
+  uint64_t fseq;               /* its FIFO sequence number */
 };
 
 /* A valid send request held by the sender. */
@@ -119,10 +139,18 @@ struct peer {
   tiers_mbc_request_t sq_head, sq_tail;
   struct held *held;
   size_t nheld, held_cap;
+  tiers_mbc_request_t ack_head; /* synchronous sends written, awaiting MBC_E_ACK */
+  int ack_wait;                 /* synchronous sends not yet acknowledged */
   /* as receiver from this peer */
+  unsigned char *rx[2];         /* the rings this peer writes in my memory (tp->data) */
   uint64_t head[2];
   uint64_t fifo_seen, req_issued;
   int norequest;
+  uint64_t *acks_out;           /* acknowledgements the request ring had no room for */
+  size_t nacks_out, acks_out_cap;
+  /* as sender: withdrawn send requests still to confirm (MBC_E_WITHDRAWN) */
+  uint64_t *wd_out;
+  size_t nwd_out, wd_out_cap;
   /* the message from this peer being assembled chunk by chunk */
   int asm_active;
   tiers_mbc_request_t asm_recv;
@@ -232,6 +260,11 @@ int tiers_mbc_options_init(tiers_mbc_options_t *opts)
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tiers_mbc *live_head;
+/* Bumped by every destroy: a thread's last handle found live (below) is
+ * still live while the generation it was found in is current. */
+static _Atomic unsigned live_gen;
+static __thread const struct tiers_mbc *live_seen;
+static __thread unsigned live_seen_gen;
 
 static void live_add(struct tiers_mbc *m)
 {
@@ -249,6 +282,7 @@ static void live_remove(struct tiers_mbc *m)
       *pp = m->live_next;
       break;
     }
+  atomic_fetch_add_explicit(&live_gen, 1, memory_order_release);
   pthread_mutex_unlock(&live_lock);
 }
 
@@ -259,10 +293,18 @@ static int live_has(const struct tiers_mbc *m)
   const struct tiers_mbc *h = __atomic_load_n(&live_head, __ATOMIC_ACQUIRE);
   if (h == m)
     return 1;
+  /* a program that works on several communicators (MPI_COMM_SELF, dups,
+   * splits) takes the lock once per communicator and destroy, not per call */
+  if (m == live_seen && live_seen_gen == atomic_load_explicit(&live_gen, memory_order_acquire))
+    return 1;
   pthread_mutex_lock(&live_lock);
   int found = 0;
   for (h = live_head; h && !found; h = h->live_next)
     found = h == m;
+  if (found) {
+    live_seen = m;
+    live_seen_gen = atomic_load_explicit(&live_gen, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&live_lock);
   return found;
 }
@@ -352,6 +394,9 @@ int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t
   }
   for (int i = 0; i < m->size; i++) {
     m->peers[i].tp = m->shm && local[i] ? m->shm : m->rma;
+    /* the local ring areas are fixed for the transport's life */
+    m->peers[i].rx[MBC_RING_MSG] = m->peers[i].tp->data(m->peers[i].tp, i, MBC_RING_MSG);
+    m->peers[i].rx[MBC_RING_REQ] = m->peers[i].tp->data(m->peers[i].tp, i, MBC_RING_REQ);
     if (m->peers[i].tp->direct && i != m->rank)
       m->direct = 1;
   }
@@ -542,6 +587,13 @@ static int set_fatal(tiers_mbc_t m, int code, const char *file, int line, const 
 /* ------------------------------------------------------------------ */
 /* Ring access (the slot and stamp format is in mbc_internal.h) */
 
+/* Offset of position pos in a ring of cap bytes: a mask for the default
+ * power-of-two sizes (a 64-bit division costs tens of cycles per poll). */
+static inline size_t ring_off(uint64_t pos, size_t cap)
+{
+  return (cap & (cap - 1)) == 0 ? (size_t)pos & (cap - 1) : (size_t)(pos % cap);
+}
+
 static size_t slot_up(size_t v) { return (v + MBC_SLOT - 1) & ~(size_t)(MBC_SLOT - 1); }
 
 static uint64_t stamp_of(uint64_t pos, int kind) { return (pos + MBC_SLOT) | (uint64_t)kind; }
@@ -550,7 +602,7 @@ static uint64_t stamp_of(uint64_t pos, int kind) { return (pos + MBC_SLOT) | (ui
  * producer has not written it yet (acquire: its bytes are visible after). */
 static int ring_peek(unsigned char *data, size_t cap, uint64_t pos)
 {
-  _Atomic uint64_t *w = (_Atomic uint64_t *)(data + (size_t)(pos % cap));
+  _Atomic uint64_t *w = (_Atomic uint64_t *)(data + ring_off(pos, cap));
   uint64_t st = atomic_load_explicit(w, memory_order_acquire);
   if ((st & ~(uint64_t)(MBC_SLOT - 1)) != pos + MBC_SLOT)
     return 0;
@@ -561,7 +613,7 @@ static int ring_peek(unsigned char *data, size_t cap, uint64_t pos)
  * head that lets the producer reuse its slots). */
 static void ring_clear(unsigned char *data, size_t cap, uint64_t pos, size_t len)
 {
-  unsigned char *e = data + (size_t)(pos % cap);
+  unsigned char *e = data + ring_off(pos, cap);
   for (size_t k = 0; k < len; k += MBC_SLOT)
     atomic_store_explicit((_Atomic uint64_t *)(e + k), 0, memory_order_relaxed);
 }
@@ -574,7 +626,7 @@ static void ring_room(tiers_mbc_t m, int peer, int ring, size_t need, size_t *he
 {
   struct peer *p = &m->peers[peer];
   size_t cap = p->tp->capacity[ring];
-  size_t cend = cap - (size_t)(p->tail[ring] % cap);
+  size_t cend = cap - ring_off(p->tail[ring], cap);
   size_t fr = cap - (size_t)(p->tail[ring] - p->head_cache[ring]);
   if (need <= cend ? fr < need : fr < cend + need) {
     p->head_cache[ring] = p->tp->load_head(p->tp, peer, ring);
@@ -589,7 +641,7 @@ static void ring_pad(tiers_mbc_t m, int peer, int ring)
 {
   struct peer *p = &m->peers[peer];
   size_t cap = p->tp->capacity[ring];
-  size_t off = (size_t)(p->tail[ring] % cap);
+  size_t off = ring_off(p->tail[ring], cap);
   p->tp->put_stamp(p->tp, peer, ring, off, stamp_of(p->tail[ring], MBC_E_PAD));
   p->tail[ring] += cap - off;
 }
@@ -617,7 +669,7 @@ static void msg_write(tiers_mbc_t m, int peer, int kind, int tag, uint64_t total
   struct mbc_transport *t = p->tp;
   size_t cap = t->capacity[MBC_RING_MSG];
   uint64_t pos = p->tail[MBC_RING_MSG];
-  size_t off = (size_t)(pos % cap);
+  size_t off = ring_off(pos, cap);
   struct {
     struct mbc_hdr h;
     unsigned char pay[MBC_SLOT - MBC_HDR];
@@ -639,6 +691,68 @@ static void msg_write(tiers_mbc_t m, int peer, int kind, int tag, uint64_t total
   }
   t->put_stamp(t, peer, MBC_RING_MSG, off, stamp_of(pos, kind));
   p->tail[MBC_RING_MSG] = pos + slot_up(MBC_HDR + chunk);
+}
+
+/* ------------------------------------------------------------------ */
+/* Acknowledgements of synchronous sends (receiver -> sender, through the
+ * request ring the receiver writes in the sender's memory) */
+
+/* Writes one request-ring entry (MBC_E_ACK for FIFO message `seq`,
+ * MBC_E_WITHDRAW for send request `seq`) to `peer`; 0 when the request
+ * ring has no room now. */
+static int req_entry_put(tiers_mbc_t m, int peer, int kind, uint64_t seq)
+{
+  struct peer *p = &m->peers[peer];
+  struct mbc_transport *t = p->tp;
+  size_t here, wrapped;
+  ring_room(m, peer, MBC_RING_REQ, MBC_SREQ, &here, &wrapped);
+  if (here < MBC_SREQ)
+    return 0;
+  struct mbc_sreq e;
+  memset(&e, 0, sizeof e);
+  e.rseq = seq;
+  uint64_t pos = p->tail[MBC_RING_REQ];
+  size_t off = ring_off(pos, t->capacity[MBC_RING_REQ]), skip = sizeof e.stamp;
+  t->put(t, peer, MBC_RING_REQ, off + skip, (const unsigned char *)&e + skip, MBC_SREQ - skip);
+  t->put_stamp(t, peer, MBC_RING_REQ, off, stamp_of(pos, kind));
+  p->tail[MBC_RING_REQ] = pos + MBC_SREQ;
+  return 1;
+}
+
+static int ack_put(tiers_mbc_t m, int peer, uint64_t seq)
+{
+  return req_entry_put(m, peer, MBC_E_ACK, seq);
+}
+
+/* Sends the acknowledgements that waited for room, in order. */
+static void flush_acks(tiers_mbc_t m, int peer)
+{
+  struct peer *p = &m->peers[peer];
+  size_t k = 0;
+  while (k < p->nacks_out && ack_put(m, peer, p->acks_out[k]))
+    k++;
+  memmove(p->acks_out, p->acks_out + k, (p->nacks_out - k) * sizeof *p->acks_out);
+  p->nacks_out -= k;
+}
+
+/* A receive has matched synchronous message `seq` of `peer`: tell it. */
+static int send_ack(tiers_mbc_t m, int peer, uint64_t seq)
+{
+  struct peer *p = &m->peers[peer];
+  if (p->nacks_out)
+    flush_acks(m, peer);
+  if (!p->nacks_out && ack_put(m, peer, seq))
+    return TIERS_OK;
+  if (p->nacks_out == p->acks_out_cap) {
+    size_t nc = p->acks_out_cap ? 2 * p->acks_out_cap : 16;
+    uint64_t *na = realloc(p->acks_out, nc * sizeof *na);
+    if (!na)
+      FATAL(m, TIERS_ERR_NOMEM, "out of memory holding acknowledgements");
+    p->acks_out = na;
+    p->acks_out_cap = nc;
+  }
+  p->acks_out[p->nacks_out++] = seq;
+  return TIERS_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -667,7 +781,7 @@ static void asm_finish(tiers_mbc_t m, int source)
 }
 
 /* Handles one message entry of `source` (kind, header h, payload pay). */
-static int msg_entry(tiers_mbc_t m, int source, int kind, const struct mbc_hdr *h,
+static int msg_entry(tiers_mbc_t m, int source, int kind, int sync, const struct mbc_hdr *h,
                      const unsigned char *pay)
 {
   struct peer *p = &m->peers[source];
@@ -684,6 +798,8 @@ static int msg_entry(tiers_mbc_t m, int source, int kind, const struct mbc_hdr *
         FATAL(m, TIERS_ERR_STATE, "FIFO sequence number out of order");
       p->fifo_seen++;
       r = posted_match(m, source, h->tag);
+      if (sync && r) /* matched on arrival: the synchronous sender may go on */
+        TIERS_CALL(send_ack(m, source, h->aux));
     } else {
       r = posted_by_rseq(m, source, h->aux);
       if (!r)
@@ -714,6 +830,8 @@ static int msg_entry(tiers_mbc_t m, int source, int kind, const struct mbc_hdr *
       u->source = source;
       u->tag = h->tag;
       u->total = (size_t)h->total;
+      u->sync = sync && kind == MBC_E_FIRST;
+      u->fseq = h->aux;
       u->prev = m->ux_tail;
       if (m->ux_tail)
         m->ux_tail->next = u;
@@ -746,6 +864,19 @@ static int msg_entry(tiers_mbc_t m, int source, int kind, const struct mbc_hdr *
     recv_complete(m, r, source, h->tag, (size_t)h->total);
     return TIERS_OK;
   }
+  case MBC_E_WITHDRAWN: {
+    /* the sender will not use the request: a receive still waiting on it
+     * is cancelled (one that a message completed meanwhile is gone) */
+    tiers_mbc_request_t r = posted_by_rseq(m, source, h->aux);
+    if (r && r->withdrawing) {
+      posted_remove(m, r);
+      r->done = 1;
+      memset(&r->st, 0, sizeof r->st);
+      r->st.source = TIERS_MBC_ANY_SOURCE;
+      r->st.tag = TIERS_MBC_ANY_TAG;
+    }
+    return TIERS_OK;
+  }
   default:
     FATAL(m, TIERS_ERR_STATE, "corrupt FIFO entry kind");
   }
@@ -762,13 +893,13 @@ static int drain_msgs(tiers_mbc_t m, int source, int *events)
   struct peer *p = &m->peers[source];
   struct mbc_transport *t = p->tp;
   size_t cap = t->capacity[MBC_RING_MSG];
-  unsigned char *data = t->data(t, source, MBC_RING_MSG);
+  unsigned char *data = p->rx[MBC_RING_MSG];
   uint64_t head = p->head[MBC_RING_MSG];
   int kind = ring_peek(data, cap, head);
   if (!kind)
     return TIERS_OK;
   do {
-    size_t off = (size_t)(head % cap), entry;
+    size_t off = ring_off(head, cap), entry;
     if (kind == MBC_E_PAD) {
       entry = cap - off;
     } else {
@@ -777,7 +908,8 @@ static int drain_msgs(tiers_mbc_t m, int source, int *events)
       entry = slot_up(MBC_HDR + (size_t)h.chunk);
       if (entry > cap - off || h.chunk > h.total)
         FATAL(m, TIERS_ERR_STATE, "corrupt FIFO entry (length beyond the ring)");
-      TIERS_CALL(msg_entry(m, source, kind, &h, data + off + MBC_HDR));
+      TIERS_CALL(msg_entry(m, source, kind & MBC_KIND_MASK, kind & MBC_F_SYNC, &h,
+                           data + off + MBC_HDR));
     }
     ring_clear(data, cap, head, entry);
     head += entry;
@@ -792,25 +924,97 @@ static int drain_msgs(tiers_mbc_t m, int source, int *events)
 /* ------------------------------------------------------------------ */
 /* Sender side: send requests and the send queue */
 
+/* The receiver matched my synchronous message `seq`: it completes (or,
+ * still being written chunk by chunk, completes when written). */
+static int ack_arrived(tiers_mbc_t m, struct peer *p, uint64_t seq)
+{
+  for (tiers_mbc_request_t *pp = &p->ack_head; *pp; pp = &(*pp)->next)
+    if ((*pp)->fseq == seq) {
+      tiers_mbc_request_t q = *pp;
+      *pp = q->next;
+      q->next = NULL;
+      q->done = 1;
+      p->ack_wait--;
+      return TIERS_OK;
+    }
+  tiers_mbc_request_t q = p->sq_head;
+  if (q && q->sync && q->fseq == seq && !q->acked) {
+    q->acked = 1;
+    p->ack_wait--;
+    return TIERS_OK;
+  }
+  FATAL(m, TIERS_ERR_STATE, "acknowledgement of an unknown synchronous send");
+}
+
+/* The receiver cancels the receive of send request rseq: forget the
+ * request if it is held, and confirm (flush_withdrawn) in any case. */
+static int withdraw_arrived(tiers_mbc_t m, struct peer *p, uint64_t rseq)
+{
+  for (size_t k = 0; k < p->nheld; k++)
+    if (p->held[k].rseq == rseq) {
+      memmove(&p->held[k], &p->held[k + 1], (p->nheld - k - 1) * sizeof *p->held);
+      p->nheld--;
+      break;
+    }
+  if (p->nwd_out == p->wd_out_cap) {
+    size_t nc = p->wd_out_cap ? 2 * p->wd_out_cap : 8;
+    uint64_t *nw = realloc(p->wd_out, nc * sizeof *nw);
+    if (!nw)
+      FATAL(m, TIERS_ERR_NOMEM, "out of memory confirming a cancelled receive");
+    p->wd_out = nw;
+    p->wd_out_cap = nc;
+  }
+  p->wd_out[p->nwd_out++] = rseq;
+  return TIERS_OK;
+}
+
+/* Confirms withdrawn requests through the message FIFO, each after the
+ * message (if any) that answers it, so that the receiver sees that first. */
+static void flush_withdrawn(tiers_mbc_t m, int dest)
+{
+  struct peer *p = &m->peers[dest];
+  tiers_mbc_request_t q = p->sq_head;
+  while (p->nwd_out) {
+    uint64_t rseq = p->wd_out[0];
+    if (q && q->answer && q->rseq == rseq)
+      return; /* its answer is still being written */
+    if (!ring_place(m, dest, MBC_RING_MSG, MBC_SLOT))
+      return;
+    msg_write(m, dest, MBC_E_WITHDRAWN, 0, 0, rseq, NULL, 0);
+    memmove(p->wd_out, p->wd_out + 1, (p->nwd_out - 1) * sizeof *p->wd_out);
+    p->nwd_out--;
+  }
+}
+
 static int drain_requests(tiers_mbc_t m, int dest, int *events)
 {
   struct peer *p = &m->peers[dest];
   struct mbc_transport *t = p->tp;
   size_t cap = t->capacity[MBC_RING_REQ];
-  unsigned char *data = t->data(t, dest, MBC_RING_REQ);
+  unsigned char *data = p->rx[MBC_RING_REQ];
   uint64_t head = p->head[MBC_RING_REQ];
   int kind = ring_peek(data, cap, head);
   if (!kind)
     return TIERS_OK;
   do {
-    if (kind != MBC_E_SREQ)
+    if (kind != MBC_E_SREQ && kind != MBC_E_ACK && kind != MBC_E_WITHDRAW)
       FATAL(m, TIERS_ERR_STATE, "corrupt send-request FIFO entry");
     struct mbc_sreq e;
-    memcpy(&e, data + (size_t)(head % cap), MBC_SREQ);
+    memcpy(&e, data + ring_off(head, cap), MBC_SREQ);
     ring_clear(data, cap, head, MBC_SREQ);
     head += MBC_SREQ;
-    m->c.requests_received++;
     (*events)++;
+    if (kind == MBC_E_ACK) {
+      TIERS_CALL(ack_arrived(m, p, e.rseq));
+      kind = ring_peek(data, cap, head);
+      continue;
+    }
+    if (kind == MBC_E_WITHDRAW) {
+      TIERS_CALL(withdraw_arrived(m, p, e.rseq));
+      kind = ring_peek(data, cap, head);
+      continue;
+    }
+    m->c.requests_received++;
     if (e.fifo_seen != p->fifo_sent || e.floor <= p->dropped_max || !t->direct) {
       m->c.requests_stale++;
       if (e.rseq > p->dropped_max)
@@ -833,26 +1037,37 @@ static int drain_requests(tiers_mbc_t m, int dest, int *events)
   return TIERS_OK;
 }
 
+static void count_message(tiers_mbc_t m, struct peer *p, size_t len)
+{
+  m->c.msgs_sent++;
+  m->c.bytes_sent += len;
+  if (p->tp == m->shm) {
+    m->c.msgs_shm++;
+    m->c.bytes_shm += len;
+  } else {
+    m->c.msgs_rma++;
+    m->c.bytes_rma += len;
+  }
+}
+
 static void send_complete(tiers_mbc_t m, struct peer *p, tiers_mbc_request_t q)
 {
   p->sq_head = q->next;
   if (!p->sq_head)
     p->sq_tail = NULL;
   q->next = NULL;
-  q->done = 1;
+  if (q->sync && q->fseq && !q->acked) {
+    /* written, unasked: done when the receiver acknowledges the match */
+    q->next = p->ack_head;
+    p->ack_head = q;
+  } else {
+    q->done = 1;
+  }
   q->st.source = q->peer;
   q->st.tag = q->tag;
   q->st.bytes = q->st.message_bytes = q->len;
   q->st.error = TIERS_OK;
-  m->c.msgs_sent++;
-  m->c.bytes_sent += q->len;
-  if (p->tp == m->shm) {
-    m->c.msgs_shm++;
-    m->c.bytes_shm += q->len;
-  } else {
-    m->c.msgs_rma++;
-    m->c.bytes_rma += q->len;
-  }
+  count_message(m, p, q->len);
 }
 
 static void mark_blocked(tiers_mbc_t m, tiers_mbc_request_t q)
@@ -942,6 +1157,11 @@ static int advance_sends(tiers_mbc_t m, int dest, int *events)
       } else {
         kind = MBC_E_FIRST;
         aux = ++p->fifo_sent;
+        if (q->sync) {
+          kind |= MBC_F_SYNC;
+          q->fseq = aux;
+          p->ack_wait++;
+        }
       }
     } else {
       kind = MBC_E_MORE;
@@ -975,10 +1195,14 @@ static int progress_peer(tiers_mbc_t m, int i, int *events)
   if (p->tp->poll)
     p->tp->poll(p->tp);
   TIERS_CALL(drain_msgs(m, i, events));
-  if (p->tp->direct)
+  if (p->tp->direct || p->ack_wait)
     TIERS_CALL(drain_requests(m, i, events));
+  if (p->nacks_out)
+    flush_acks(m, i);
   if (p->sq_head)
     TIERS_CALL(advance_sends(m, i, events));
+  if (p->nwd_out)
+    flush_withdrawn(m, i);
   return TIERS_OK;
 }
 
@@ -988,13 +1212,19 @@ static int progress(tiers_mbc_t m, int *events)
   if (m->rma)
     m->rma->poll(m->rma);
   for (int i = 0; i < m->size; i++)
-    if (m->peers[i].tp->direct)
+    if (m->peers[i].tp->direct || m->peers[i].ack_wait)
       TIERS_CALL(drain_requests(m, i, events));
-  for (int i = 0; i < m->size; i++)
+  for (int i = 0; i < m->size; i++) {
     TIERS_CALL(drain_msgs(m, i, events));
-  for (int i = 0; i < m->size; i++)
+    if (m->peers[i].nacks_out)
+      flush_acks(m, i);
+  }
+  for (int i = 0; i < m->size; i++) {
     if (m->peers[i].sq_head)
       TIERS_CALL(advance_sends(m, i, events));
+    if (m->peers[i].nwd_out)
+      flush_withdrawn(m, i);
+  }
   return TIERS_OK;
 }
 
@@ -1012,8 +1242,7 @@ struct waiter {
 
 static void waiter_init(struct waiter *w)
 {
-  w->start = now_s();
-  w->next_check = w->start + 0.1;
+  w->start = 0; /* read at the first idle round: a wait that never idles reads no clock */
   w->idle = 0;
   w->blocking = 0;
 }
@@ -1065,6 +1294,10 @@ static int waiter_idle(tiers_mbc_t m, struct waiter *w, const char *what)
   if (mbc_idle_hook && (w->idle & 63) == 63)
     mbc_idle_hook(m);
   if (w->idle++ == 0) {
+    if (w->start == 0) {
+      w->start = now_s();
+      w->next_check = w->start + 0.1;
+    }
     w->idle_since = tiers_now_ns();
     w->budget = tiers_spin_budget(&m->spin);
     w->blocking = 0;
@@ -1072,12 +1305,14 @@ static int waiter_idle(tiers_mbc_t m, struct waiter *w, const char *what)
   }
   if (!w->blocking) {
     if ((w->idle & 15) != 0) {
-      tiers_cpu_relax();
+      if (w->idle > WAIT_HOT_ROUNDS)
+        tiers_cpu_relax();
       return TIERS_OK;
     }
     int64_t now = tiers_now_ns();
     if (now - w->idle_since < (int64_t)w->budget) {
-      tiers_cpu_relax();
+      if (w->idle > WAIT_HOT_ROUNDS)
+        tiers_cpu_relax();
       return TIERS_OK;
     }
     w->blocking = 1;
@@ -1109,12 +1344,13 @@ static int check_rank(tiers_mbc_t m, int r, int wildcard_ok, const char *what)
   return TIERS_OK;
 }
 
-static int isend_any(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
+static int isend_any(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag, int sync,
                      tiers_mbc_request_t *req)
 {
   tiers_mbc_request_t q = req_new(m, REQ_SEND);
   if (!q)
     TIERS_ERROR(TIERS_ERR_NOMEM, "out of memory for a send request");
+  q->sync = sync;
   q->sbuf = buf;
   q->len = bytes;
   q->peer = dest;
@@ -1140,7 +1376,7 @@ static int isend_any(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int
 int mbc_isend_internal(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
                        tiers_mbc_request_t *req)
 {
-  return isend_any(m, buf, bytes, dest, tag, req);
+  return isend_any(m, buf, bytes, dest, tag, 0, req);
 }
 
 int tiers_mbc_isend(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
@@ -1155,7 +1391,22 @@ int tiers_mbc_isend(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int 
     TIERS_ERROR(TIERS_ERR_ARG, "tag %d is outside 0..%d", tag, TIERS_MBC_TAG_UB);
   if (!buf && bytes)
     TIERS_ERROR(TIERS_ERR_ARG, "send buffer is NULL with %zu bytes", bytes);
-  return isend_any(m, buf, bytes, dest, tag, req);
+  return isend_any(m, buf, bytes, dest, tag, 0, req);
+}
+
+int mbc_issend_internal(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
+                        tiers_mbc_request_t *req)
+{
+  TIERS_CALL(mbc_check(m));
+  if (!req)
+    TIERS_ERROR(TIERS_ERR_ARG, "request pointer is NULL");
+  *req = NULL;
+  TIERS_CALL(check_rank(m, dest, 0, "destination"));
+  if (tag < 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "tag %d is outside 0..%d", tag, TIERS_MBC_TAG_UB);
+  if (!buf && bytes)
+    TIERS_ERROR(TIERS_ERR_ARG, "send buffer is NULL with %zu bytes", bytes);
+  return isend_any(m, buf, bytes, dest, tag, 1, req);
 }
 
 /* Send a send request for the posted receive r (source known). */
@@ -1196,7 +1447,7 @@ static void maybe_request(tiers_mbc_t m, tiers_mbc_request_t r)
   e.tag = r->tag;
   struct mbc_transport *t = p->tp;
   uint64_t pos = p->tail[MBC_RING_REQ];
-  size_t off = (size_t)(pos % t->capacity[MBC_RING_REQ]), skip = sizeof e.stamp;
+  size_t off = ring_off(pos, t->capacity[MBC_RING_REQ]), skip = sizeof e.stamp;
   t->put(t, r->peer, MBC_RING_REQ, off + skip, (const unsigned char *)&e + skip, MBC_SREQ - skip);
   t->put_stamp(t, r->peer, MBC_RING_REQ, off, stamp_of(pos, MBC_E_SREQ));
   p->tail[MBC_RING_REQ] = pos + MBC_SREQ;
@@ -1219,6 +1470,10 @@ static int irecv_any(tiers_mbc_t m, void *buf, size_t cap, int source, int tag,
     if (u->claimed || (source != TIERS_MBC_ANY_SOURCE && u->source != source) ||
         !tag_matches(tag, u->tag))
       continue;
+    if (u->sync) { /* a synchronous message: its sender may go on now */
+      u->sync = 0;
+      TIERS_CALL(send_ack(m, u->source, u->fseq));
+    }
     if (u->got < u->total) { /* still arriving: completes in asm_finish */
       u->claimed = r;
       return TIERS_OK;
@@ -1389,8 +1644,39 @@ int tiers_mbc_waitall(tiers_mbc_t m, int count, tiers_mbc_request_t *reqs,
   return finish_all(m, count, reqs, statuses);
 }
 
+/* The eager fast path of a blocking send: a message that fits one FIFO
+ * line beside its header, to a destination with no send of mine queued and
+ * no send request held, is written and done at once, with no request
+ * object and no wait.  1 when it was sent so; 0: take the general path. */
+static int send_line(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag, int *rc)
+{
+  struct peer *p = &m->peers[dest];
+  *rc = TIERS_OK;
+  if (bytes > MBC_SLOT - MBC_HDR || p->sq_head || m->fifo_first_left > 0)
+    return 0;
+  int events = 0;
+  if (p->tp->direct && (*rc = drain_requests(m, dest, &events)) != TIERS_OK)
+    return 1;
+  if (p->nheld || !ring_place(m, dest, MBC_RING_MSG, MBC_SLOT))
+    return 0;
+  msg_write(m, dest, MBC_E_FIRST, tag, bytes, ++p->fifo_sent, buf, bytes);
+  m->c.fifo_chunks++;
+  m->c.msgs_fifo++;
+  m->c.bytes_fifo += bytes;
+  if (mbc_sent_hook)
+    mbc_sent_hook(bytes, tag, 0);
+  count_message(m, p, bytes);
+  return 1;
+}
+
 int tiers_mbc_send(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag)
 {
+  TIERS_CALL(mbc_check(m));
+  if (dest >= 0 && dest < m->size && tag >= 0 && (buf || !bytes)) {
+    int rc;
+    if (send_line(m, buf, bytes, dest, tag, &rc))
+      return rc;
+  }
   tiers_mbc_request_t r;
   TIERS_CALL(tiers_mbc_isend(m, buf, bytes, dest, tag, &r));
   return tiers_mbc_wait(m, &r, NULL);
@@ -1516,8 +1802,11 @@ int tiers_mbc_destroy(tiers_mbc_t *mp)
     free(u->data);
     free(u);
   }
-  for (int i = 0; i < m->size; i++)
+  for (int i = 0; i < m->size; i++) {
     free(m->peers[i].held);
+    free(m->peers[i].acks_out);
+    free(m->peers[i].wd_out);
+  }
   free(m->peers);
   while (m->pool) {
     tiers_mbc_request_t r = m->pool;
@@ -1582,8 +1871,19 @@ int mbc_iprobe(tiers_mbc_t m, int source, int tag, int *flag, tiers_mbc_status_t
 int mbc_cancel_recv(tiers_mbc_t m, tiers_mbc_request_t r)
 {
   TIERS_CALL(mbc_check(m));
-  if (!r || r->kind != REQ_RECV || r->done || !r->posted || r->rseq)
+  if (!r || r->kind != REQ_RECV || r->done || !r->posted)
     return 0;
+  if (r->rseq) {
+    /* the sender holds a send request for r and may be writing into its
+     * buffer: ask it to forget the request; its confirmation (or the
+     * message it had already sent) completes r */
+    if (!r->withdrawing) {
+      if (!req_entry_put(m, r->peer, MBC_E_WITHDRAW, r->rseq))
+        return 0; /* request ring full: the cancel fails, as MPI allows */
+      r->withdrawing = 1;
+    }
+    return 2;
+  }
   posted_remove(m, r);
   r->done = 1;
   memset(&r->st, 0, sizeof r->st);

@@ -93,8 +93,20 @@ enum {
   MBC_E_DIRECT = 4, /* message of `total` bytes was written directly into the
                        buffer of send request aux (rseq); chunk = 0 */
   MBC_E_PAD = 5,    /* nothing up to the end of the ring */
-  MBC_E_SREQ = 6    /* a send request (request ring) */
+  MBC_E_SREQ = 6,   /* a send request (request ring) */
+  MBC_E_ACK = 7,    /* request ring: the receiver matched the synchronous
+                       message with FIFO sequence number `rseq` */
+  MBC_E_WITHDRAW = 8, /* request ring: the receiver cancels the receive of
+                         send request `rseq`; the sender forgets it and
+                         answers with MBC_E_WITHDRAWN */
+  MBC_E_WITHDRAWN = 9 /* message ring: send request aux (rseq) will not be
+                         used; everything it was used for lies before */
 };
+/* Flag on the kind of an MBC_E_FIRST entry: a synchronous send
+ * (MPI_Ssend), whose sender waits for an MBC_E_ACK.  Standard sends never
+ * carry it and never wait.  Kinds with the flag stay below MBC_SLOT. */
+#define MBC_F_SYNC 32
+#define MBC_KIND_MASK 31
 struct mbc_hdr {
   uint64_t stamp; /* (pos + 64) | kind, written last */
   int32_t tag;
@@ -129,6 +141,10 @@ struct mbc_sreq {
 /* Internal point-to-point calls without the user-tag check (coll.c). */
 int mbc_isend_internal(tiers_mbc_t mbc, const void *buf, size_t bytes, int dest, int tag,
                        tiers_mbc_request_t *req);
+/* A synchronous send (MPI_Ssend/MPI_Issend): it completes only when the
+ * receiver has matched it with a receive.  Arguments as tiers_mbc_isend. */
+int mbc_issend_internal(tiers_mbc_t mbc, const void *buf, size_t bytes, int dest, int tag,
+                        tiers_mbc_request_t *req);
 int mbc_irecv_internal(tiers_mbc_t mbc, void *buf, size_t cap, int source, int tag,
                        tiers_mbc_request_t *req);
 int mbc_check(tiers_mbc_t mbc);
@@ -147,8 +163,10 @@ void mbc_local_stats(tiers_mbc_t mbc, tiers_mbc_stats_t *st);
  *  - mbc_iprobe: progress, then *flag = 1 and *st (source, tag, bytes)
  *    when an unmatched message matches source/tag (not consumed);
  *  - mbc_cancel_recv: 1 when the posted receive r was withdrawn (it then
- *    completes empty), 0 when it cannot be (already matched, or it sent a
- *    send request the sender may be answering);
+ *    completes empty), 2 when it sent a send request: the sender is asked
+ *    to forget it, and r completes later either cancelled (status source
+ *    TIERS_MBC_ANY_SOURCE, 0 bytes) or with the message the sender had
+ *    already written; 0 when it cannot be cancelled (already matched);
  *  - mbc_request_done: 1 when r (or NULL) has completed. */
 extern void (*mbc_sent_hook)(size_t bytes, int tag, int direct);
 extern void (*mbc_idle_hook)(tiers_mbc_t waiting);

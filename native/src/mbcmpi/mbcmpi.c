@@ -27,8 +27,10 @@
  *   waited on while the transport makes progress (a process inside a
  *   collective still drains its FIFOs, so a peer's send cannot stall),
  *   or carried on the transport where the choice table says so.
- * - Synchronous mode (MPI_Ssend, MPI_Issend) completes like a standard
- *   send: the memory-based protocol has no acknowledgement of a match.
+ * - Synchronous mode (MPI_Ssend, MPI_Issend, MPI_Ssend_init) completes
+ *   only when the receiver has matched the message: the message carries a
+ *   flag and the receiver acknowledges its match (libtiers-mbc's
+ *   mbc_issend_internal); standard sends carry no flag and wait for none.
  *
  * Environment: TIERS_MBC_MPI_OFF=1 passes every call through;
  * TIERS_MBC_MPI_VERBOSE=1 prints one line per rank at initialisation;
@@ -303,11 +305,12 @@ enum { K_SEND = 1, K_RECV = 2 };
 struct mreq {
   MPI_Request token;
   struct mreq *free_next, *det_next;
-  int kind, persistent, active, detached, bsend;
+  int kind, persistent, active, detached, bsend, sync;
   struct mbcmpi_ctx *ctx;
   tiers_mbc_request_t r; /* in flight */
   int stashed;           /* finished: ms and mrc hold the result */
   int mrc, cancelled, procnull;
+  int cancel_asked;      /* MPI_Cancel asked the sender to forget its send request */
   int mprobed;           /* MPI_Imrecv/MPI_Mrecv: tmp holds the whole matched message */
   size_t mcap;           /* mprobed: bytes the program's buffer holds */
   tiers_mbc_status_t ms;
@@ -525,6 +528,7 @@ static int start_send(struct mreq *q, const char *fn)
 {
   q->stashed = 0;
   q->cancelled = 0;
+  q->cancel_asked = 0;
   q->procnull = 0;
   q->active = 1;
   if (q->peer == MPI_PROC_NULL) {
@@ -566,7 +570,8 @@ static int start_send(struct mreq *q, const char *fn)
   }
   count_sent(bytes);
   ENTER();
-  int rc = tiers_mbc_isend(q->ctx->mbc, data, bytes, q->peer, q->tag, &q->r);
+  int rc = q->sync ? mbc_issend_internal(q->ctx->mbc, data, bytes, q->peer, q->tag, &q->r)
+                   : tiers_mbc_isend(q->ctx->mbc, data, bytes, q->peer, q->tag, &q->r);
   LEAVE();
   if (rc != TIERS_OK)
     mbcmpi_fatal(fn, "send failed");
@@ -581,6 +586,7 @@ static int start_recv(struct mreq *q, const char *fn)
 {
   q->stashed = 0;
   q->cancelled = 0;
+  q->cancel_asked = 0;
   q->procnull = 0;
   q->active = 1;
   if (q->peer == MPI_PROC_NULL) {
@@ -637,6 +643,14 @@ static void set_status(MPI_Status *s, int source, int tag, size_t bytes, int can
   PMPI_Status_set_cancelled(s, cancelled);
 }
 
+/* 1 when the receive q finished cancelled (at MPI_Cancel, or later when
+ * the sender confirmed: libtiers-mbc then reports source ANY_SOURCE). */
+static int was_cancelled(const struct mreq *q)
+{
+  return q->cancelled || (q->cancel_asked && q->mrc == TIERS_OK &&
+                          q->ms.source == TIERS_MBC_ANY_SOURCE);
+}
+
 static void empty_status(MPI_Status *s)
 {
   set_status(s, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, 0);
@@ -654,7 +668,7 @@ static int finish(struct mreq *q, MPI_Request *req, MPI_Status *s, const char *f
   if (q->kind == K_RECV) {
     if (q->procnull) {
       set_status(s, MPI_PROC_NULL, MPI_ANY_TAG, 0, 0);
-    } else if (q->cancelled) {
+    } else if (was_cancelled(q)) {
       set_status(s, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, 1);
     } else {
       if (q->mprobed && q->ms.bytes > q->mcap) { /* the matched message is longer */
@@ -919,7 +933,15 @@ static int send_blocking(struct mbcmpi_ctx *c, const void *buf, int count, MPI_D
     size_t bytes = ti.size * (size_t)count;
     count_sent(bytes);
     ENTER();
-    int rc = tiers_mbc_send(c->mbc, at(buf, ti.lb), bytes, dest, tag);
+    int rc;
+    if (fn == F_Ssend) {
+      tiers_mbc_request_t r;
+      rc = mbc_issend_internal(c->mbc, at(buf, ti.lb), bytes, dest, tag, &r);
+      if (rc == TIERS_OK)
+        rc = tiers_mbc_wait(c->mbc, &r, NULL);
+    } else {
+      rc = tiers_mbc_send(c->mbc, at(buf, ti.lb), bytes, dest, tag);
+    }
     LEAVE();
     if (rc != TIERS_OK)
       mbcmpi_fatal(fn_names[fn], "send failed");
@@ -934,6 +956,7 @@ static int send_blocking(struct mbcmpi_ctx *c, const void *buf, int count, MPI_D
   q->peer = dest;
   q->tag = tag;
   q->comm = comm;
+  q->sync = fn == F_Ssend;
   if (start_send(q, fn_names[fn])) {
     mreq_release(q);
     return -1;
@@ -1024,6 +1047,7 @@ static struct mreq *make_req(int kind, struct mbcmpi_ctx *c, const void *buf, in
     if (c) {                                                                               \
       struct mreq *q = make_req(K_SEND, c, buf, count, type, dest, tag, comm, F_##name);   \
       q->bsend = is_bsend;                                                                 \
+      q->sync = F_##name == F_Issend;                                                      \
       if (!start_send(q, fn_names[F_##name])) {                                            \
         CARRY(name);                                                                       \
         *req = q->token;                                                                   \
@@ -1484,6 +1508,7 @@ EXPORT(Imrecv)
       struct mreq *q = make_req(K_SEND, c, buf, count, type, dest, tag, comm, F_##name);   \
       q->persistent = 1;                                                                   \
       q->bsend = F_##name == F_Bsend_init;                                                 \
+      q->sync = F_##name == F_Ssend_init;                                                  \
       CARRY(name);                                                                         \
       *req = q->token;                                                                     \
       return MPI_SUCCESS;                                                                  \
@@ -1613,11 +1638,11 @@ static int w_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
   }
   *flag = poll(q);
   if (*flag && status != MPI_STATUS_IGNORE) {
-    if (q->kind == K_RECV && !q->procnull && !q->cancelled)
+    if (q->kind == K_RECV && !q->procnull && !was_cancelled(q))
       set_status(status, q->ms.source, q->ms.tag, q->ms.bytes, 0);
     else
       set_status(status, q->procnull ? MPI_PROC_NULL : MPI_ANY_SOURCE, MPI_ANY_TAG, 0,
-                 q->cancelled);
+                 was_cancelled(q));
   }
   return MPI_SUCCESS;
 }
@@ -1893,12 +1918,16 @@ static int w_Cancel(MPI_Request *req)
   }
   CARRY(Cancel);
   /* a send cannot be withdrawn (MPI lets a cancel fail: it completes
-   * normally); a receive can while nothing matched it */
+   * normally); a receive can while nothing matched it.  One that sent a
+   * send request completes later: cancelled once the sender confirms, or
+   * with the message the sender had already written */
   if (q->kind == K_RECV && q->active && !q->stashed && q->r) {
     ENTER();
     int ok = mbc_cancel_recv(q->ctx->mbc, q->r);
     LEAVE();
-    if (ok) {
+    if (ok == 2) {
+      q->cancel_asked = 1;
+    } else if (ok) {
       int flag = 0;
       ENTER();
       tiers_mbc_test(q->ctx->mbc, &q->r, &flag, &q->ms);
