@@ -1027,6 +1027,18 @@ void tiers_trace_reqs_release(tiers_reqsave_t *sv)
 /* ------------------------------------------------------------------ */
 /* Fortran support */
 
+void tiers_trace_fstring(char *dst, size_t cap, const char *src, size_t len)
+{
+  size_t n = src ? len : 0;
+  if (n > cap - 1)
+    n = cap - 1;
+  while (n > 0 && src[n - 1] == ' ')
+    n--;
+  if (n)
+    memcpy(dst, src, n);
+  dst[n] = 0;
+}
+
 /* Addresses of Fortran's MPI_STATUS_IGNORE, MPI_STATUSES_IGNORE,
  * MPI_IN_PLACE and MPI_BOTTOM: common blocks of the Fortran binding
  * (Open MPI: mpi_fortran_status_ignore_ ...), found once with dlsym; NULL

@@ -90,6 +90,9 @@ TIERS_HIDDEN int tiers_trace_comm_rank(MPI_Comm comm);
  * tiers_trace_freqs_done: tiers_trace_reqs_done with 1-based indices. */
 TIERS_HIDDEN void *tiers_trace_freal(void **slot, const char *name);
 TIERS_HIDDEN const void *tiers_trace_fbuf(const void *p);
+/* tiers_trace_fstring: a Fortran CHARACTER argument (len bytes, blank
+ * padded) as a C string in dst (cap bytes), trailing blanks dropped. */
+TIERS_HIDDEN void tiers_trace_fstring(char *dst, size_t cap, const char *src, size_t len);
 TIERS_HIDDEN int tiers_trace_fstatus_ignore(const MPI_Fint *st);
 TIERS_HIDDEN MPI_Fint *tiers_trace_freqs_save(tiers_reqsave_t *sv, int count, const MPI_Fint *req,
                                                MPI_Fint *st);

@@ -325,17 +325,27 @@ def generate_mpich_f08(entries: list[dict]) -> list[str]:
 
 def fparams(params) -> list[tuple[str, str]]:
     """Return the Fortran entry point's parameters as (C type, name): every
-    argument by reference, argc/argv dropped, ierr appended."""
-    out = []
+    argument by reference, argc/argv dropped, ierr appended, then the hidden
+    length of each CHARACTER argument (gfortran passes them by value, as
+    size_t, after all the others)."""
+    out, lengths = [], []
     for t, n, _arr in params:
         if n in ("argc", "argv"):
             continue
         if "void" in t:
             out.append((t if t.endswith("*") else t + " *", f"f_{n}"))
+        elif "char" in t:
+            out.append(("char *", f"f_{n}"))
+            lengths.append(("size_t ", f"f_{n}_len"))
         else:
             out.append(("MPI_Fint *", f"f_{n}"))
     out.append(("MPI_Fint *", "ierr"))
-    return out
+    return out + lengths
+
+
+def has_strings(e: dict) -> bool:
+    """Whether table entry ``e`` has a string (CHARACTER) argument."""
+    return any("char" in t for t, n, _ in e["params"] if n not in ("argc", "argv"))
 
 
 def fdecl(fps) -> str:
@@ -351,6 +361,9 @@ def flocals(params, code: str) -> list[str]:
             continue
         if "void" in t:
             out.append(f"  const void *{n} = tiers_trace_fbuf(f_{n});")
+        elif "char" in t and not arr:
+            out.append(f"  char {n}[1024];\n"
+                       f"  tiers_trace_fstring({n}, sizeof {n}, f_{n}, f_{n}_len);")
         elif t in ("int", "const int") and not arr:
             out.append(f"  int {n} = (int)*f_{n};")
         elif arr and "int" in t:
@@ -486,8 +499,8 @@ def generate_fortran(entries: list[dict]) -> list[str]:
     out = ["", "/* ------------------------------------------------------------------ */",
            "/* Fortran entry points (mpif.h and `use mpi`), see wrapgen.py */",
            *fortran_guard(), "#if TIERS_FORTRAN_ENTRIES == 1"]
-    # nofortran=1: a function with a string argument (its hidden length
-    # would have to be passed on), left to the Fortran library
+    # nofortran=1: left to the Fortran library (an array of strings, or a
+    # handle the Fortran side writes later)
     entries = [e for e in entries if e["opts"].get("nofortran") != "1"]
     for e in entries:
         name = e["name"]
@@ -503,7 +516,10 @@ def generate_fortran(entries: list[dict]) -> list[str]:
         out.append("{")
         out.append(fbody(e, f"TIERS_FN_{name}"))
         out.append("}")
-        # the mpi_f08 module's procedure for this function (see F08_NOTE)
+        # the mpi_f08 module's procedure for this function (see F08_NOTE);
+        # none for a string argument (the module passes strings its own way)
+        if has_strings(e):
+            continue
         out.append(f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});")
         out.append(f"void {low}_f08_({fdecl(fps)})")
         out.append("{")
@@ -511,7 +527,7 @@ def generate_fortran(entries: list[dict]) -> list[str]:
         out.append(f"  {low}_({', '.join(n for _, n in fps[:-1])}{', ' if len(fps) > 1 else ''}"
                    "ierr ? ierr : &tiers_ierr_);")
         out.append("}")
-    out += generate_mpich_f08(entries)
+    out += generate_mpich_f08([e for e in entries if not has_strings(e)])
     out.append("#endif /* TIERS_FORTRAN_ENTRIES */")
     return out
 

@@ -5122,6 +5122,29 @@ void mpi_rget_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_or
   mpi_rget_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr ? ierr : &tiers_ierr_);
 }
 
+typedef void (*tiers_ft_File_open)(MPI_Fint *, char *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_file_open_(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_Fint *f_info, MPI_Fint *f_fh, MPI_Fint *ierr, size_t f_filename_len);
+TIERS_EXPORT void mpi_file_open__(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_Fint *f_info, MPI_Fint *f_fh, MPI_Fint *ierr, size_t f_filename_len) __attribute__((alias("mpi_file_open_")));
+TIERS_EXPORT void mpi_file_open(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_Fint *f_info, MPI_Fint *f_fh, MPI_Fint *ierr, size_t f_filename_len) __attribute__((alias("mpi_file_open_")));
+TIERS_EXPORT void MPI_FILE_OPEN(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_Fint *f_info, MPI_Fint *f_fh, MPI_Fint *ierr, size_t f_filename_len) __attribute__((alias("mpi_file_open_")));
+void mpi_file_open_(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_Fint *f_info, MPI_Fint *f_fh, MPI_Fint *ierr, size_t f_filename_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_open tiers_real_ = (tiers_ft_File_open)tiers_trace_freal(&tiers_slot_, "pmpi_file_open");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_open, __builtin_return_address(0))) {
+    tiers_real_(f_comm, f_filename, f_amode, f_info, f_fh, ierr, f_filename_len);
+    return;
+  }
+  tiers_real_(f_comm, f_filename, f_amode, f_info, f_fh, ierr, f_filename_len);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_open);
+}
+
 typedef void (*tiers_ft_File_close)(MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_file_close_(MPI_Fint *f_fh, MPI_Fint *ierr);
 TIERS_EXPORT void mpi_file_close__(MPI_Fint *f_fh, MPI_Fint *ierr) __attribute__((alias("mpi_file_close_")));
@@ -5149,6 +5172,29 @@ void mpi_file_close_f08_(MPI_Fint *f_fh, MPI_Fint *ierr)
 {
   MPI_Fint tiers_ierr_;
   mpi_file_close_(f_fh, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_set_view)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, char *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_file_set_view_(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI_Fint *f_filetype, char *f_datarep, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_datarep_len);
+TIERS_EXPORT void mpi_file_set_view__(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI_Fint *f_filetype, char *f_datarep, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_datarep_len) __attribute__((alias("mpi_file_set_view_")));
+TIERS_EXPORT void mpi_file_set_view(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI_Fint *f_filetype, char *f_datarep, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_datarep_len) __attribute__((alias("mpi_file_set_view_")));
+TIERS_EXPORT void MPI_FILE_SET_VIEW(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI_Fint *f_filetype, char *f_datarep, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_datarep_len) __attribute__((alias("mpi_file_set_view_")));
+void mpi_file_set_view_(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI_Fint *f_filetype, char *f_datarep, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_datarep_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_set_view tiers_real_ = (tiers_ft_File_set_view)tiers_trace_freal(&tiers_slot_, "pmpi_file_set_view");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_set_view, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_disp, f_etype, f_filetype, f_datarep, f_info, ierr, f_datarep_len);
+    return;
+  }
+  tiers_real_(f_fh, f_disp, f_etype, f_filetype, f_datarep, f_info, ierr, f_datarep_len);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_set_view);
 }
 
 typedef void (*tiers_ft_File_sync)(MPI_Fint *, MPI_Fint *);
@@ -5834,6 +5880,33 @@ void mpi_intercomm_merge_f08_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint 
 {
   MPI_Fint tiers_ierr_;
   mpi_intercomm_merge_(f_intercomm, f_high, f_newintracomm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Comm_set_name)(MPI_Fint *, char *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_comm_set_name_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len);
+TIERS_EXPORT void mpi_comm_set_name__(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len) __attribute__((alias("mpi_comm_set_name_")));
+TIERS_EXPORT void mpi_comm_set_name(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len) __attribute__((alias("mpi_comm_set_name_")));
+TIERS_EXPORT void MPI_COMM_SET_NAME(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len) __attribute__((alias("mpi_comm_set_name_")));
+void mpi_comm_set_name_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_set_name tiers_real_ = (tiers_ft_Comm_set_name)tiers_trace_freal(&tiers_slot_, "pmpi_comm_set_name");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_set_name, __builtin_return_address(0))) {
+    tiers_real_(f_comm, f_comm_name, ierr, f_comm_name_len);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  char comm_name[1024];
+  tiers_trace_fstring(comm_name, sizeof comm_name, f_comm_name, f_comm_name_len);
+  tiers_real_(f_comm, f_comm_name, ierr, f_comm_name_len);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_comm_name(comm, comm_name);
+  tiers_trace_end(TIERS_FN_Comm_set_name);
 }
 #elif TIERS_FORTRAN_ENTRIES == 2
 /* the mpi_f08 module's MPI_STATUS(ES)_IGNORE become mpif.h's (MPI-4 names) */
