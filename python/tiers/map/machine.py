@@ -62,7 +62,7 @@ class Machine:
     @property
     def slots_per_node(self) -> int:
         """Return the slots of one node (cores times the oversubscription)."""
-        return int(np.prod(self.arity)) if self.arity else 1
+        return math.prod(self.arity)   # 1 for no levels; plain ints (called per metric)
 
     @property
     def strides(self) -> list[int]:
