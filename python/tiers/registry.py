@@ -155,6 +155,10 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
          "mbc-bench", True),
     Tool("tiers-hybrid-check", "multi-rank self-test of the hybrid runtime", "hybrid-check",
          True),
+    Tool("tiers-mbc-mpi-bench", "plain-MPI round trip and bandwidth that bench/mbc_vs_mpi "
+         "runs with and without libtiers-mbc-mpi.so", "", True),
+    Tool("tiers-trace-post", "raw trace files to OTF2, summary, call sites and Chrome JSON in "
+         "one bounded-memory pass, a thread per rank (tiers trace)"),
     *(Tool(a.tool, f"reference application: {a.description.split(' (')[0]} (tiers bench "
            f"{a.name})", "app", True) for a in APPS.values()),
     Tool("libtiers-trace.so", "the PMPI tracer that tiers trace preloads (a library)"),
