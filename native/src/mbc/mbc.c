@@ -123,6 +123,7 @@ struct unexp {
   tiers_mbc_request_t claimed; /* a receive waiting for the rest of it */
   int sync;                    /* synchronous: acknowledge when a receive takes it */
   uint64_t fseq;               /* its FIFO sequence number */
+  unsigned char inl[MBC_SLOT - MBC_HDR]; /* data of a one-line message (no malloc) */
 };
 
 /* A valid send request held by the sender. */
@@ -178,6 +179,7 @@ struct tiers_mbc {
   tiers_mbc_request_t all;                      /* live requests */
   tiers_mbc_request_t posted_head, posted_tail; /* posted receives */
   struct unexp *ux_head, *ux_tail;
+  struct unexp *ux_pool;                        /* free unexpected-message records */
   int anysrc_pending;
   int fifo_first_left;
   int fatal;                                    /* a protocol error: every call fails */
@@ -546,8 +548,10 @@ static void ux_drop(tiers_mbc_t m, struct unexp *u)
     u->next->prev = u->prev;
   else
     m->ux_tail = u->prev;
-  free(u->data);
-  free(u);
+  if (u->data != u->inl)
+    free(u->data);
+  u->next = m->ux_pool;
+  m->ux_pool = u;
 }
 
 static void recv_complete(tiers_mbc_t m, tiers_mbc_request_t r, int source, int tag, size_t total)
@@ -820,9 +824,15 @@ static int msg_entry(tiers_mbc_t m, int source, int kind, int sync, const struct
       dst = r->rbuf;
       dcap = r->cap;
     } else {
-      struct unexp *u = calloc(1, sizeof *u);
+      struct unexp *u = m->ux_pool;
       if (u)
-        u->data = malloc(h->total ? (size_t)h->total : 1);
+        m->ux_pool = u->next;
+      else
+        u = malloc(sizeof *u);
+      if (u) {
+        memset(u, 0, offsetof(struct unexp, inl));
+        u->data = h->total <= sizeof u->inl ? u->inl : malloc((size_t)h->total);
+      }
       if (!u || !u->data) {
         free(u);
         FATAL(m, TIERS_ERR_NOMEM, "out of memory buffering an unexpected message");
@@ -1799,7 +1809,12 @@ int tiers_mbc_destroy(tiers_mbc_t *mp)
   }
   for (struct unexp *u = m->ux_head, *n; u; u = n) {
     n = u->next;
-    free(u->data);
+    if (u->data != u->inl)
+      free(u->data);
+    free(u);
+  }
+  for (struct unexp *u = m->ux_pool, *n; u; u = n) {
+    n = u->next;
     free(u);
   }
   for (int i = 0; i < m->size; i++) {

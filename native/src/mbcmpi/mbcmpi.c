@@ -798,10 +798,59 @@ static void idle_hook(tiers_mbc_t waiting)
   REAL(Iprobe)(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
 }
 
-/* Backoff of the polling loops: spin, then yield the CPU. */
+/* 1 when this node runs more of the job's processes than the CPUs the
+ * job may use (the union of its processes' affinity masks there): then a
+ * process that polls without finding anything holds a CPU a peer needs
+ * (the sender it waits for, say), and gives it up at once, as Open MPI
+ * does when it runs oversubscribed (mpi_yield_when_idle).
+ * TIERS_MBC_MPI_YIELD=1 or 0 forces it on or off. */
+static int oversubscribed;
+
+static void detect_oversubscribed(void)
+{
+  const char *force = getenv("TIERS_MBC_MPI_YIELD");
+  if (force && (!strcmp(force, "0") || !strcmp(force, "1"))) {
+    oversubscribed = force[0] == '1';
+    return;
+  }
+  cpu_set_t mine, all;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    CPU_ZERO(&mine);
+    for (long i = 0; i < n && i < CPU_SETSIZE; i++)
+      CPU_SET((int)i, &mine);
+  }
+  MPI_Comm node = MPI_COMM_NULL;
+  int on_node = 1;
+  ENTER();
+  if (REAL(Comm_split_type)(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+          MPI_SUCCESS &&
+      node != MPI_COMM_NULL) {
+    PMPI_Comm_size(node, &on_node);
+    if (REAL(Allreduce)(&mine, &all, (int)sizeof mine, MPI_BYTE, MPI_BOR, node) != MPI_SUCCESS)
+      all = mine;
+    REAL(Comm_free)(&node);
+  } else {
+    all = mine;
+  }
+  LEAVE();
+  int cpus = CPU_COUNT(&all);
+  oversubscribed = cpus > 0 && on_node > cpus;
+}
+
+/* A poll the program makes (MPI_Iprobe, MPI_Test, ...) found nothing. */
+static void poll_missed(void)
+{
+  if (oversubscribed)
+    sched_yield();
+}
+
+/* Backoff of the polling loops: spin, then yield the CPU (at once when
+ * the node is oversubscribed). */
 static void idle(unsigned *rounds)
 {
-  if (++*rounds > 64)
+  if (++*rounds > 64 || oversubscribed)
     sched_yield();
 }
 
@@ -841,6 +890,7 @@ static void setup(void)
   attach(MPI_COMM_SELF, "MPI_Init");
   attach(MPI_COMM_WORLD, "MPI_Init");
   mbcmpi.world = mbcmpi.ctxs;
+  detect_oversubscribed();
   const char *verbose = getenv("TIERS_MBC_MPI_VERBOSE");
   if (verbose && *verbose && strcmp(verbose, "0") != 0) {
     const char *tr = "?";
@@ -1233,7 +1283,10 @@ static int w_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *s
   struct mbcmpi_ctx *c = mbcmpi_ctx_of(comm);
   if (c && probe_args_ok(c, source, tag)) {
     CARRY(Iprobe);
-    return iprobe_once(c, source, tag, flag, status);
+    iprobe_once(c, source, tag, flag, status);
+    if (!*flag)
+      poll_missed();
+    return MPI_SUCCESS;
   }
   PASS(Iprobe);
   return REAL(Iprobe)(source, tag, comm, flag, status);
@@ -1399,6 +1452,8 @@ static int w_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message 
   if (c && probe_args_ok(c, source, tag)) {
     CARRY(Improbe);
     *flag = mprobe_once(c, source, tag, comm, msg, status, "MPI_Improbe");
+    if (!*flag)
+      poll_missed();
     return MPI_SUCCESS;
   }
   PASS(Improbe);
@@ -1616,6 +1671,7 @@ static int w_Test(MPI_Request *req, int *flag, MPI_Status *status)
   if (!*flag) {
     if (rq.detached)
       poll_detached();
+    poll_missed();
     return MPI_SUCCESS;
   }
   return finish(q, req, status, "MPI_Test");
@@ -1637,6 +1693,8 @@ static int w_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
     return MPI_SUCCESS;
   }
   *flag = poll(q);
+  if (!*flag)
+    poll_missed();
   if (*flag && status != MPI_STATUS_IGNORE) {
     if (q->kind == K_RECV && !q->procnull && !was_cancelled(q))
       set_status(status, q->ms.source, q->ms.tag, q->ms.bytes, 0);
@@ -1683,13 +1741,14 @@ static int poll_entry(MPI_Request *req, MPI_Status *s, int *err, int *live)
 }
 
 /* Waitall over our requests of one context: one libtiers-mbc wait. */
+enum { WAITALL_FAST_MAX = 256 }; /* osu_bw-style windows of sends and receives together */
 static int waitall_fast(int n, MPI_Request reqs[], MPI_Status *sts)
 {
-  if (n > 64 || n < 1)
+  if (n > WAITALL_FAST_MAX || n < 1)
     return 0;
-  struct mreq *qs[64];
-  tiers_mbc_request_t rs[64];
-  tiers_mbc_status_t ms[64];
+  struct mreq *qs[WAITALL_FAST_MAX];
+  tiers_mbc_request_t rs[WAITALL_FAST_MAX];
+  tiers_mbc_status_t ms[WAITALL_FAST_MAX];
   struct mbcmpi_ctx *c = NULL;
   for (int i = 0; i < n; i++) {
     qs[i] = lookup(reqs[i]);
@@ -1792,8 +1851,10 @@ static int w_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
     }
   }
   *flag = all;
-  if (!all)
+  if (!all) {
+    poll_missed();
     return MPI_SUCCESS;
+  }
   int any_err = 0;
   for (int i = 0; i < n; i++) {
     int err, live;
@@ -1838,8 +1899,10 @@ static int w_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Statu
   *flag = 0;
   *index = MPI_UNDEFINED;
   int rc = any_once(n, reqs, index, flag, status);
-  if (!*flag)
+  if (!*flag) {
     mbcmpi_progress_all();
+    poll_missed();
+  }
   return rc;
 }
 EXPORT(Testany)
@@ -1887,8 +1950,10 @@ static int w_Testsome(int n, MPI_Request reqs[], int *outcount, int idx[], MPI_S
     return REAL(Testsome)(n, reqs, outcount, idx, sts);
   CARRY(Testsome);
   int rc = some_once(n, reqs, outcount, idx, sts);
-  if (*outcount == 0)
+  if (*outcount == 0) {
     mbcmpi_progress_all();
+    poll_missed();
+  }
   return rc;
 }
 EXPORT(Testsome)
