@@ -613,12 +613,17 @@ static int ring_peek(unsigned char *data, size_t cap, uint64_t pos)
   return (int)(st & (MBC_SLOT - 1));
 }
 
-/* Consumer: forget the stamps of a consumed entry (before publishing the
- * head that lets the producer reuse its slots). */
+/* Consumer: zero the first word of every slot after the first of a
+ * consumed entry (before publishing the head that lets the producer reuse
+ * its slots): those words held payload, which a later lap could mistake
+ * for a stamp.  The entry's own first word is a stamp, (pos + 64) | kind,
+ * and no later position of that slot has that value, so it stays: a
+ * one-line message is never written by its receiver, which saves the
+ * line's trip back to the receiver's cache on the small-message path. */
 static void ring_clear(unsigned char *data, size_t cap, uint64_t pos, size_t len)
 {
   unsigned char *e = data + ring_off(pos, cap);
-  for (size_t k = 0; k < len; k += MBC_SLOT)
+  for (size_t k = MBC_SLOT; k < len; k += MBC_SLOT)
     atomic_store_explicit((_Atomic uint64_t *)(e + k), 0, memory_order_relaxed);
 }
 

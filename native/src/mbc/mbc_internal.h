@@ -34,8 +34,11 @@ enum { MBC_RING_MSG = 0, MBC_RING_REQ = 1 };
  * kind, where pos is the entry's position.  The consumer spins on the stamp
  * at its head, so a small message is one cache line (header and payload)
  * and no separate tail line is touched.  Before it publishes its head, the
- * consumer zeroes the first word of every slot it consumed, so that a stamp
- * is only ever seen at a position after the producer wrote it there.
+ * consumer zeroes the first word of every slot but the first of each entry
+ * it consumed (those held payload), so that a stamp is only ever seen at a
+ * position after the producer wrote it there: the first word of a slot is
+ * then always 0, an older stamp (which never equals a later position's), or
+ * data inside an entry not yet consumed.
  */
 #define MBC_SLOT 64
 #define MBC_LINE 128
