@@ -179,6 +179,14 @@ static void print_list(const char *key, const double *v, int n, double mul)
 
 int main(int argc, char **argv)
 {
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: tiers-mbc-mpi-bench [--rounds R] [--scale F]\n"
+             "Plain-MPI round trip (osu_latency method), streaming bandwidth (osu_bw method),\n"
+             "barrier and the flag-store floor, as JSON; bench/mbc_vs_mpi/run runs it with and\n"
+             "without libtiers-mbc-mpi.so preloaded.  Needs at least 2 ranks.\n");
+      return 0;
+    }
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
