@@ -1630,6 +1630,13 @@ int main(int argc, char **argv) {
   const char *dir = NULL;
   int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: tiers-trace-post DIR [--no-otf2] [--chrome FILE] [--jobs N]\n"
+             "Reads the raw rank files of a tiers trace folder in one pass, in bounded memory,\n"
+             "a thread per rank file, and writes the OTF2 archive, the summary and call-site\n"
+             "JSON (and with --chrome a Chrome/Perfetto trace-event file).  tiers trace runs it.\n");
+      return 0;
+    }
     if (!strcmp(argv[i], "--no-otf2")) g_write_otf2 = 0;
     else if (!strcmp(argv[i], "--chrome") && i + 1 < argc) g_chrome = argv[++i];
     else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) {
