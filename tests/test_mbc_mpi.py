@@ -426,3 +426,14 @@ def test_ssend_and_cancel_under_address_sanitizer(ssend_program):
     assert "AddressSanitizer" not in res.stderr and "runtime error" not in res.stderr, res.stderr
     assert res.returncode == 0, res.stdout + res.stderr
     assert _checks(res.stdout) == (_ssend_checks(2), 0), res.stdout
+
+
+@pytest.mark.skipif(not ASAN_LIB, reason="TIERS_MBC_MPI_ASAN_LIB (an ASan build) not set")
+def test_matched_probes_under_address_sanitizer(mprobe_program):
+    """The matched-message buffers (bound receives, MPI_Mrecv/MPI_Imrecv
+    unpacking, truncation) under AddressSanitizer."""
+    env = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:verify_asan_link_order=0"}
+    res = _run(mprobe_program, 2, env, preload=f"{_libasan()}:{ASAN_LIB}", timeout=400)
+    assert "AddressSanitizer" not in res.stderr and "runtime error" not in res.stderr, res.stderr
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _checks(res.stdout) == (_mprobe_checks(2), 0), res.stdout
