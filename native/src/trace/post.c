@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -500,7 +501,7 @@ static int read_header(rank_t *r, reader_t *rd) {
                         (unsigned long long)fsize);
   if (hlen % 8 || hlen < 32) BAD(12, "header length %u is not a multiple of 8 of at least 32",
                                  hlen);
-  if (size < 1 || rank >= size) BAD(16, "rank %u of %u ranks", rank, size);
+  if (size < 1 || size > INT_MAX || rank >= size) BAD(16, "rank %u of %u ranks", rank, size);
   if (nfn > hlen - 32) BAD(24, "%u function names do not fit in a %u-byte header", nfn, hlen);
   have = reader_need(rd, hlen);
   b = rd->buf;
