@@ -217,8 +217,17 @@ class TestSlurmCluster:
             assert all(ranks[r]["host"] == ranks[r + 4]["host"] for r in range(4))
         # each launcher's own binding where one list says the placement
         if launcher == "slurm":
-            assert "--distribution=arbitrary" in line and "--cpu-bind=map_cpu:" in line
-            assert "SLURM_HOSTFILE=" in line and "tiers-bind" not in line
+            # srun's map_cpu is one list for every node's local tasks in rank
+            # order: it says the placement only when all nodes' lists agree
+            local: dict[str, list[int]] = {}
+            for e in sorted(table, key=lambda e: e["rank"]):
+                local.setdefault(e["host"], []).append(e["pu"])
+            one_list = len({tuple(v) for v in local.values()}) == 1
+            assert "--distribution=arbitrary" in line and "SLURM_HOSTFILE=" in line
+            if one_list:
+                assert "--cpu-bind=map_cpu:" in line and "tiers-bind" not in line
+            else:
+                assert "--cpu-bind=none" in line and "tiers-bind --pus" in line
         if launcher == "mpich" and placement == "block":
             assert "-bind-to user:" in line and "tiers-bind" not in line
         if launcher == "openmpi":
