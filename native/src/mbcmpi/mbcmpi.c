@@ -2057,69 +2057,56 @@ EXPORT(Request_free)
 
 #define PASSED_OR_CARRIED(name, c) ((c) ? (void)CARRY(name) : (void)PASS(name))
 
+/* After a communicator constructor: a new communicator that MPI made is
+ * carried over memory-based messaging (counted under the constructor). */
+static int constructed(int rc, MPI_Comm *newcomm, int fn, const char *name)
+{
+  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
+    mbcmpi.carried[fn]++;
+    attach(*newcomm, name);
+  }
+  return rc;
+}
+
 static int w_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
   int rc = REAL(Comm_dup)(comm, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Comm_dup);
-    attach(*newcomm, "MPI_Comm_dup");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Comm_dup, "MPI_Comm_dup");
 }
 EXPORT(Comm_dup)
 
 static int w_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
   int rc = REAL(Comm_dup_with_info)(comm, info, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Comm_dup_with_info);
-    attach(*newcomm, "MPI_Comm_dup_with_info");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Comm_dup_with_info, "MPI_Comm_dup_with_info");
 }
 EXPORT(Comm_dup_with_info)
 
 static int w_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
   int rc = REAL(Comm_split)(comm, color, key, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Comm_split);
-    attach(*newcomm, "MPI_Comm_split");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Comm_split, "MPI_Comm_split");
 }
 EXPORT(Comm_split)
 
 static int w_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
   int rc = REAL(Comm_split_type)(comm, type, key, info, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Comm_split_type);
-    attach(*newcomm, "MPI_Comm_split_type");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Comm_split_type, "MPI_Comm_split_type");
 }
 EXPORT(Comm_split_type)
 
 static int w_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
   int rc = REAL(Comm_create)(comm, group, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Comm_create);
-    attach(*newcomm, "MPI_Comm_create");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Comm_create, "MPI_Comm_create");
 }
 EXPORT(Comm_create)
 
 static int w_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
   int rc = REAL(Comm_create_group)(comm, group, tag, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Comm_create_group);
-    attach(*newcomm, "MPI_Comm_create_group");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Comm_create_group, "MPI_Comm_create_group");
 }
 EXPORT(Comm_create_group)
 
@@ -2127,22 +2114,14 @@ static int w_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int p
                          int reorder, MPI_Comm *newcomm)
 {
   int rc = REAL(Cart_create)(comm, ndims, dims, periods, reorder, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Cart_create);
-    attach(*newcomm, "MPI_Cart_create");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Cart_create, "MPI_Cart_create");
 }
 EXPORT(Cart_create)
 
 static int w_Cart_sub(MPI_Comm comm, const int remain[], MPI_Comm *newcomm)
 {
   int rc = REAL(Cart_sub)(comm, remain, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Cart_sub);
-    attach(*newcomm, "MPI_Cart_sub");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Cart_sub, "MPI_Cart_sub");
 }
 EXPORT(Cart_sub)
 
@@ -2150,11 +2129,7 @@ static int w_Graph_create(MPI_Comm comm, int nnodes, const int index[], const in
                           int reorder, MPI_Comm *newcomm)
 {
   int rc = REAL(Graph_create)(comm, nnodes, index, edges, reorder, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Graph_create);
-    attach(*newcomm, "MPI_Graph_create");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Graph_create, "MPI_Graph_create");
 }
 EXPORT(Graph_create)
 
@@ -2164,11 +2139,7 @@ static int w_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const 
 {
   int rc = REAL(Dist_graph_create)(comm, n, sources, degrees, dests, weights, info, reorder,
                                    newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Dist_graph_create);
-    attach(*newcomm, "MPI_Dist_graph_create");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Dist_graph_create, "MPI_Dist_graph_create");
 }
 EXPORT(Dist_graph_create)
 
@@ -2179,22 +2150,14 @@ static int w_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int s
 {
   int rc = REAL(Dist_graph_create_adjacent)(comm, indegree, sources, sourceweights, outdegree,
                                             dests, destweights, info, reorder, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Dist_graph_create_adjacent);
-    attach(*newcomm, "MPI_Dist_graph_create_adjacent");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Dist_graph_create_adjacent, "MPI_Dist_graph_create_adjacent");
 }
 EXPORT(Dist_graph_create_adjacent)
 
 static int w_Intercomm_merge(MPI_Comm inter, int high, MPI_Comm *newcomm)
 {
   int rc = REAL(Intercomm_merge)(inter, high, newcomm);
-  if (rc == MPI_SUCCESS && !mbcmpi.inside && mbcmpi.active) {
-    CARRY(Intercomm_merge);
-    attach(*newcomm, "MPI_Intercomm_merge");
-  }
-  return rc;
+  return constructed(rc, newcomm, F_Intercomm_merge, "MPI_Intercomm_merge");
 }
 EXPORT(Intercomm_merge)
 
