@@ -20,10 +20,6 @@
 #include "mbc_internal.h"
 #include "mbcmpi.h"
 
-#define EXPORT(name)                                                                    \
-  __typeof__(PMPI_##name) MPI_##name __attribute__((alias("w_" #name), visibility("default"))); \
-  __typeof__(PMPI_##name) PMPI_##name __attribute__((alias("w_" #name), visibility("default")));
-
 /* The choice table, in one place: a collective is carried on the
  * transport when enabled and its payload (bytes per process) is at most
  * max_bytes.  The alternative is not MPI's blocking call but its
@@ -72,7 +68,6 @@ static int carry(int fn, size_t bytes)
   return 0;
 }
 
-#define CARRY(name) (mbcmpi.carried[F_##name]++)
 #define PASS(name) (mbcmpi.passed[F_##name]++)
 
 static int wait_coll(int rc, MPI_Request *req)

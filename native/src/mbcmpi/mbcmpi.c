@@ -60,11 +60,6 @@ MBCMPI_FUNCTIONS(MBCMPI_REAL_DEF)
 static const char *const fn_names[F_COUNT] = {MBCMPI_FUNCTIONS(MBCMPI_NAME)};
 #undef MBCMPI_NAME
 
-/* Each wrapper w_X is exported as MPI_X and PMPI_X. */
-#define EXPORT(name)                                                                    \
-  __typeof__(PMPI_##name) MPI_##name __attribute__((alias("w_" #name), visibility("default"))); \
-  __typeof__(PMPI_##name) PMPI_##name __attribute__((alias("w_" #name), visibility("default")));
-
 static void resolve_real(void)
 {
   static int done;
@@ -103,7 +98,6 @@ void mbcmpi_fatal(const char *fn, const char *what)
 }
 
 #define PASS(name) (mbcmpi.active ? (void)mbcmpi.passed[F_##name]++ : (void)0)
-#define CARRY(name) (mbcmpi.carried[F_##name]++)
 
 /* ------------------------------------------------------------------ */
 /* Statistics: the MPI/MBCF paper's Table 3 per rank */

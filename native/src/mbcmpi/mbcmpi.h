@@ -62,6 +62,14 @@ struct mbcmpi_state {
 };
 extern struct mbcmpi_state mbcmpi;
 
+/* Each wrapper w_X is exported as MPI_X and PMPI_X. */
+#define EXPORT(name)                                                                    \
+  __typeof__(PMPI_##name) MPI_##name __attribute__((alias("w_" #name), visibility("default"))); \
+  __typeof__(PMPI_##name) PMPI_##name __attribute__((alias("w_" #name), visibility("default")));
+
+/* Counts a call carried over memory-based messaging. */
+#define CARRY(name) (mbcmpi.carried[F_##name]++)
+
 #define ENTER() (mbcmpi.inside++)
 #define LEAVE() (mbcmpi.inside--)
 
