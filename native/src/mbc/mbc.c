@@ -1394,8 +1394,9 @@ int mbc_isend_internal(tiers_mbc_t m, const void *buf, size_t bytes, int dest, i
   return isend_any(m, buf, bytes, dest, tag, 0, req);
 }
 
-int tiers_mbc_isend(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
-                    tiers_mbc_request_t *req)
+/* A send with its arguments checked; sync: complete only once matched. */
+static int isend_checked(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
+                         int sync, tiers_mbc_request_t *req)
 {
   TIERS_CALL(mbc_check(m));
   if (!req)
@@ -1406,22 +1407,19 @@ int tiers_mbc_isend(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int 
     TIERS_ERROR(TIERS_ERR_ARG, "tag %d is outside 0..%d", tag, TIERS_MBC_TAG_UB);
   if (!buf && bytes)
     TIERS_ERROR(TIERS_ERR_ARG, "send buffer is NULL with %zu bytes", bytes);
-  return isend_any(m, buf, bytes, dest, tag, 0, req);
+  return isend_any(m, buf, bytes, dest, tag, sync, req);
+}
+
+int tiers_mbc_isend(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
+                    tiers_mbc_request_t *req)
+{
+  return isend_checked(m, buf, bytes, dest, tag, 0, req);
 }
 
 int mbc_issend_internal(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag,
                         tiers_mbc_request_t *req)
 {
-  TIERS_CALL(mbc_check(m));
-  if (!req)
-    TIERS_ERROR(TIERS_ERR_ARG, "request pointer is NULL");
-  *req = NULL;
-  TIERS_CALL(check_rank(m, dest, 0, "destination"));
-  if (tag < 0)
-    TIERS_ERROR(TIERS_ERR_ARG, "tag %d is outside 0..%d", tag, TIERS_MBC_TAG_UB);
-  if (!buf && bytes)
-    TIERS_ERROR(TIERS_ERR_ARG, "send buffer is NULL with %zu bytes", bytes);
-  return isend_any(m, buf, bytes, dest, tag, 1, req);
+  return isend_checked(m, buf, bytes, dest, tag, 1, req);
 }
 
 /* Send a send request for the posted receive r (source known). */
