@@ -997,6 +997,25 @@ out:
   return rc;
 }
 
+/* Lists each node's ranks in rank order: members[start[i] ..
+ * start[i+1]) are node i's ranks (start: prefix sums of the counts) and
+ * local[v] is rank v's place among them.  Returns TIERS_ERR_NOMEM when
+ * its scratch array cannot be had. */
+static int group_members(int n, int nodes, const int *node_of, const int64_t *start,
+                         int32_t *members, int32_t *local)
+{
+  int64_t *fill = calloc((size_t)nodes, sizeof *fill);
+  if (!fill)
+    return TIERS_ERR_NOMEM;
+  for (int v = 0; v < n; v++) {
+    int64_t pos = start[node_of[v]] + fill[node_of[v]]++;
+    members[pos] = v;
+    local[v] = (int32_t)(pos - start[node_of[v]]);
+  }
+  free(fill);
+  return TIERS_OK;
+}
+
 int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
                     const tiers_map_node_t *node, uint64_t seed, int *slot_of)
 {
@@ -1069,18 +1088,9 @@ int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
     }
     start[i + 1] += start[i];
   }
-  {
-    int64_t *fill = calloc((size_t)nodes, sizeof *fill);
-    if (!fill) {
-      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
-      goto out;
-    }
-    for (int v = 0; v < n; v++) {
-      int64_t pos = start[node_of[v]] + fill[node_of[v]]++;
-      members[pos] = v;
-      local[v] = (int32_t)(pos - start[node_of[v]]);
-    }
-    free(fill);
+  if (group_members(n, nodes, node_of, start, members, local) != TIERS_OK) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
   }
   if (t.levels > 0) {
     if (SCOTCH_archInit(&arch) != 0 ||
@@ -1307,18 +1317,9 @@ int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
     start[node_of[v] + 1]++;
   for (int i = 0; i < nodes; i++)
     start[i + 1] += start[i];
-  {
-    int64_t *fill = calloc((size_t)nodes, sizeof *fill);
-    if (!fill) {
-      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
-      goto out;
-    }
-    for (int v = 0; v < n; v++) {
-      int64_t pos = start[node_of[v]] + fill[node_of[v]]++;
-      members[pos] = v;
-      local[v] = (int32_t)(pos - start[node_of[v]]);
-    }
-    free(fill);
+  if (group_members(n, nodes, node_of, start, members, local) != TIERS_OK) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
   }
   {
     /* leaf[] reused per node: the core within the node, or -1 */
