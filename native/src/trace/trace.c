@@ -1629,11 +1629,47 @@ void tiers_trace_icoll_end(int op, MPI_Comm comm, int root, uint64_t sent, uint6
   unlock();
 }
 
-/* Persistent point-to-point requests: what *_init gave, kept until
- * MPI_Request_free, so that each MPI_Start records an Isend (or a posted
- * receive) as the non-blocking call would. */
-typedef struct { int recv, peer, tag; MPI_Comm comm; uint64_t bytes; } persist_t;
+/* Persistent requests: what *_init gave, kept until MPI_Request_free, so
+ * that each MPI_Start records an Isend (or a posted receive) as the
+ * non-blocking call would, or, for a persistent collective (recv == 2), the
+ * collective with its operation, root and bytes. */
+typedef struct {
+  int recv, peer, tag; /* recv: 0 send, 1 receive, 2 collective (peer: root, tag: op) */
+  MPI_Comm comm;
+  uint64_t bytes, recvd;
+} persist_t;
 static map_t persist;
+
+static void persist_keep(persist_t *p, MPI_Request req)
+{
+  lock();
+  uint64_t key = hkey(&req, sizeof req);
+  slot_t *old = map_find(&persist, key);
+  if (old) {
+    free((void *)(uintptr_t)old->a);
+    map_remove(&persist, old);
+  }
+  if (map_put(&persist, key, (uint64_t)(uintptr_t)p, 0) != 0)
+    free(p);
+  unlock();
+}
+
+void tiers_trace_pcoll_init(int op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
+                            MPI_Request req)
+{
+  if (T.depth != 1 || req == MPI_REQUEST_NULL)
+    return;
+  persist_t *p = malloc(sizeof *p);
+  if (!p)
+    return;
+  p->recv = 2;
+  p->peer = root;
+  p->tag = op;
+  p->comm = comm;
+  p->bytes = sent;
+  p->recvd = recvd;
+  persist_keep(p, req);
+}
 
 void tiers_trace_persist_init(int recv, int peer, int tag, MPI_Comm comm, int count,
                               MPI_Datatype type, MPI_Request req)
@@ -1648,16 +1684,8 @@ void tiers_trace_persist_init(int recv, int peer, int tag, MPI_Comm comm, int co
   p->tag = tag;
   p->comm = comm;
   p->bytes = (uint64_t)(count > 0 ? count : 0) * tiers_trace_type_size(type);
-  lock();
-  uint64_t key = hkey(&req, sizeof req);
-  slot_t *old = map_find(&persist, key);
-  if (old) {
-    free((void *)(uintptr_t)old->a);
-    map_remove(&persist, old);
-  }
-  if (map_put(&persist, key, (uint64_t)(uintptr_t)p, 0) != 0)
-    free(p);
-  unlock();
+  p->recvd = 0;
+  persist_keep(p, req);
 }
 
 void tiers_trace_start(MPI_Request req)
@@ -1673,7 +1701,23 @@ void tiers_trace_start(MPI_Request req)
   unlock();
   if (!found)
     return;
-  if (p.recv) {
+  if (p.recv == 2) {
+    /* the collective starts here: begin and end at the Start's return,
+     * so that several started by one MPI_Startall stay in time order */
+    rec_coll_t r;
+    memset(&r, 0, sizeof r);
+    lock();
+    rec_head_t h = head(REC_COLL_BEGIN, 0, sizeof h, post_ns());
+    put(&h, sizeof h);
+    r.h = head(REC_COLL_END, 0, sizeof r, post_ns());
+    r.comm = comm_id(p.comm);
+    r.root = p.peer;
+    r.op = (uint32_t)p.tag;
+    r.sent = p.bytes;
+    r.recvd = p.recvd;
+    put(&r, sizeof r);
+    unlock();
+  } else if (p.recv) {
     tiers_trace_irecv(p.comm, req);
   } else if (p.peer != MPI_PROC_NULL) {
     lock();

@@ -46,6 +46,8 @@ TIERS_HIDDEN void tiers_trace_icoll_end(int op, MPI_Comm comm, int root, uint64_
                                         uint64_t recvd);
 TIERS_HIDDEN void tiers_trace_persist_init(int recv, int peer, int tag, MPI_Comm comm, int count,
                                            MPI_Datatype type, MPI_Request req);
+TIERS_HIDDEN void tiers_trace_pcoll_init(int op, MPI_Comm comm, int root, uint64_t sent,
+                                         uint64_t recvd, MPI_Request req);
 TIERS_HIDDEN void tiers_trace_start(MPI_Request req);
 TIERS_HIDDEN void tiers_trace_request_free(MPI_Request req);
 /* what: the TIERS_XFER_ kinds of one-sided and file transfers */

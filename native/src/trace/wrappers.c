@@ -71,67 +71,83 @@ enum {
   TIERS_FN_Ialltoallv = 61,
   TIERS_FN_Ireduce_scatter = 62,
   TIERS_FN_Ireduce_scatter_block = 63,
-  TIERS_FN_Send_init = 64,
-  TIERS_FN_Ssend_init = 65,
-  TIERS_FN_Bsend_init = 66,
-  TIERS_FN_Rsend_init = 67,
-  TIERS_FN_Recv_init = 68,
-  TIERS_FN_Start = 69,
-  TIERS_FN_Startall = 70,
-  TIERS_FN_Win_create = 71,
-  TIERS_FN_Win_allocate = 72,
-  TIERS_FN_Win_allocate_shared = 73,
-  TIERS_FN_Win_create_dynamic = 74,
-  TIERS_FN_Win_free = 75,
-  TIERS_FN_Win_fence = 76,
-  TIERS_FN_Win_post = 77,
-  TIERS_FN_Win_start = 78,
-  TIERS_FN_Win_complete = 79,
-  TIERS_FN_Win_wait = 80,
-  TIERS_FN_Win_lock = 81,
-  TIERS_FN_Win_unlock = 82,
-  TIERS_FN_Win_lock_all = 83,
-  TIERS_FN_Win_unlock_all = 84,
-  TIERS_FN_Win_flush = 85,
-  TIERS_FN_Win_flush_all = 86,
-  TIERS_FN_Win_flush_local = 87,
-  TIERS_FN_Win_flush_local_all = 88,
-  TIERS_FN_Win_sync = 89,
-  TIERS_FN_Put = 90,
-  TIERS_FN_Get = 91,
-  TIERS_FN_Accumulate = 92,
-  TIERS_FN_Get_accumulate = 93,
-  TIERS_FN_Fetch_and_op = 94,
-  TIERS_FN_Compare_and_swap = 95,
-  TIERS_FN_Rput = 96,
-  TIERS_FN_Rget = 97,
-  TIERS_FN_File_open = 98,
-  TIERS_FN_File_close = 99,
-  TIERS_FN_File_set_view = 100,
-  TIERS_FN_File_sync = 101,
-  TIERS_FN_File_read = 102,
-  TIERS_FN_File_read_all = 103,
-  TIERS_FN_File_read_at = 104,
-  TIERS_FN_File_read_at_all = 105,
-  TIERS_FN_File_iread = 106,
-  TIERS_FN_File_iread_at = 107,
-  TIERS_FN_File_write = 108,
-  TIERS_FN_File_write_all = 109,
-  TIERS_FN_File_write_at = 110,
-  TIERS_FN_File_write_at_all = 111,
-  TIERS_FN_File_iwrite = 112,
-  TIERS_FN_File_iwrite_at = 113,
-  TIERS_FN_Comm_dup_with_info = 114,
-  TIERS_FN_Comm_create_group = 115,
-  TIERS_FN_Cart_sub = 116,
-  TIERS_FN_Graph_create = 117,
-  TIERS_FN_Dist_graph_create_adjacent = 118,
-  TIERS_FN_Dist_graph_create = 119,
-  TIERS_FN_Intercomm_create = 120,
-  TIERS_FN_Intercomm_merge = 121,
-  TIERS_FN_Comm_spawn = 122,
-  TIERS_FN_Comm_set_name = 123,
-  TIERS_FN_Comm_idup = 124,
+  TIERS_FN_Barrier_init = 64,
+  TIERS_FN_Bcast_init = 65,
+  TIERS_FN_Reduce_init = 66,
+  TIERS_FN_Allreduce_init = 67,
+  TIERS_FN_Scan_init = 68,
+  TIERS_FN_Exscan_init = 69,
+  TIERS_FN_Gather_init = 70,
+  TIERS_FN_Gatherv_init = 71,
+  TIERS_FN_Scatter_init = 72,
+  TIERS_FN_Scatterv_init = 73,
+  TIERS_FN_Allgather_init = 74,
+  TIERS_FN_Allgatherv_init = 75,
+  TIERS_FN_Alltoall_init = 76,
+  TIERS_FN_Alltoallv_init = 77,
+  TIERS_FN_Reduce_scatter_init = 78,
+  TIERS_FN_Reduce_scatter_block_init = 79,
+  TIERS_FN_Send_init = 80,
+  TIERS_FN_Ssend_init = 81,
+  TIERS_FN_Bsend_init = 82,
+  TIERS_FN_Rsend_init = 83,
+  TIERS_FN_Recv_init = 84,
+  TIERS_FN_Start = 85,
+  TIERS_FN_Startall = 86,
+  TIERS_FN_Win_create = 87,
+  TIERS_FN_Win_allocate = 88,
+  TIERS_FN_Win_allocate_shared = 89,
+  TIERS_FN_Win_create_dynamic = 90,
+  TIERS_FN_Win_free = 91,
+  TIERS_FN_Win_fence = 92,
+  TIERS_FN_Win_post = 93,
+  TIERS_FN_Win_start = 94,
+  TIERS_FN_Win_complete = 95,
+  TIERS_FN_Win_wait = 96,
+  TIERS_FN_Win_lock = 97,
+  TIERS_FN_Win_unlock = 98,
+  TIERS_FN_Win_lock_all = 99,
+  TIERS_FN_Win_unlock_all = 100,
+  TIERS_FN_Win_flush = 101,
+  TIERS_FN_Win_flush_all = 102,
+  TIERS_FN_Win_flush_local = 103,
+  TIERS_FN_Win_flush_local_all = 104,
+  TIERS_FN_Win_sync = 105,
+  TIERS_FN_Put = 106,
+  TIERS_FN_Get = 107,
+  TIERS_FN_Accumulate = 108,
+  TIERS_FN_Get_accumulate = 109,
+  TIERS_FN_Fetch_and_op = 110,
+  TIERS_FN_Compare_and_swap = 111,
+  TIERS_FN_Rput = 112,
+  TIERS_FN_Rget = 113,
+  TIERS_FN_File_open = 114,
+  TIERS_FN_File_close = 115,
+  TIERS_FN_File_set_view = 116,
+  TIERS_FN_File_sync = 117,
+  TIERS_FN_File_read = 118,
+  TIERS_FN_File_read_all = 119,
+  TIERS_FN_File_read_at = 120,
+  TIERS_FN_File_read_at_all = 121,
+  TIERS_FN_File_iread = 122,
+  TIERS_FN_File_iread_at = 123,
+  TIERS_FN_File_write = 124,
+  TIERS_FN_File_write_all = 125,
+  TIERS_FN_File_write_at = 126,
+  TIERS_FN_File_write_at_all = 127,
+  TIERS_FN_File_iwrite = 128,
+  TIERS_FN_File_iwrite_at = 129,
+  TIERS_FN_Comm_dup_with_info = 130,
+  TIERS_FN_Comm_create_group = 131,
+  TIERS_FN_Cart_sub = 132,
+  TIERS_FN_Graph_create = 133,
+  TIERS_FN_Dist_graph_create_adjacent = 134,
+  TIERS_FN_Dist_graph_create = 135,
+  TIERS_FN_Intercomm_create = 136,
+  TIERS_FN_Intercomm_merge = 137,
+  TIERS_FN_Comm_spawn = 138,
+  TIERS_FN_Comm_set_name = 139,
+  TIERS_FN_Comm_idup = 140,
 };
 
 const char *const tiers_trace_fn_names[] = {
@@ -199,6 +215,22 @@ const char *const tiers_trace_fn_names[] = {
   "MPI_Ialltoallv",
   "MPI_Ireduce_scatter",
   "MPI_Ireduce_scatter_block",
+  "MPI_Barrier_init",
+  "MPI_Bcast_init",
+  "MPI_Reduce_init",
+  "MPI_Allreduce_init",
+  "MPI_Scan_init",
+  "MPI_Exscan_init",
+  "MPI_Gather_init",
+  "MPI_Gatherv_init",
+  "MPI_Scatter_init",
+  "MPI_Scatterv_init",
+  "MPI_Allgather_init",
+  "MPI_Allgatherv_init",
+  "MPI_Alltoall_init",
+  "MPI_Alltoallv_init",
+  "MPI_Reduce_scatter_init",
+  "MPI_Reduce_scatter_block_init",
   "MPI_Send_init",
   "MPI_Ssend_init",
   "MPI_Bsend_init",
@@ -261,7 +293,7 @@ const char *const tiers_trace_fn_names[] = {
   "MPI_Comm_set_name",
   "MPI_Comm_idup",
 };
-const int tiers_trace_fn_count = 125;
+const int tiers_trace_fn_count = 141;
 
 TIERS_EXPORT int MPI_Init(int *argc, char ***argv)
 {
@@ -1724,6 +1756,511 @@ TIERS_EXPORT int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *re
   tiers_trace_end(TIERS_FN_Comm_idup);
   return rc;
 }
+
+/* Persistent collectives (see wrapgen.py, PCOLL_PREFIXES) */
+#if defined(OPEN_MPI) && !defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
+#include <mpi-ext.h>
+#endif
+#if MPI_VERSION >= 4
+
+TIERS_EXPORT int MPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Barrier_init, __builtin_return_address(0)))
+    return PMPI_Barrier_init(comm, info, request);
+  uint64_t tiers_sent_ = 0;
+  uint64_t tiers_recv_ = 0;
+  int rc = PMPI_Barrier_init(comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_BARRIER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Barrier_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Bcast_init, __builtin_return_address(0)))
+    return PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  uint64_t tiers_recv_ = (tiers_me_!=root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  int rc = PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_BCAST, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Bcast_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Reduce_init, __builtin_return_address(0)))
+    return PMPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  int rc = PMPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Reduce_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Allreduce_init, __builtin_return_address(0)))
+    return PMPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  int rc = PMPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLREDUCE, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Allreduce_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Scan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Scan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Scan_init, __builtin_return_address(0)))
+    return PMPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  int rc = PMPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_SCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Scan_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Exscan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Exscan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Exscan_init, __builtin_return_address(0)))
+    return PMPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_>0?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  int rc = PMPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_EXSCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Exscan_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Gather_init, __builtin_return_address(0)))
+    return PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):0);
+  int rc = PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_GATHER, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Gather_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Gatherv_init, __builtin_return_address(0)))
+    return PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):0);
+  (void)tiers_np_;
+  int rc = PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_GATHERV, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Gatherv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Scatter_init, __builtin_return_address(0)))
+    return PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcount*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  int rc = PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_SCATTER, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Scatter_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Scatterv_init(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Scatterv_init(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Scatterv_init, __builtin_return_address(0)))
+    return PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcounts[tiers_me_]*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  (void)tiers_np_;
+  int rc = PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_SCATTERV, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Scatterv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Allgather_init, __builtin_return_address(0)))
+    return PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  int rc = PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Allgather_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Allgatherv_init, __builtin_return_address(0)))
+    return PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  int rc = PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Allgatherv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Alltoall_init, __builtin_return_address(0)))
+    return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  int rc = PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Alltoall_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Alltoallv_init, __builtin_return_address(0)))
+    return PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  int rc = PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Alltoallv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_init, __builtin_return_address(0)))
+    return PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(datatype);
+  (void)tiers_np_;
+  int rc = PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE_SCATTER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Reduce_scatter_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_block_init, __builtin_return_address(0)))
+    return PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcount*tiers_trace_type_size(datatype);
+  int rc = PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Reduce_scatter_block_init);
+  return rc;
+}
+#endif /* MPI_VERSION >= 4 */
+#if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
+
+TIERS_EXPORT int MPIX_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Barrier_init, __builtin_return_address(0)))
+    return PMPIX_Barrier_init(comm, info, request);
+  uint64_t tiers_sent_ = 0;
+  uint64_t tiers_recv_ = 0;
+  int rc = PMPIX_Barrier_init(comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_BARRIER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Barrier_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Bcast_init, __builtin_return_address(0)))
+    return PMPIX_Bcast_init(buffer, count, datatype, root, comm, info, request);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  uint64_t tiers_recv_ = (tiers_me_!=root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  int rc = PMPIX_Bcast_init(buffer, count, datatype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_BCAST, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Bcast_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Reduce_init, __builtin_return_address(0)))
+    return PMPIX_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  int rc = PMPIX_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Reduce_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Allreduce_init, __builtin_return_address(0)))
+    return PMPIX_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  int rc = PMPIX_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLREDUCE, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Allreduce_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Scan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Scan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Scan_init, __builtin_return_address(0)))
+    return PMPIX_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  int rc = PMPIX_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_SCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Scan_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Exscan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Exscan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Exscan_init, __builtin_return_address(0)))
+    return PMPIX_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_>0?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  int rc = PMPIX_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_EXSCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Exscan_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Gather_init, __builtin_return_address(0)))
+    return PMPIX_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):0);
+  int rc = PMPIX_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_GATHER, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Gather_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Gatherv_init, __builtin_return_address(0)))
+    return PMPIX_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):0);
+  (void)tiers_np_;
+  int rc = PMPIX_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_GATHERV, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Gatherv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Scatter_init, __builtin_return_address(0)))
+    return PMPIX_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcount*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  int rc = PMPIX_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_SCATTER, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Scatter_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Scatterv_init(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Scatterv_init(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Scatterv_init, __builtin_return_address(0)))
+    return PMPIX_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcounts[tiers_me_]*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  (void)tiers_np_;
+  int rc = PMPIX_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_SCATTERV, comm, root, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Scatterv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Allgather_init, __builtin_return_address(0)))
+    return PMPIX_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  int rc = PMPIX_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Allgather_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Allgatherv_init, __builtin_return_address(0)))
+    return PMPIX_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  int rc = PMPIX_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Allgatherv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Alltoall_init, __builtin_return_address(0)))
+    return PMPIX_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  int rc = PMPIX_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Alltoall_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Alltoallv_init, __builtin_return_address(0)))
+    return PMPIX_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  int rc = PMPIX_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Alltoallv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_init, __builtin_return_address(0)))
+    return PMPIX_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(datatype);
+  (void)tiers_np_;
+  int rc = PMPIX_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE_SCATTER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Reduce_scatter_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_block_init, __builtin_return_address(0)))
+    return PMPIX_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcount*tiers_trace_type_size(datatype);
+  int rc = PMPIX_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Reduce_scatter_block_init);
+  return rc;
+}
+#endif /* defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) */
 
 /* ------------------------------------------------------------------ */
 /* Fortran entry points (mpif.h and `use mpi`), see wrapgen.py */
