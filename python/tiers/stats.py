@@ -134,6 +134,33 @@ def summarize(samples: Iterable[float]) -> dict:
     return out
 
 
+#: A difference measured against a reference is resolved when it is at least
+#: this many times the spread (interquartile range) of the reference's samples.
+RESOLUTION_FACTOR = 2.0
+
+
+def resolution(reference: Iterable[float], timer: float = 0.0) -> float | None:
+    """Return the smallest difference that a figure measured against these
+    reference samples can resolve: :data:`RESOLUTION_FACTOR` times their
+    interquartile range (quartiles by linear interpolation), and never less
+    than twice ``timer`` (what one reading of the clock costs, per sample,
+    in the samples' unit).  None without a finite sample.  The C version is
+    ``tiers_stats_resolution``."""
+    xs = sorted(float(x) for x in reference if x is not None and math.isfinite(float(x)))
+    if not xs:
+        return None
+    r = RESOLUTION_FACTOR * (quantile(xs, 0.75) - quantile(xs, 0.25))
+    floor = 2.0 * timer if timer and math.isfinite(timer) and timer > 0 else 0.0
+    return max(r, floor)
+
+
+def below_resolution(value: float | None, res: float | None) -> bool:
+    """Return True when a difference ``value`` is smaller than the
+    resolution ``res`` (:func:`resolution`): it must then be given as
+    "< res (below resolution)", never as a number."""
+    return value is not None and res is not None and math.isfinite(res) and value < res
+
+
 def converged(samples: Sequence[float]) -> bool:
     """Return True when the samples are enough to stop: at least
     :data:`MIN_SAMPLES` kept and the 95 % interval of the median within

@@ -89,6 +89,21 @@ void tiers_stats_summarize(const double *x, size_t n, double *scratch, tiers_sta
   s->noisy = s->rel_halfwidth > TIERS_STATS_NOISY_REL;
 }
 
+double tiers_stats_resolution(const double *ref, size_t n, double *scratch, double timer_us)
+{
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(ref[i]))
+      scratch[m++] = ref[i];
+  if (m == 0)
+    return NAN;
+  qsort(scratch, m, sizeof *scratch, cmp_double);
+  double iqr = quantile(scratch, m, 0.75) - quantile(scratch, m, 0.25);
+  double r = TIERS_STATS_RESOLUTION_FACTOR * iqr;
+  double floor_us = isfinite(timer_us) && timer_us > 0 ? 2.0 * timer_us : 0.0;
+  return r > floor_us ? r : floor_us;
+}
+
 tiers_stats_stop_t tiers_stats_should_stop(const double *x, size_t n, double *scratch,
                                            size_t max_samples, double elapsed_s,
                                            double time_limit_s)

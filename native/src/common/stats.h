@@ -52,6 +52,18 @@ int tiers_stats_ci_ranks(size_t n, int *l, int *u);
  */
 void tiers_stats_summarize(const double *x, size_t n, double *scratch, tiers_stats_t *s);
 
+/*
+ * The smallest difference that a figure measured against a reference can
+ * resolve: TIERS_STATS_RESOLUTION_FACTOR times the spread of the
+ * reference's samples (their interquartile range, linear interpolation), and
+ * never less than twice @p timer_us (what one reading of the clock costs,
+ * per sample).  A difference below it cannot be told from the reference's
+ * own scatter.  @p scratch must hold n doubles.  Returns NAN without a
+ * finite sample.
+ */
+#define TIERS_STATS_RESOLUTION_FACTOR 2.0
+double tiers_stats_resolution(const double *ref, size_t n, double *scratch, double timer_us);
+
 /* Why a repeat-until driver stopped. */
 typedef enum {
   TIERS_STATS_GO_ON = 0,
