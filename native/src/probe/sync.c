@@ -69,10 +69,24 @@ static double time_delay(int length, long calls)
   return (tiers_now() - t0) / (double)calls;
 }
 
-/* Picks delay_length for @p target_us; returns the measured microseconds.
- * Both steps take the fastest of many short runs (about 1 ms each), so
- * that a run in which the thread was preempted does not count. */
-static double calibrate_delay(double target_us)
+/* The fastest of 50 runs of about 1 ms of delay(delay_length), in us per call. */
+static double measure_delay_us(void)
+{
+  double per_call = time_delay(delay_length, 16);
+  long calls = (long)(0.001 / (per_call > 0 ? per_call : 1e-9)) + 1;
+  double best = INFINITY;
+  for (int r = 0; r < 50; r++) {
+    double t = time_delay(delay_length, calls);
+    if (t < best)
+      best = t;
+  }
+  return best * 1e6;
+}
+
+static int calibration_attempts;
+
+/* One calibration of delay_length for @p target_us (see calibrate_delay). */
+static double calibrate_delay_once(double target_us)
 {
   const int probe = 1 << 12;
   double best = INFINITY;
@@ -108,6 +122,47 @@ static double calibrate_delay(double target_us)
   return measured * 1e6;
 }
 
+/* Picks delay_length for @p target_us; returns the measured microseconds.
+ * Every step takes the fastest of many short runs (about 1 ms each), so
+ * that a run in which the thread was preempted does not count; a whole
+ * calibration slowed throughout (a vCPU that its host shares) would still
+ * set a length that is too short, so the calibration is repeated until two
+ * in a row pick lengths within 2 % of each other (at most 6 times; the
+ * attempts are reported as params.delay_calibrations). */
+static double calibrate_delay(double target_us)
+{
+  int prev = -1;
+  double us = NAN;
+  for (calibration_attempts = 1; calibration_attempts <= 6; calibration_attempts++) {
+    us = calibrate_delay_once(target_us);
+    if (prev > 0 && fabs((double)delay_length - prev) <= 0.02 * prev)
+      break;
+    prev = delay_length;
+  }
+  if (calibration_attempts > 6)
+    calibration_attempts = 6;
+  return us;
+}
+
+/* The cost of one reading of the clock, in us: the median of 1001
+ * back-to-back differences of tiers_now(). */
+static double timer_cost_us(void)
+{
+  enum { N = 1001 };
+  static double d[N];
+  for (int i = 0; i < N; i++) {
+    double a = tiers_now();
+    d[i] = (tiers_now() - a) * 1e6;
+  }
+  for (int i = 1; i < N; i++) /* insertion sort: small and once */
+    for (int k = i; k > 0 && d[k - 1] > d[k]; k--) {
+      double t = d[k];
+      d[k] = d[k - 1];
+      d[k - 1] = t;
+    }
+  return d[N / 2];
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests                                                               */
 
@@ -124,6 +179,17 @@ typedef struct ctx {
 typedef double (*test_fn)(const ctx_t *c, long innerreps);
 
 static volatile double atomic_sink;
+
+/* The lock and the shared counter of the LOCK and ATOMIC tests, each on
+ * cache lines of its own (two lines: adjacent-line prefetch), at the same
+ * place in every run: on the stack their neighbours -- and so whether a
+ * thread's other writes share their line -- changed with the stack's
+ * random offset from run to run. */
+static struct {
+  _Alignas(128) omp_lock_t lock;
+  _Alignas(128) double atomic_target;
+  _Alignas(128) char end;
+} shared;
 
 static double ref_delay(const ctx_t *c, long n)
 {
@@ -237,32 +303,31 @@ static double test_critical(const ctx_t *c, long n)
 static double test_lock(const ctx_t *c, long n)
 {
   const long each = n / c->nthreads;
-  omp_lock_t lock;
-  omp_init_lock(&lock);
+  omp_init_lock(&shared.lock);
   double t0 = tiers_now();
 #pragma omp parallel num_threads(c->nthreads)
   for (long j = 0; j < each; j++) {
-    omp_set_lock(&lock);
+    omp_set_lock(&shared.lock);
     delay(delay_length);
-    omp_unset_lock(&lock);
+    omp_unset_lock(&shared.lock);
   }
   double t = tiers_now() - t0;
-  omp_destroy_lock(&lock);
+  omp_destroy_lock(&shared.lock);
   return t;
 }
 
 static double test_atomic(const ctx_t *c, long n)
 {
   const long each = n / c->nthreads;
-  double a = 0.0;
+  shared.atomic_target = 0.0;
   double t0 = tiers_now();
 #pragma omp parallel num_threads(c->nthreads)
   for (long j = 0; j < each; j++) {
 #pragma omp atomic
-    a += 1.0;
+    shared.atomic_target += 1.0;
   }
   double t = tiers_now() - t0;
-  atomic_sink = a;
+  atomic_sink = shared.atomic_target;
   return t;
 }
 
@@ -551,6 +616,7 @@ typedef struct options {
 
 static options_t opt;
 static double cycle_hz;
+static double timer_us; /* one reading of the clock (timer_cost_us) */
 static long progress_done, progress_total;
 
 static void progress_step(void)
@@ -586,17 +652,25 @@ static double best_of_3(const ctx_t *c, test_fn fn, long n)
 }
 
 /* innerreps such that one run lasts about --test-time; a multiple of
- * @p multiple.  The calibration runs double as warm-up. */
+ * @p multiple.  The calibration runs double as warm-up.  n doubles until
+ * the best of three runs lasts an eighth of the target *and* has grown
+ * with n (at least 1.5x the time of n/2): a short run in which a thread
+ * was woken late or preempted lasts as long as the disturbance whatever
+ * n is, and scaling from it gave innerreps of 1 or 2 -- a repetition of
+ * one construct, dominated by the clock and the wake-up -- in one run and
+ * hundreds in the next.  Stops after 2 s of calibration whatever. */
 static long calibrate_reps(const ctx_t *c, test_fn fn, long multiple)
 {
   const double target = opt.test_time_us * 1e-6;
   long n = multiple;
-  double t;
+  double t, prev = -1.0, start = tiers_now();
   fn(c, n); /* warm-up: first touches, thread start, binding */
   for (;;) {
     t = best_of_3(c, fn, n);
-    if (t >= 0.125 * target || n > LONG_MAX / 16)
+    int linear = prev > 0 && t >= 1.5 * prev;
+    if ((t >= 0.125 * target && linear) || n > LONG_MAX / 16 || tiers_now() - start > 2.0)
       break;
+    prev = t;
     n *= 2;
   }
   if (t > 0) {
@@ -762,8 +836,12 @@ static void json_test_result(tiers_json_t *j, const test_def_t *d, int chunk, co
   tiers_json_kv_string(j, "label", d->label);
   if (d->group == G_SCHED)
     tiers_json_kv_int(j, "chunk", chunk);
-  sync_result_json(j, ref_name, f->innerreps, f->ref_innerreps, f->test.v, f->ref.n ? f->ref.v : NULL,
-                   f->value.v, f->value.n, ref_median, &s, cycle_hz);
+  /* a repetition is timed by two readings of the clock: their cost per
+   * inner repetition is the least difference the samples can hold */
+  double timer_per_rep = f->innerreps > 0 ? 2.0 * timer_us / (double)f->innerreps : 0.0;
+  sync_result_json(j, ref_name, f->innerreps, f->ref_innerreps, f->test.v,
+                   f->ref.n ? f->ref.v : NULL, f->value.v, f->value.n, ref_median, &s,
+                   cycle_hz, timer_per_rep);
   tiers_json_kv_string(j, "stopped", tiers_stats_stop_name(f->stop));
   tiers_json_kv_double(j, "seconds", f->seconds);
   tiers_json_object_end(j);
@@ -1000,7 +1078,7 @@ static int pair_stats_mode(const char *refs_text, const char *tests_text)
   tiers_json_kv_string(&j, "name", refs ? "barrier" : "spin");
   tiers_json_kv_string(&j, "label", refs ? "BARRIER" : "spin barrier");
   sync_result_json(&j, refs ? "delay" : NULL, 1, 1, times, refs, values, (size_t)n, ref_median,
-                   &s, hz);
+                   &s, hz, 0.0);
   tiers_json_object_end(&j);
   sync_stats_free(&s);
   free(refs);
@@ -1142,6 +1220,7 @@ int main(int argc, char **argv)
   if (!(cycle_hz > 0))
     tiers_tool_fail("cannot find the CPU clock rate to express times in cycles");
   double delay_us = calibrate_delay(opt.delay_time_us);
+  timer_us = timer_cost_us();
 
   tiers_json_t j;
   tiers_json_init(&j, stdout);
@@ -1170,6 +1249,12 @@ int main(int argc, char **argv)
   tiers_json_kv_double(&j, "delay_time_us", opt.delay_time_us);
   tiers_json_kv_int(&j, "delay_length", delay_length);
   tiers_json_kv_double(&j, "delay_measured_us", delay_us);
+  tiers_json_kv_int(&j, "delay_calibrations", calibration_attempts);
+  tiers_json_kv_double(&j, "timer_us", timer_us);
+  tiers_json_kv_string(&j, "resolution",
+                       "an overhead below twice the interquartile range of the reference "
+                       "loop's repetitions (at least two clock readings per inner repetition) "
+                       "is below resolution: reliable false");
   tiers_json_kv_int(&j, "iters_per_thread", opt.iters_per_thr);
   tiers_json_kv_double(&j, "cycles_per_second", cycle_hz);
   tiers_json_kv_string(&j, "pin", tiers_pin_policy_name(opt.pin));
@@ -1191,6 +1276,16 @@ int main(int argc, char **argv)
   for (int i = 0; i < opt.nthreads; i++)
     measure_threads(&j, opt.threads[i]);
   tiers_json_array_end(&j);
+  /* the delay measured again after the tests: a machine whose speed
+   * changed during the run (another guest on the host, a clock change)
+   * shows here, and every overhead of the run is suspect */
+  double delay_end_us = measure_delay_us();
+  tiers_json_key(&j, "delay_check");
+  tiers_json_object_begin(&j);
+  tiers_json_kv_double(&j, "start_us", delay_us);
+  tiers_json_kv_double(&j, "end_us", delay_end_us);
+  tiers_json_kv_double(&j, "drift", (delay_end_us - delay_us) / delay_us);
+  tiers_json_object_end(&j);
   tiers_json_object_end(&j);
   tiers_topo_destroy(&topo);
   free(opt.threads);

@@ -121,6 +121,34 @@ void sync_stats_json(tiers_json_t *j, const char *key, const sync_stats_t *s, do
   tiers_json_object_end(j);
 }
 
+void sync_epcc_figure(const double *values, size_t n, sync_epcc_t *e)
+{
+  e->n = n > 1 ? (int)(n - 1) : 0;
+  e->mean = e->sd = NAN;
+  e->outliers = 0;
+  if (n < 2)
+    return;
+  mean_sd(values + 1, e->n, &e->mean, &e->sd);
+  if (e->n < 2)
+    e->sd = NAN;
+  for (int i = 1; i <= e->n; i++)
+    if (e->sd > 0 && fabs(values[i] - e->mean) > 3.0 * e->sd)
+      e->outliers++;
+}
+
+int sync_resolved(const tiers_stats_t *m, double res, char *why, size_t size)
+{
+  if (isfinite(res) && isfinite(m->median) && m->median < res) {
+    snprintf(why, size,
+             "below resolution: the median overhead %.4g us is smaller than %.4g us, twice "
+             "the spread (interquartile range) of the reference loop timed beside it",
+             m->median, res);
+    return 0;
+  }
+  why[0] = '\0';
+  return 1;
+}
+
 int sync_reliability(const tiers_stats_t *m, int has_ref, char *why, size_t size)
 {
   const char *what = has_ref ? "overhead (test minus reference, per pair)" : "time";
@@ -145,7 +173,7 @@ int sync_reliability(const tiers_stats_t *m, int has_ref, char *why, size_t size
 
 void sync_result_json(tiers_json_t *j, const char *ref_name, long innerreps, long ref_innerreps,
                       const double *times, const double *refs, const double *values, size_t n,
-                      double ref_median, const sync_stats_t *s, double hz)
+                      double ref_median, const sync_stats_t *s, double hz, double timer_us)
 {
   tiers_json_key(j, "reference");
   if (ref_name)
@@ -165,9 +193,32 @@ void sync_result_json(tiers_json_t *j, const char *ref_name, long innerreps, lon
    * machine; the figure is the statistics below */
   tiers_json_kv_double_array(j, "overheads_us", values, n);
   sync_stats_json(j, "stats", s, hz);
-  char why[200];
-  int ok = sync_reliability(&s->med, refs != NULL, why, sizeof why);
+  char why[300];
+  int ok = sync_reliability(&s->med, refs != NULL, why, sizeof why), below_res = 0;
+  if (refs) {
+    const double cyc = hz * 1e-6;
+    sync_epcc_t e;
+    sync_epcc_figure(values, n, &e);
+    tiers_json_key(j, "epcc");
+    tiers_json_object_begin(j);
+    tiers_json_kv_string(j, "method", "mean over the outer repetitions of (test - reference) "
+                                      "per inner repetition, the first repetition dropped");
+    tiers_json_kv_int(j, "n", e.n);
+    tiers_json_kv_double(j, "mean_us", e.mean);
+    tiers_json_kv_double(j, "sd_us", e.sd);
+    tiers_json_kv_double(j, "mean_cycles", e.mean * cyc);
+    tiers_json_kv_int(j, "outliers", e.outliers);
+    tiers_json_object_end(j);
+    double *scratch = malloc(sizeof *scratch * (n ? n : 1));
+    double res = scratch ? tiers_stats_resolution(refs, n, scratch, timer_us) : NAN;
+    free(scratch);
+    tiers_json_kv_double(j, "resolution_us", res);
+    if (ok && !sync_resolved(&s->med, res, why, sizeof why))
+      ok = 0, below_res = 1;
+  }
   tiers_json_kv_bool(j, "reliable", ok);
-  if (!ok)
+  if (!ok) {
     tiers_json_kv_string(j, "why", why);
+    tiers_json_kv_bool(j, "below_resolution", below_res);
+  }
 }

@@ -30,6 +30,19 @@ typedef struct sync_stats {
                       * its 95 % CI from order statistics, noisy (docs/statistics.md) */
 } sync_stats_t;
 
+/* EPCC's own figure of an overhead: the mean over the outer repetitions of
+ * (test - reference) per inner repetition, the first outer repetition
+ * dropped (a warm-up), the standard deviation, and the repetitions further
+ * than 3 standard deviations from the mean counted (EPCC reports them and
+ * keeps them in the mean).  NAN where undefined (fewer than 2 repetitions). */
+typedef struct sync_epcc {
+  int n;          /* repetitions in the mean (all but the first) */
+  double mean, sd;
+  int outliers;   /* of the n, beyond 3 sd from the mean (counted, kept) */
+} sync_epcc_t;
+
+void sync_epcc_figure(const double *values, size_t n, sync_epcc_t *e);
+
 /* The 0.975 quantile of Student's t with @p df degrees of freedom (df >= 1). */
 double sync_t95(int df);
 
@@ -45,14 +58,23 @@ void sync_stats_free(sync_stats_t *s);
  * too.  Returns 1, or 0 with the reason ("below noise: ...") in @p why. */
 int sync_reliability(const tiers_stats_t *m, int has_ref, char *why, size_t size);
 
+/* Whether the median @p m of an overhead is at least the resolution @p res
+ * (tiers_stats_resolution of the reference samples); returns 1, or 0 with
+ * "below resolution: ..." in @p why. */
+int sync_resolved(const tiers_stats_t *m, double res, char *why, size_t size);
+
 /* Writes the members of one test's result: reference name (null without),
  * reference_us (the median of @p refs; 0 without), innerreps, reps, the
  * samples (times, reference times, values = per-pair differences or
- * times), the statistics of the values (sync_stats_json), and "reliable"
- * with "why" (sync_reliability).  @p refs may be NULL. */
+ * times), the statistics of the values (sync_stats_json), with a reference
+ * EPCC's figure ("epcc", sync_epcc_figure) and the resolution
+ * ("resolution_us", tiers_stats_resolution of @p refs with @p timer_us per
+ * inner repetition), and "reliable" with "why" (sync_reliability, then
+ * sync_resolved; "below_resolution": true when that is why).  @p refs may
+ * be NULL. */
 void sync_result_json(tiers_json_t *j, const char *ref_name, long innerreps, long ref_innerreps,
                       const double *times, const double *refs, const double *values, size_t n,
-                      double ref_median, const sync_stats_t *s, double hz);
+                      double ref_median, const sync_stats_t *s, double hz, double timer_us);
 
 /* Writes the statistics object: every figure in microseconds (the samples'
  * unit) and, using @p hz, in CPU cycles. */

@@ -22,7 +22,14 @@ is measured in pairs: the reference loop and the test, timed one beside the
 other in alternating order, and the figure is the median of the per-pair
 differences, so a disturbed reference moves one pair and not the figure.
 An overhead whose median, or the lower end of its CI, is at or below zero is
-"below noise": ``reliable: false`` with ``why``, and no number is given.
+"below noise": ``reliable: false`` with ``why``, and no number is given; one
+whose median is smaller than the resolution of its pairs (twice the
+interquartile range of the reference loop's repetitions, at least two clock
+readings per inner repetition) is printed as "< X µs (below resolution)",
+``reliable: false`` with ``why`` and ``below_resolution_us``.  Beside the
+median every overhead carries EPCC's own figure (``epcc_mean_us``: the mean
+of the per-pair overheads, the first repetition dropped, outliers counted),
+the figure the EPCC suite itself prints.
 The EPCC statistics (mean, 3-sigma filter, t interval of the mean) stay
 beside the median in the document, in microseconds and in CPU cycles.  This module wraps the tool's output into a ``tiers.probe.sync/1``
 document (docs/schemas/probe-sync.md), prints tables and draws the plots.
@@ -100,6 +107,10 @@ def _run_tool(args: list[str], progress: Callable[[int, int], None] | None) -> d
     return native.parse_json(TOOL, stdout)
 
 
+#: A delay() that changed by more than this fraction between the start and
+#: the end of a run is warned about (the machine's speed changed).
+DELAY_DRIFT = 0.05
+
 MIN_WHY = ("the smallest single repetition was not slower than its reference loop: "
            "an overhead at or below the timing noise, not a negative cost")
 
@@ -162,7 +173,24 @@ def _reliability(test: dict) -> tuple[bool, str | None]:
 #: the row fields that are figures: None in a row that is below the noise
 _FIGURES = ("mean_us", "median_us", "stddev_us", "ci95_us", "min_us", "max_us", "mean_cycles",
             "median_cycles", "stddev_cycles", "ci95_cycles", "value_us", "value_cycles",
-            "median_ci95_us")
+            "median_ci95_us", "epcc_mean_us", "epcc_sd_us", "epcc_mean_cycles")
+
+
+def _epcc(test: dict) -> dict:
+    """The row fields of EPCC's own figure of an overhead (the tool's
+    ``epcc``: mean of the per-pair overheads, the first repetition dropped,
+    outliers counted and kept): ``epcc_mean_us`` (None when at or below
+    zero: not a cost), ``epcc_sd_us``, ``epcc_mean_cycles``, ``epcc_n``,
+    ``epcc_outliers``; empty for a test without one (barriers, older
+    documents)."""
+    e = test.get("epcc")
+    if not isinstance(e, dict):
+        return {}
+    mean = e.get("mean_us")
+    ok = isinstance(mean, (int, float)) and mean > 0
+    return {"epcc_mean_us": mean if ok else None, "epcc_sd_us": e.get("sd_us"),
+            "epcc_mean_cycles": e.get("mean_cycles") if ok else None, "epcc_n": e.get("n"),
+            "epcc_outliers": e.get("outliers")}
 
 
 def summarise(raw: dict) -> dict:
@@ -202,10 +230,16 @@ def summarise(raw: dict) -> dict:
             row["noisy"] = bool(st.get("noisy", ms.get("noisy")))
             row["reps"] = test.get("reps", st.get("n"))
             row["stopped"] = test.get("stopped")
+            row.update(_epcc(test))
+            if "resolution_us" in test:
+                row["resolution_us"] = test["resolution_us"]
             row["reliable"] = ok
             if not ok:
                 row["why"] = why
                 row["noisy"] = True
+                if test.get("below_resolution"):
+                    # smaller than what the pairs can resolve: an upper bound
+                    row["below_resolution_us"] = test.get("resolution_us")
                 for k in _FIGURES:
                     row[k] = None
             rows.append(row)
@@ -218,7 +252,7 @@ def summarise(raw: dict) -> dict:
                 headline[key] = {"label": label, **{k: row.get(k) for k in (
                     "value_us", "value_cycles", "median_ci95_us", "mean_us", "median_us",
                     "ci95_us", "mean_cycles", "median_cycles", "ci95_cycles", "noisy",
-                    "reliable", "why")}}
+                    "reliable", "why", "epcc_mean_us", "below_resolution_us")}}
     return {"cycles_per_second": hz, "threads": threads, "rows": rows, "headline": headline}
 
 
@@ -257,13 +291,20 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
     noisy = sum(1 for r in summary["rows"] if r.get("noisy") and r.get("reliable", True))
     below = sum(1 for r in summary["rows"] if r.get("reliable") is False)
     warnings = []
+    drift = (raw.get("delay_check") or {}).get("drift")
+    if isinstance(drift, (int, float)) and abs(drift) > DELAY_DRIFT:
+        summary["delay_drift"] = drift
+        warnings.append(f"probe sync: delay() took {drift * 100:+.1f} % as long after the tests "
+                        "as before them: the machine's speed changed during the run, so its "
+                        "overheads are not comparable with another run's")
     if noisy:
         warnings.append(f"probe sync: {noisy} of {len(summary['rows'])} figures are noisy "
                         "(95 % CI of the median wider than +-5 % when the time per figure "
                         "ran out)")
     if below:
         warnings.append(f"probe sync: {below} of {len(summary['rows'])} overheads are below "
-                        "the timing noise and given as 'below noise' (see each row's why)")
+                        "the timing noise or the resolution and given as 'below noise' or "
+                        "'< X (below resolution)' (see each row's why)")
     extra = {"warnings": warnings} if warnings else {}
     return result.new_document("probe.sync", params=raw["params"], samples=raw["runs"],
                                summary=summary, argv=argv, native=raw.get("native", {}),
@@ -289,6 +330,9 @@ def _cell(row: dict | None) -> str:
             return stats.mark("below noise", True)
         return stats.mark(f"{mean:.3f} ±{(ci[1] - ci[0]) / 2:.3f} µs", row.get("noisy")) + \
             f"\n{row['mean_cycles']:,.0f} cy"
+    if row.get("below_resolution_us") is not None:
+        # smaller than the pairs can resolve: an upper bound, not a number
+        return stats.mark(f"< {row['below_resolution_us']:.3f} µs (below resolution)", True)
     if row.get("reliable") is False or row.get("value_us") is None:
         # a difference of two loops at or below the noise: no cost to print
         return stats.mark("below noise", True)
@@ -297,6 +341,9 @@ def _cell(row: dict | None) -> str:
     text = stats.mark(f"{row['value_us']:.3f}{ci} µs", row.get("noisy"))
     if row.get("value_cycles") is not None:
         text += f"\n{row['value_cycles']:,.0f} cy"
+    if row.get("epcc_mean_us") is not None:
+        # EPCC's own figure beside the median: what its suite would print
+        text += f"\nEPCC mean {row['epcc_mean_us']:.3f}"
     return text
 
 
@@ -403,7 +450,9 @@ def render(doc: dict, console: Console) -> None:
     for r in rows:
         if r.get("reliable") is False:
             chunk = f" {r['chunk']}" if "chunk" in r else ""
-            console.print(f"below noise: {r['label']}{chunk} at {plural(r['threads'], 'thread')}"
+            what = "below resolution" if r.get("below_resolution_us") is not None \
+                else "below noise"
+            console.print(f"{what}: {r['label']}{chunk} at {plural(r['threads'], 'thread')}"
                           f": {r.get('why') or 'not a cost'}", markup=False)
 
     head = summary["headline"]
@@ -413,6 +462,9 @@ def render(doc: dict, console: Console) -> None:
     parts = []
     for k, v in head.items():
         if k == "threads":
+            continue
+        if v.get("below_resolution_us") is not None:
+            parts.append(f"{v['label']} < {v['below_resolution_us']:.3f} µs (below resolution)")
             continue
         if v.get("value_us") is None:
             parts.append(f"{v['label']} below noise")
@@ -495,7 +547,9 @@ def plot(doc: dict, path) -> Path:
                    color=[f"C{i}" for i in x], label=f"{pts[0]['threads']} threads")
             _circle_noisy(ax, x, y, pts)
             ax.set_xticks(x)
-            ax.set_xticklabels([r["label"] + ("\n(below noise)" if r.get("value_us") is None
+            ax.set_xticklabels([r["label"] + ("\n(below resolution)"
+                                               if r.get("below_resolution_us") is not None
+                                               else "\n(below noise)" if r.get("value_us") is None
                                                else "") for r in pts],
                                rotation=35, ha="right", fontsize=8)
             if group == "barriers" and all(r.get("value_us") for r in pts):
