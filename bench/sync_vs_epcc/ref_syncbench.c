@@ -19,16 +19,25 @@
  * and REDUCTION have references of their own (an addition loop; delay() and
  * an addition).
  *
- *   OMP_NUM_THREADS=T ref_syncbench [DELAY_US [OUTERREPS [TEST_US]]]
+ *   OMP_NUM_THREADS=T ref_syncbench [DELAY_US [OUTERREPS [TEST_US [DELAY_LENGTH
+ *                                     [NAME=INNERREPS ...]]]]]
+ *
+ * DELAY_LENGTH (when above 0) replaces the calibration, and NAME=INNERREPS
+ * replaces the search for innerreps of one test or reference (names as
+ * printed; references: delay, atomic, reduction), so that a comparison can
+ * run exactly the delays and inner repetitions of another program.
  *
  * prints one line per construct:
- *   NAME OVERHEAD_US MEAN_US SD_US REF_US OUTLIERS INNERREPS
- * and first a line "delay DELAY_LENGTH MEASURED_US".
+ *   NAME OVERHEAD_US MEAN_US SD_US REF_US OUTLIERS INNERREPS MEDIAN_OVERHEAD_US
+ * (MEDIAN_OVERHEAD_US: the median test time minus the median reference
+ * time, over the same outer repetitions -- not part of EPCC's method, for
+ * comparison with a median) and first a line "delay DELAY_LENGTH MEASURED_US".
  */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int delaylength;
 static long innerreps;
@@ -175,6 +184,19 @@ static void testred(void)
   sink = a;
 }
 
+static int nfixed;
+static char **fixed; /* NAME=INNERREPS arguments */
+
+/* innerreps given for @p name on the command line, or 0. */
+static long fixed_innerreps(const char *name)
+{
+  size_t len = strlen(name);
+  for (int i = 0; i < nfixed; i++)
+    if (strncmp(fixed[i], name, len) == 0 && fixed[i][len] == '=')
+      return atol(fixed[i] + len + 1);
+  return 0;
+}
+
 static void getinnerreps(void (*fn)(void))
 {
   innerreps = 10;
@@ -193,14 +215,22 @@ static void getinnerreps(void (*fn)(void))
 }
 
 typedef struct {
-  double mean, sd;
+  double mean, sd, median;
   int outliers;
   long innerreps;
 } result_t;
 
-static result_t bench(void (*fn)(void))
+static int cmp_double(const void *a, const void *b)
 {
-  getinnerreps(fn);
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static result_t bench(const char *name, void (*fn)(void))
+{
+  innerreps = fixed_innerreps(name);
+  if (innerreps <= 0)
+    getinnerreps(fn);
   double *times = malloc(sizeof(double) * (size_t)(outerreps + 1));
   if (!times) {
     fprintf(stderr, "ref_syncbench: error: out of memory\n");
@@ -211,7 +241,7 @@ static result_t bench(void (*fn)(void))
     fn();
     times[k] = (omp_get_wtime() - t0) * 1e6 / (double)innerreps;
   }
-  result_t r = {0, 0, 0, innerreps};
+  result_t r = {0, 0, 0, 0, innerreps};
   for (int k = 1; k <= outerreps; k++)
     r.mean += times[k];
   r.mean /= outerreps;
@@ -222,6 +252,9 @@ static result_t bench(void (*fn)(void))
   for (int k = 1; k <= outerreps; k++)
     if (fabs(times[k] - r.mean) > 3.0 * r.sd)
       r.outliers++;
+  qsort(times + 1, (size_t)outerreps, sizeof *times, cmp_double);
+  r.median = outerreps % 2 ? times[1 + outerreps / 2]
+                           : 0.5 * (times[outerreps / 2] + times[1 + outerreps / 2]);
   free(times);
   return r;
 }
@@ -233,6 +266,11 @@ int main(int argc, char **argv)
     outerreps = atoi(argv[2]);
   if (argc > 3)
     test_us = atof(argv[3]);
+  int fixed_length = argc > 4 ? atoi(argv[4]) : 0;
+  if (argc > 5) {
+    nfixed = argc - 5;
+    fixed = argv + 5;
+  }
   if (!(delay_us > 0) || outerreps < 2 || !(test_us > 0)) {
     fprintf(stderr, "ref_syncbench: error: DELAY_US and TEST_US must be positive and "
                     "OUTERREPS at least 2\n");
@@ -242,13 +280,17 @@ int main(int argc, char **argv)
 #pragma omp master
   nthreads = omp_get_num_threads();
   omp_init_lock(&lock);
-  calibrate(delay_us);
+  if (fixed_length > 0)
+    delaylength = fixed_length;
+  else
+    calibrate(delay_us);
   double t0 = omp_get_wtime();
   for (int i = 0; i < 10000; i++)
     delay(delaylength);
   printf("delay %d %.6f\n", delaylength, (omp_get_wtime() - t0) * 1e6 / 10000);
 
-  result_t ref = bench(refer), refatom = bench(referatom), refred = bench(referred);
+  result_t ref = bench("delay", refer), refatom = bench("atomic", referatom),
+           refred = bench("reduction", referred);
   struct {
     const char *name;
     void (*fn)(void);
@@ -258,9 +300,10 @@ int main(int argc, char **argv)
                {"critical", testcrit, &ref}, {"lock", testlock, &ref},
                {"atomic", testatom, &refatom}, {"reduction", testred, &refred}};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-    result_t r = bench(tests[i].fn);
-    printf("%s %.6f %.6f %.6f %.6f %d %ld\n", tests[i].name, r.mean - tests[i].ref->mean, r.mean,
-           r.sd, tests[i].ref->mean, r.outliers, r.innerreps);
+    result_t r = bench(tests[i].name, tests[i].fn);
+    printf("%s %.6f %.6f %.6f %.6f %d %ld %.6f\n", tests[i].name, r.mean - tests[i].ref->mean,
+           r.mean, r.sd, tests[i].ref->mean, r.outliers, r.innerreps,
+           r.median - tests[i].ref->median);
   }
   omp_destroy_lock(&lock);
   return 0;
