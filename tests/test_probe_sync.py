@@ -60,6 +60,14 @@ def _filter(x: list[float], sigma: float = 3.0) -> tuple[list[float], list[float
     return kept, dropped
 
 
+def _quantile(xs: list[float], p: float) -> float:
+    """Linear interpolation between order statistics of sorted values."""
+    h = (len(xs) - 1) * p
+    lo = int(h)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
+
+
 def _check_stats(samples: list[float], st: dict, hz: float) -> None:
     kept, dropped = _filter(samples)
     assert st["n"] == len(samples)
@@ -208,9 +216,30 @@ def test_summary_rows_and_headline(run):
                 assert row["mean_us"] == t["stats"]["mean_us"]
                 assert row["value_cycles"] == pytest.approx(
                     row["value_us"] * summary["cycles_per_second"] * 1e-6)
+            elif t.get("below_resolution"):
+                # smaller than twice the reference's interquartile range
+                res = t["resolution_us"]
+                assert row["why"].startswith("below resolution") and row["noisy"]
+                assert row["below_resolution_us"] == res
+                assert t["stats"]["median_stats"]["median"] < res
+                assert row["value_us"] is None and row["epcc_mean_us"] is None
             else:
                 assert row["why"].startswith("below noise") and row["noisy"]
                 assert row["value_us"] is None and row["mean_us"] is None
+            if t.get("reference") is not None:
+                # EPCC's figure: the mean of the per-pair overheads, the first dropped
+                rest = t["overheads_us"][1:]
+                mean = sum(rest) / len(rest)
+                assert t["epcc"]["n"] == len(rest)
+                assert t["epcc"]["mean_us"] == pytest.approx(mean, rel=1e-9, abs=1e-12)
+                if row["reliable"] and mean > 0:
+                    assert row["epcc_mean_us"] == t["epcc"]["mean_us"]
+                # the resolution: twice the interquartile range of the references
+                refs = sorted(t["reference_times_us"])
+                iqr = _quantile(refs, 0.75) - _quantile(refs, 0.25)
+                assert t["resolution_us"] >= 2 * iqr * (1 - 1e-9)
+                assert t["resolution_us"] == pytest.approx(max(
+                    2 * iqr, 4 * doc["params"]["timer_us"] / t["innerreps"]), rel=1e-9)
     head = summary["headline"]
     at = 2 if 2 in run["threads"] else 1
     assert head["threads"] == at
