@@ -180,6 +180,11 @@ def test_a_run_at_1_and_2_threads_carries_the_new_keys(native_bin):
             if not t["reliable"]:
                 assert isinstance(t["below_resolution"], bool)
         assert "epcc" not in by["spin"] and "resolution_us" not in by["spin"]
+        for t in run["tests"]:
+            # sampled in turns of block_reps pairs, at least --reps in all
+            assert t["reps"] == t["blocks"] * p["block_reps"] == len(t["overheads_us"])
+            assert t["reps"] >= 6 and t["stopped"] in ("converged", "time limit",
+                                                        "max samples")
     rows = sync.summarise(raw)["rows"]
     for row in rows:
         if row["name"] == "spin":

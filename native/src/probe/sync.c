@@ -708,6 +708,7 @@ typedef struct figure {
   samples_t test, ref, value;
   long innerreps, ref_innerreps;
   double seconds;          /* time spent sampling */
+  long blocks;             /* turns it was sampled in (BLOCK_REPS pairs each) */
   tiers_stats_stop_t stop; /* why sampling stopped */
 } figure_t;
 
@@ -719,50 +720,48 @@ static void figure_free(figure_t *f)
   memset(f, 0, sizeof *f);
 }
 
-/* Samples one figure by the repeat-until rule (common/stats.h): at least
- * --reps repetitions, then on until the 95 % CI of the median of the
- * values is within +-5 %, --figure-time seconds have passed or
- * --max-reps repetitions were taken.  With a reference, every repetition
- * is a pair: the reference loop and the test, in alternating order, so
- * that both see the same conditions; the value of the pair is test minus
- * reference (EPCC's overhead), and a disturbed reference moves only its
- * own pair, not every figure measured against it. */
-static void measure_figure(const ctx_t *c, test_fn fn, long multiple, test_fn ref,
-                           long ref_innerreps, figure_t *f)
+/* Pairs of one figure taken in a row before the next figure's turn. */
+#define BLOCK_REPS 5
+
+/* Takes @p count more repetitions of one figure.  With a reference, every
+ * repetition is a pair: the reference loop and the test, in alternating
+ * order (by the repetition's index, across blocks), so that both see the
+ * same conditions; the value of the pair is test minus reference (EPCC's
+ * overhead), and a disturbed reference moves only its own pair, not every
+ * figure measured against it. */
+static void figure_block(const ctx_t *c, test_fn fn, test_fn ref, figure_t *f, long count)
 {
-  memset(f, 0, sizeof *f);
-  f->innerreps = calibrate_reps(c, fn, multiple);
-  f->ref_innerreps = ref ? ref_innerreps : 0;
-  double *scratch = NULL;
-  size_t scap = 0;
-  double t0 = tiers_now();
-  for (long r = 0;; r++) {
+  for (long k = 0; k < count; k++) {
+    size_t r = f->test.n;
     double a = 0.0, b;
     if (ref && r % 2 == 0)
-      a = ref(c, ref_innerreps) * 1e6 / (double)ref_innerreps;
+      a = ref(c, f->ref_innerreps) * 1e6 / (double)f->ref_innerreps;
     b = fn(c, f->innerreps) * 1e6 / (double)f->innerreps;
     if (ref && r % 2 == 1)
-      a = ref(c, ref_innerreps) * 1e6 / (double)ref_innerreps;
+      a = ref(c, f->ref_innerreps) * 1e6 / (double)f->ref_innerreps;
     samples_push(&f->test, b);
     if (ref)
       samples_push(&f->ref, a);
     samples_push(&f->value, b - a);
-    if (r + 1 < opt.reps)
-      continue;
-    if (scap < f->value.n) {
-      free(scratch);
-      scap = f->value.cap;
-      scratch = malloc(sizeof *scratch * scap);
-      if (!scratch)
-        tiers_tool_fail("out of memory");
-    }
-    f->stop = tiers_stats_should_stop(f->value.v, f->value.n, scratch, (size_t)opt.max_reps,
-                                      tiers_now() - t0, opt.figure_time_s);
-    if (f->stop != TIERS_STATS_GO_ON)
-      break;
   }
-  f->seconds = tiers_now() - t0;
+}
+
+/* The repeat-until rule (common/stats.h) on a figure's values so far, with
+ * @p elapsed_s its own sampling time: at least --reps repetitions, then on
+ * until the 95 % CI of the median is within +-5 %, --figure-time seconds
+ * of its own sampling have passed or --max-reps were taken. */
+static tiers_stats_stop_t figure_check(const figure_t *f, double elapsed_s)
+{
+  if ((long)f->value.n < opt.reps)
+    return TIERS_STATS_GO_ON;
+  double *scratch = malloc(sizeof *scratch * f->value.n);
+  if (!scratch)
+    tiers_tool_fail("out of memory");
+  tiers_stats_stop_t why = tiers_stats_should_stop(f->value.v, f->value.n, scratch,
+                                                   (size_t)opt.max_reps, elapsed_s,
+                                                   opt.figure_time_s);
   free(scratch);
+  return why;
 }
 
 /* Runs --reps repetitions (the references' own block); fills times_us with
@@ -844,8 +843,36 @@ static void json_test_result(tiers_json_t *j, const test_def_t *d, int chunk, co
                    cycle_hz, timer_per_rep);
   tiers_json_kv_string(j, "stopped", tiers_stats_stop_name(f->stop));
   tiers_json_kv_double(j, "seconds", f->seconds);
+  tiers_json_kv_int(j, "blocks", f->blocks);
   tiers_json_object_end(j);
   sync_stats_free(&s);
+}
+
+/* One figure of a run: a test (and chunk size) and its samples. */
+typedef struct job {
+  const test_def_t *d;
+  int chunk;
+  figure_t f;
+  int done;
+} job_t;
+
+/* Sets up the team of one figure's turn: the OpenMP threads re-pinned, or
+ * a barrier team started. */
+static void job_enter(ctx_t *c, const job_t *b, int T, const int *pus)
+{
+  c->chunk = b->chunk;
+  if (b->d->group == G_BARRIERS)
+    c->team = team_start(b->d->ops, T, pus);
+  else
+    bind_omp_team(T, pus);
+}
+
+static void job_leave(ctx_t *c, const job_t *b)
+{
+  if (b->d->group == G_BARRIERS) {
+    team_stop(c->team);
+    c->team = NULL;
+  }
 }
 
 static void measure_threads(tiers_json_t *j, int T)
@@ -892,33 +919,70 @@ static void measure_threads(tiers_json_t *j, int T)
   }
   tiers_json_array_end(j);
 
-  tiers_json_key(j, "tests");
-  tiers_json_array_begin(j);
+  /* The figures: one per test, one per chunk size for the schedules. */
+  int njobs = 0;
+  job_t *jobs = calloc((size_t)(NTESTS * (opt.nchunks + 1)), sizeof *jobs);
+  if (!jobs)
+    tiers_tool_fail("out of memory");
   for (int i = 0; i < NTESTS; i++) {
-    const test_def_t *d = &tests[i];
     if (!opt.selected[i])
       continue;
-    figure_t f;
-    if (d->group == G_BARRIERS) {
-      c.team = team_start(d->ops, T, pus);
-      measure_figure(&c, d->fn, 1, NULL, 0, &f);
-      team_stop(c.team);
-      c.team = NULL;
-      json_test_result(j, d, 0, &f, NULL);
-      figure_free(&f);
-      progress_step();
-      continue;
-    }
-    int nch = d->group == G_SCHED ? opt.nchunks : 1;
-    for (int k = 0; k < nch; k++) {
-      c.chunk = d->group == G_SCHED ? opt.chunks[k] : 1;
-      bind_omp_team(T, pus);
-      measure_figure(&c, d->fn, d->split ? T : 1, ref_fns[d->ref], ref_n[d->ref], &f);
-      json_test_result(j, d, c.chunk, &f, ref_names[d->ref]);
-      figure_free(&f);
-      progress_step();
+    int nch = tests[i].group == G_SCHED ? opt.nchunks : 1;
+    for (int k = 0; k < nch; k++)
+      jobs[njobs++] = (job_t){.d = &tests[i],
+                              .chunk = tests[i].group == G_SCHED ? opt.chunks[k] : 1};
+  }
+  /* innerreps of each, in the table's order */
+  for (int q = 0; q < njobs; q++) {
+    job_t *b = &jobs[q];
+    const test_def_t *d = b->d;
+    job_enter(&c, b, T, pus);
+    b->f.innerreps = calibrate_reps(&c, d->fn, d->split ? T : 1);
+    b->f.ref_innerreps = d->ref != R_NONE ? ref_n[d->ref] : 0;
+    job_leave(&c, b);
+  }
+  /* Sampling in turns: every figure of a kind (the OpenMP tests, then the
+   * barrier teams) takes BLOCK_REPS pairs in turn, its team re-pinned
+   * (OpenMP) or started afresh (barriers) for each turn, until each one's
+   * rule says stop.  Pairs taken in one stretch share that stretch's
+   * conditions (a neighbour's time slices, the host's other guests, the
+   * state the team was left in), so a figure sampled in one stretch had
+   * an interval that fits that stretch and moved from run to run; in
+   * turns, each figure's pairs are spread over the whole run. */
+  for (int kind = 0; kind < 2; kind++) {
+    int active = 0;
+    for (int q = 0; q < njobs; q++)
+      active += (jobs[q].d->group == G_BARRIERS) == kind;
+    while (active > 0) {
+      for (int q = 0; q < njobs; q++) {
+        job_t *b = &jobs[q];
+        if (b->done || (b->d->group == G_BARRIERS) != kind)
+          continue;
+        job_enter(&c, b, T, pus);
+        double t0 = tiers_now();
+        figure_block(&c, b->d->fn, b->d->ref != R_NONE ? ref_fns[b->d->ref] : NULL, &b->f,
+                     BLOCK_REPS);
+        b->f.seconds += tiers_now() - t0;
+        b->f.blocks++;
+        job_leave(&c, b);
+        b->f.stop = figure_check(&b->f, b->f.seconds);
+        if (b->f.stop != TIERS_STATS_GO_ON) {
+          b->done = 1;
+          active--;
+          progress_step();
+        }
+      }
     }
   }
+  tiers_json_key(j, "tests");
+  tiers_json_array_begin(j);
+  for (int q = 0; q < njobs; q++) {
+    const test_def_t *d = jobs[q].d;
+    json_test_result(j, d, jobs[q].chunk, &jobs[q].f,
+                     d->ref != R_NONE ? ref_names[d->ref] : NULL);
+    figure_free(&jobs[q].f);
+  }
+  free(jobs);
   tiers_json_array_end(j);
   tiers_json_object_end(j);
   free(times);
@@ -1245,6 +1309,11 @@ int main(int argc, char **argv)
   tiers_json_kv_string(&j, "pairs",
                        "reference and test timed in alternating order per repetition; "
                        "overhead = median of the per-pair differences");
+  tiers_json_kv_int(&j, "block_reps", BLOCK_REPS);
+  tiers_json_kv_string(&j, "turns",
+                       "the figures of one kind (OpenMP tests, barrier teams) are sampled in "
+                       "turns of block_reps repetitions, the team re-pinned or restarted per "
+                       "turn, so that each figure's repetitions spread over the whole run");
   tiers_json_kv_double(&j, "test_time_us", opt.test_time_us);
   tiers_json_kv_double(&j, "delay_time_us", opt.delay_time_us);
   tiers_json_kv_int(&j, "delay_length", delay_length);
