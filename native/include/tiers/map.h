@@ -195,6 +195,85 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
 TIERS_API int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
                                int *node_of, int *slot_of, int64_t budget, int *swaps);
 
+/** What a placement costs for one exchange of the graph (tiers_map_eval). */
+typedef struct tiers_map_cost {
+  double inter;    /**< bytes between ranks on different nodes, both directions */
+  double sent_max; /**< the most bytes one node sends to other nodes */
+  int sent_node;   /**< that node (the lowest index on a tie) */
+  double recv_max; /**< the most bytes one node receives from other nodes */
+  int recv_node;   /**< that node */
+  double rank_s;   /**< the largest serial send time of one rank (seconds) */
+  int rank;        /**< that rank */
+  double link_s;   /**< the largest time one node's link needs for what it sends */
+  int link_node;   /**< that node */
+} tiers_map_cost_t;
+
+/**
+ * @brief Measures a placement: the inter-node bytes, the bytes the busiest
+ *        node sends and receives, and the time model of docs/map.md (a
+ *        rank sends its messages one after another at the latency and
+ *        bandwidth of the layer joining the two cores, or of the node link;
+ *        a node's link carries all it sends to other nodes).
+ *
+ * Linear in ranks plus edges, no allocation but three per-node arrays:
+ * cheap enough to rank every candidate of a mapping in native code.
+ * @param g the graph
+ * @param sent_bytes per CSR entry, bytes v sends to adjncy[e]; NULL: half each way
+ * @param nodes number of nodes
+ * @param node the shape of every node (arities; costs are not read)
+ * @param lat latency per layer, levels + 2 entries: [0] between nodes,
+ *        [1 + i] a pair joined at tree level i, [levels + 1] one core shared
+ * @param bw bandwidth per layer, the same entries (> 0)
+ * @param node_of per rank, its node
+ * @param slot_of per rank, its slot in the node (leaf order of the tree)
+ * @param[out] out the costs
+ * @return TIERS_OK; TIERS_ERR_ARG for bad arguments; TIERS_ERR_NOMEM.
+ *         Thread-safe (no shared state).
+ */
+TIERS_API int tiers_map_eval(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                             const tiers_map_node_t *node, const double *lat, const double *bw,
+                             const int *node_of, const int *slot_of, tiers_map_cost_t *out);
+
+/**
+ * @brief The whole mapping search in one call: Scotch's mapping of the
+ *        graph onto the machine's tleaf tree (``afc``, as tiers_map_tree
+ *        with Scotch's default strategy), the same grouping with ranks in
+ *        rank order (``afc-nb``), the caller's candidates, each measured
+ *        with tiers_map_eval; the best chosen; the winner refined with
+ *        tiers_map_refine and the result kept when it ranks first.
+ *
+ * The order: the lowest predicted time, where times within @p time_tie
+ * (relative) of the fastest are a tie, broken by the bytes the busiest
+ * node sends, then by the inter-node bytes, then by position (afc first).
+ * The graph and Scotch's target are built once.
+ * @param g, sent_bytes, nodes, node, lat, bw as tiers_map_eval
+ * @param node_cost as tiers_map_tree (node->cost is read too)
+ * @param tree_nodes the nodes Scotch maps onto (the first ones; at most
+ *        @p nodes)
+ * @param time_tie the tie band of predicted times (e.g. 0.15)
+ * @param ncand the caller's candidates
+ * @param use_scotch 0: no Scotch mapping (rows 0 and 1 are left out and
+ *        their costs zero)
+ * @param seed Scotch's seed
+ * @param budget the refinement's work limit (tiers_map_refine)
+ * @param[in,out] place (ncand + 3) placements of 2 rows of n ints (node
+ *        per rank, then slot per rank): row pair 0 afc, 1 afc-nb (out),
+ *        2 .. ncand + 1 the caller's candidates (in), ncand + 2 the refined
+ *        winner (out)
+ * @param[out] costs ncand + 3 entries, in the order of @p place (zero
+ *        for a placement not made)
+ * @param[out] chosen the index of the placement to write
+ * @param[out] swaps swaps the refinement made (may be NULL)
+ * @return as tiers_map_tree and tiers_map_eval.  Not thread-safe with
+ *         other Scotch users of the process.
+ */
+TIERS_API int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                               const tiers_map_node_t *node, double node_cost,
+                               int tree_nodes, const double *lat, const double *bw,
+                               double time_tie,
+                               int ncand, int use_scotch, uint64_t seed, int64_t budget,
+                               int *place, tiers_map_cost_t *costs, int *chosen, int *swaps);
+
 #ifdef __cplusplus
 }
 #endif

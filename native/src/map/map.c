@@ -203,7 +203,21 @@ static SCOTCH_Num scaled(double w, double f)
   return x < 1 ? 1 : (SCOTCH_Num)x;
 }
 
-/* Builds the Scotch arrays of the whole graph, dropping zero-weight edges. */
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+  while (b) {
+    uint64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Builds the Scotch arrays of the whole graph, dropping zero-weight edges.
+ * Whole-number weights (bytes) whose total, divided by their greatest
+ * common divisor, stays within total_max are given exactly so divided --
+ * the integers scotch_gmap reads from a graph file of the same bytes,
+ * hence its very mapping --; other weights are scaled to use the range. */
 static int sgraph_whole(const tiers_map_graph_t *g, double total_max, sgraph_t *s)
 {
   memset(s, 0, sizeof *s);
@@ -212,9 +226,21 @@ static int sgraph_whole(const tiers_map_graph_t *g, double total_max, sgraph_t *
     TIERS_ERROR(TIERS_ERR_UNSUPPORTED, "map: %lld edges are more than Scotch's 32-bit "
                 "indices can hold", (long long)m);
   double total = 0;
-  for (int64_t e = 0; e < m; e++)
-    total += edge_weight(g, e);
+  uint64_t div = 0;
+  int whole = 1;
+  for (int64_t e = 0; e < m; e++) {
+    double w = edge_weight(g, e);
+    total += w;
+    if (whole && w > 0) {
+      if (w != floor(w) || w > 9007199254740992.0)
+        whole = 0;
+      else
+        div = gcd64(div, (uint64_t)w);
+    }
+  }
   double f = total > 0 ? total_max / total : 1.0; /* uses the whole range */
+  if (whole && div > 0 && total / (double)div <= total_max)
+    f = 1.0 / (double)div;
   s->n = g->n;
   s->verttab = malloc(((size_t)g->n + 1) * sizeof *s->verttab);
   s->edgetab = malloc((size_t)(m ? m : 1) * sizeof *s->edgetab);
@@ -1057,7 +1083,7 @@ int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
     goto out;
   }
   /* Tree: strides and integer link costs.  Scotch's tleaf distance of two
-   * leaves whose closest common level is i is the sum of linktab[i..]. */
+   * leaves whose closest common level is i is linktab[i]. */
   {
     int64_t stride = t.cores;
     for (int i = 0; i < t.levels; i++) {
@@ -1074,7 +1100,7 @@ int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
       if (c <= below)
         c = below + 1;
       sizetab[i] = node->arity[i];
-      linktab[i] = c - below;
+      linktab[i] = c;
       below = c;
     }
   }
@@ -1197,8 +1223,10 @@ out:
 /* The whole machine in one mapping */
 
 /* Distances of a tleaf target: level costs (root first, decreasing) as
- * integers whose sum fits LEAF_COST_MAX; linktab[i] is what a pair joined
- * at level i pays on top of the levels below. */
+ * integers of at most LEAF_COST_MAX; linktab[i] is the distance of a pair
+ * joined at level i (Scotch's tleaf distance, not a sum over levels): the
+ * 10^d processor graph of nodes x 2 packages x 8 cores is "tleaf 3 N 100
+ * 2 10 8 1", as a scotch_gmap user writes it. */
 #define LEAF_COST_MAX 1000
 
 int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
@@ -1267,7 +1295,7 @@ int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
       if (d <= below)
         d = below + 1;
       sizetab[i] = i == 0 ? nodes : node->arity[i - 1];
-      linktab[i] = d - below;
+      linktab[i] = d;
       below = d;
     }
     /* Scotch sums bytes x distance in 32 bits: the weights' total times the
@@ -1599,5 +1627,222 @@ out:
   free(pos);
   free(cand);
   free(seen);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* What a placement costs */
+
+int tiers_map_eval(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                   const tiers_map_node_t *node, const double *lat, const double *bw,
+                   const int *node_of, const int *slot_of, tiers_map_cost_t *out)
+{
+  TIERS_CALL(check_args(g));
+  if (nodes < 1 || !node || node->levels < 0 || (node->levels > 0 && !node->arity) || !lat ||
+      !bw || !node_of || !slot_of || !out)
+    TIERS_ERROR(TIERS_ERR_ARG, "map: bad arguments to tiers_map_eval");
+  const int n = g->n, levels = node->levels;
+  for (int i = 0; i < levels + 2; i++)
+    if (!(bw[i] > 0) || !isfinite(bw[i]) || !(lat[i] >= 0) || !isfinite(lat[i]))
+      TIERS_ERROR(TIERS_ERR_ARG, "map: layer %d has latency %g and bandwidth %g", i, lat[i],
+                  bw[i]);
+  for (int v = 0; v < n; v++)
+    if (node_of[v] < 0 || node_of[v] >= nodes)
+      TIERS_ERROR(TIERS_ERR_ARG, "map: rank %d is on node %d, outside 0..%d", v, node_of[v],
+                  nodes - 1);
+  int64_t stride[64];
+  if (levels > 64)
+    TIERS_ERROR(TIERS_ERR_ARG, "map: a node tree of %d levels (at most 64)", levels);
+  {
+    int64_t cores = 1;
+    for (int i = 0; i < levels; i++)
+      cores *= node->arity[i] > 0 ? node->arity[i] : 1;
+    for (int i = 0; i < levels; i++) {
+      cores /= node->arity[i] > 0 ? node->arity[i] : 1;
+      stride[i] = cores;
+    }
+  }
+  double *sent = calloc((size_t)nodes, sizeof *sent);
+  double *recv = calloc((size_t)nodes, sizeof *recv);
+  double *link = calloc((size_t)nodes, sizeof *link);
+  if (!sent || !recv || !link) {
+    free(sent);
+    free(recv);
+    free(link);
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory to evaluate a placement on %d nodes", nodes);
+  }
+  memset(out, 0, sizeof *out);
+  out->rank = 0;
+  for (int v = 0; v < n; v++) {
+    const int nv = node_of[v];
+    const int64_t sv = slot_of[v];
+    double t = 0;
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+      const int u = g->adjncy[e];
+      const double b = sent_bytes ? sent_bytes[e] : 0.5 * edge_weight(g, e);
+      const int nu = node_of[u];
+      if (nu != nv) {
+        out->inter += edge_weight(g, e) * 0.5; /* each direction of the pair once */
+        if (b > 0) {
+          sent[nv] += b;
+          recv[nu] += b;
+          link[nv] += b / bw[0];
+          t += lat[0] + b / bw[0];
+        }
+        continue;
+      }
+      if (b <= 0)
+        continue;
+      int code = levels + 1; /* one core shared */
+      const int64_t su = slot_of[u];
+      for (int i = 0; i < levels; i++)
+        if (sv / stride[i] != su / stride[i]) {
+          code = 1 + i;
+          break;
+        }
+      t += lat[code] + b / bw[code];
+    }
+    if (t > out->rank_s) {
+      out->rank_s = t;
+      out->rank = v;
+    }
+  }
+  for (int i = 0; i < nodes; i++) {
+    if (sent[i] > out->sent_max) {
+      out->sent_max = sent[i];
+      out->sent_node = i;
+    }
+    if (recv[i] > out->recv_max) {
+      out->recv_max = recv[i];
+      out->recv_node = i;
+    }
+    if (link[i] > out->link_s) {
+      out->link_s = link[i];
+      out->link_node = i;
+    }
+  }
+  free(sent);
+  free(recv);
+  free(link);
+  return TIERS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The whole search in one call */
+
+/* Whether cost a ranks before b: a predicted time below b's beyond the
+ * tie band, else (times tied) fewer bytes from the busiest node, then
+ * fewer inter-node bytes.  fastest: the lowest time of the set. */
+static int ranks_before(const tiers_map_cost_t *a, const tiers_map_cost_t *b, double fastest,
+                        double tie)
+{
+  const double ta = fmax(a->rank_s, a->link_s), tb = fmax(b->rank_s, b->link_s);
+  const double band = fastest * (1 + tie);
+  const int a_in = ta <= band || !lower(fastest, ta), b_in = tb <= band || !lower(fastest, tb);
+  if (a_in != b_in)
+    return a_in;
+  if (!a_in)
+    return lower(ta, tb);
+  if (lower(a->sent_max, b->sent_max) || lower(b->sent_max, a->sent_max))
+    return lower(a->sent_max, b->sent_max);
+  return lower(a->inter, b->inter);
+}
+
+static double cost_time(const tiers_map_cost_t *c)
+{
+  return fmax(c->rank_s, c->link_s);
+}
+
+int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                     const tiers_map_node_t *node, double node_cost, int tree_nodes,
+                     const double *lat, const double *bw, double time_tie, int ncand,
+                     int use_scotch,
+                     uint64_t seed, int64_t budget, int *place, tiers_map_cost_t *costs,
+                     int *chosen, int *swaps)
+{
+  TIERS_CALL(check_args(g));
+  if (nodes < 1 || !node || !lat || !bw || !(time_tie >= 0) || ncand < 0 ||
+      (!use_scotch && ncand < 1) || !place || !costs || !chosen || budget < 0 ||
+      (use_scotch && (tree_nodes < 1 || tree_nodes > nodes)))
+    TIERS_ERROR(TIERS_ERR_ARG, "map: bad arguments to tiers_map_search");
+  const int n = g->n;
+  const int total = ncand + 3; /* afc, afc-nb, the candidates, refined */
+#define NODE_ROW(c) (place + (size_t)2 * (size_t)(c) * (size_t)n)
+#define SLOT_ROW(c) (place + ((size_t)2 * (size_t)(c) + 1) * (size_t)n)
+  for (int c = 2; c < ncand + 2; c++)
+    for (int v = 0; v < n; v++)
+      if (NODE_ROW(c)[v] < 0 || NODE_ROW(c)[v] >= nodes)
+        TIERS_ERROR(TIERS_ERR_ARG, "map: candidate %d puts rank %d on node %d, outside 0..%d",
+                    c - 2, v, NODE_ROW(c)[v], nodes - 1);
+  int64_t *fill = calloc((size_t)nodes, sizeof *fill);
+  char *have = calloc((size_t)total, 1);
+  int rc = TIERS_OK;
+  if (!fill || !have) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  memset(costs, 0, (size_t)total * sizeof *costs);
+  if (use_scotch) {
+    rc = tiers_map_tree(g, tree_nodes, node_cost, node, -1, 0.05, seed, NODE_ROW(0),
+                        SLOT_ROW(0));
+    if (rc != TIERS_OK)
+      goto out;
+    /* afc-nb: the same nodes, ranks in rank order inside each */
+    for (int v = 0; v < n; v++) {
+      NODE_ROW(1)[v] = NODE_ROW(0)[v];
+      SLOT_ROW(1)[v] = (int)fill[NODE_ROW(0)[v]]++;
+    }
+    have[0] = have[1] = 1;
+  }
+  for (int c = 2; c < ncand + 2; c++)
+    have[c] = 1;
+  double fastest = INFINITY;
+  for (int c = 0; c < total - 1; c++) {
+    if (!have[c])
+      continue;
+    rc = tiers_map_eval(g, sent_bytes, nodes, node, lat, bw, NODE_ROW(c), SLOT_ROW(c),
+                        &costs[c]);
+    if (rc != TIERS_OK)
+      goto out;
+    fastest = fmin(fastest, cost_time(&costs[c]));
+  }
+  int best = -1;
+  for (int c = 0; c < total - 1; c++)
+    if (have[c] && (best < 0 || ranks_before(&costs[c], &costs[best], fastest, time_tie)))
+      best = c;
+  /* the refinement of the winner: the busiest node's sent bytes first,
+   * then the inter-node bytes, never worse on either; kept when it ranks
+   * first among all */
+  {
+    const int r = total - 1;
+    memcpy(NODE_ROW(r), NODE_ROW(best), (size_t)n * sizeof *place);
+    memcpy(SLOT_ROW(r), SLOT_ROW(best), (size_t)n * sizeof *place);
+    int done = 0;
+    if (nodes > 1 && g->xadj[n] > 0)
+      rc = tiers_map_refine(g, sent_bytes, nodes, NODE_ROW(r), SLOT_ROW(r), budget, &done);
+    if (rc != TIERS_OK)
+      goto out;
+    if (swaps)
+      *swaps = done;
+    if (done > 0) {
+      rc = tiers_map_eval(g, sent_bytes, nodes, node, lat, bw, NODE_ROW(r), SLOT_ROW(r),
+                          &costs[r]);
+      if (rc != TIERS_OK)
+        goto out;
+      const double f2 = fmin(fastest, cost_time(&costs[r]));
+      int keep = 1;
+      for (int c = 0; c < r && keep; c++)
+        if (have[c] && ranks_before(&costs[c], &costs[r], f2, time_tie))
+          keep = 0;
+      if (keep)
+        best = r;
+    }
+  }
+  *chosen = best;
+#undef NODE_ROW
+#undef SLOT_ROW
+out:
+  free(fill);
+  free(have);
   return rc;
 }

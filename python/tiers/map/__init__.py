@@ -74,36 +74,51 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
     # a grid read from a file (any numbering) gets its coordinates back, so
     # that the geometric candidate applies to it too
     recovered = g.coords is None and graph_mod.recover_grid(g)
-    places = placement.strategies(g, mach, seed, forced)
+    if placement.search_applies(g, mach, forced):
+        # the whole search in one native call: Scotch's mapping, every
+        # candidate measured, the best refined and chosen; the table's
+        # full metrics (and the random reference) are reporting, after it
+        places, chosen, _ = placement.search(g, mach, seed, forced)
+        seconds = time.perf_counter() - start
+        at = next(i for i, p in enumerate(places) if p.name == "map-by-node") + 1
+        places.insert(at, placement.random(g.n, mach, seed))
+        for p in places:
+            p.check(mach)
+        best = places.index(chosen)
+    else:
+        places = placement.strategies(g, mach, seed, forced)
+        best = None
     skipped = not any(p.name == "afc" for p in places)
     if recovered:
         for p in places:
-            if p.name == "geometric":
+            if p.name == "geometric" and not p.note.startswith("the graph is"):
                 p.note = ("the graph is a " + "x".join(map(str, g.grid[0])) +
                           " grid in another numbering; " + p.note)
     mets = [placement.metrics(g, mach, p) for p in places]
-    # the refinement pass, on the model's best and on the Scotch mapping
-    # (which often cuts fewer bytes than the best); a result is kept only
-    # when its predicted time is not higher than its start's and it does
-    # not rank worse; of two, the better one
-    best, _ = placement.choose(mets)
-    starts = [best] + [i for i, p in enumerate(places) if p.name == "afc" and i != best]
-    kept = None
-    for i in starts:
-        refined = refine_mod.swaps(g, mach, places[i])
-        if refined is None:
-            continue
-        refined.check(mach)
-        m = placement.metrics(g, mach, refined)
-        b = mets[i]
-        if m["predicted_time_s"] <= b["predicted_time_s"] * (1 + 1e-12) and \
-                not placement.better(b, m) and (kept is None or placement.better(m, kept[1])):
-            kept = (refined, m)
-    if kept is not None:
-        places.append(kept[0])
-        mets.append(kept[1])
-    seconds = time.perf_counter() - start
-    index, note = placement.choose(mets, forced)
+    if best is None:
+        # the refinement pass, on the model's best and on the Scotch mapping
+        # (which often cuts fewer bytes than the best); a result is kept only
+        # when its predicted time is not higher than its start's and it does
+        # not rank worse; of two, the better one
+        best, _ = placement.choose(mets)
+        starts = [best] + [i for i, p in enumerate(places) if p.name == "afc" and i != best]
+        kept = None
+        for i in starts:
+            refined = refine_mod.swaps(g, mach, places[i])
+            if refined is None:
+                continue
+            refined.check(mach)
+            m = placement.metrics(g, mach, refined)
+            b = mets[i]
+            if m["predicted_time_s"] <= b["predicted_time_s"] * (1 + 1e-12) and \
+                    not placement.better(b, m) and (kept is None or placement.better(m, kept[1])):
+                kept = (refined, m)
+        if kept is not None:
+            places.append(kept[0])
+            mets.append(kept[1])
+        seconds = time.perf_counter() - start
+        best = None
+    index, note = placement.choose(mets, forced, best=best)
     if skipped:
         why = (f"above {placement.GEOMETRIC_ONLY_RANKS:,} ranks a grid that tiles into node "
                "boxes is not mapped with Scotch (--placement afc maps with it)")

@@ -53,25 +53,33 @@ def _library():
     return _lib
 
 
+_capture = None   # one temporary file for Scotch's messages, reused by every call
+
+
 @contextlib.contextmanager
 def _stderr_captured(box: list):
     """Send fd 2 to a temporary file while Scotch runs (it prints its own
     diagnostics there); the text ends up in ``box`` so that a failure can be
-    reported as one line."""
+    reported as one line.  The file is made once per process and emptied
+    before each call (a new one per call cost more than a small mapping)."""
+    global _capture
     try:
+        if _capture is None:
+            _capture = tempfile.TemporaryFile()
+        _capture.seek(0)
+        _capture.truncate()
         saved = os.dup(2)
     except OSError:
         yield
         return
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            box.append(tmp.read().decode("utf-8", "replace"))
+    os.dup2(_capture.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        _capture.seek(0)
+        box.append(_capture.read().decode("utf-8", "replace"))
 
 
 def _call(name: str, *args) -> None:
@@ -213,3 +221,60 @@ def refine(graph, node, slot, nodes: int, budget: int) -> tuple[np.ndarray, np.n
           slot.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(budget), ctypes.byref(swaps))
     del keep
     return node, slot, swaps.value
+
+
+class Cost(ctypes.Structure):
+    """What a placement costs (``tiers_map_cost_t``): inter-node bytes, the
+    busiest node's sent and received bytes, the time model's two terms."""
+    _fields_ = [("inter", ctypes.c_double), ("sent_max", ctypes.c_double),
+                ("sent_node", ctypes.c_int), ("recv_max", ctypes.c_double),
+                ("recv_node", ctypes.c_int), ("rank_s", ctypes.c_double),
+                ("rank", ctypes.c_int), ("link_s", ctypes.c_double),
+                ("link_node", ctypes.c_int)]
+
+
+def has_search() -> bool:
+    """Return whether libtiers has the one-call search (:func:`search`)."""
+    return hasattr(_library(), "tiers_map_search")
+
+
+def search(graph, nodes: int, node_cost: float, arity, cost, lat, bw, tie: float, cands,
+           *, use_scotch: bool, seed: int, budget: int, tree_nodes: int = 0):
+    """Run libtiers' whole search (``tiers_map_search``) and return
+    ``(place, costs, chosen, swaps)``: ``place`` (len(cands) + 3, 2, n) --
+    afc, afc-nb, the candidates ``cands`` (each a (node, slot) pair of
+    arrays), the refined winner --, the Cost of each, the index of the one
+    to write and the refinement's swap count.  ``lat``/``bw``: per layer,
+    between nodes first, then each tree level, then one core shared."""
+    lib = _library()
+    fn = lib.tiers_map_search
+    fn.restype = ctypes.c_int
+    n = graph.n
+    g, keep = _graph(graph)
+    sent = None if graph.adjsent is None else np.ascontiguousarray(graph.adjsent,
+                                                                   dtype=np.float64)
+    total = len(cands) + 3
+    place = np.empty((total, 2, n), dtype=np.int32)
+    for i, (node, slot) in enumerate(cands):
+        place[i + 2, 0] = node
+        place[i + 2, 1] = slot
+    ar = np.ascontiguousarray(arity, dtype=np.int32)
+    co = np.ascontiguousarray(cost, dtype=np.float64)
+    shape = _Node(len(ar), ar.ctypes.data if ar.size else None,
+                  co.ctypes.data if co.size else None)
+    la = np.ascontiguousarray(lat, dtype=np.float64)
+    bb = np.ascontiguousarray(bw, dtype=np.float64)
+    costs = (Cost * total)()
+    chosen = ctypes.c_int(-1)
+    swaps = ctypes.c_int(0)
+    _call("tiers_map_search", ctypes.byref(g),
+          sent.ctypes.data_as(ctypes.c_void_p) if sent is not None else None,
+          ctypes.c_int(nodes), ctypes.byref(shape), ctypes.c_double(node_cost),
+          ctypes.c_int(tree_nodes or nodes), la.ctypes.data_as(ctypes.c_void_p),
+          bb.ctypes.data_as(ctypes.c_void_p),
+          ctypes.c_double(tie), ctypes.c_int(len(cands)), ctypes.c_int(1 if use_scotch else 0),
+          ctypes.c_uint64(seed), ctypes.c_int64(budget),
+          place.ctypes.data_as(ctypes.c_void_p), costs, ctypes.byref(chosen),
+          ctypes.byref(swaps))
+    del keep
+    return place, list(costs), chosen.value, swaps.value
