@@ -665,15 +665,18 @@ static long calibrate_reps(const ctx_t *c, test_fn fn, long multiple)
   long n = multiple;
   double t, prev = -1.0, start = tiers_now();
   fn(c, n); /* warm-up: first touches, thread start, binding */
+  int linear = 0;
   for (;;) {
     t = best_of_3(c, fn, n);
-    int linear = prev > 0 && t >= 1.5 * prev;
+    linear = prev > 0 && t >= 1.5 * prev;
     if ((t >= 0.125 * target && linear) || n > LONG_MAX / 16 || tiers_now() - start > 2.0)
       break;
     prev = t;
     n *= 2;
   }
-  if (t > 0) {
+  /* scaled from a time that grew with n; a time that never did (every run
+   * disturbed, the 2 s spent) says nothing of one construct: keep n */
+  if (t > 0 && linear) {
     double scaled = ceil((double)n * target / t);
     if (scaled < (double)(LONG_MAX / 4))
       n = (long)scaled;
