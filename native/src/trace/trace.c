@@ -888,18 +888,32 @@ void tiers_trace_irecv(MPI_Comm comm, MPI_Request req)
 
 /* MPI_Comm_idup: the new communicator is defined once its request
  * completes (its handle is not usable before); until then the request maps
- * to the caller's output handle and the parent. */
+ * to the caller's output handle and the parent.  A Fortran caller's handle
+ * (an MPI_Fint, 4-byte aligned) is kept with bit 0 set, a C one (8-byte
+ * aligned) as it is. */
 static map_t idups;
+
+static void idup_keep(MPI_Comm parent, uint64_t out, MPI_Request req)
+{
+  uint64_t p = 0;
+  memcpy(&p, &parent, sizeof parent < sizeof p ? sizeof parent : sizeof p);
+  lock();
+  map_put(&idups, rkey(req, thread_index()), out, p);
+  unlock();
+}
 
 void tiers_trace_comm_idup(MPI_Comm parent, MPI_Comm *newcomm, MPI_Request req)
 {
   if (T.depth != 1 || req == MPI_REQUEST_NULL || !newcomm)
     return;
-  uint64_t p = 0;
-  memcpy(&p, &parent, sizeof parent < sizeof p ? sizeof parent : sizeof p);
-  lock();
-  map_put(&idups, rkey(req, thread_index()), (uint64_t)(uintptr_t)newcomm, p);
-  unlock();
+  idup_keep(parent, (uint64_t)(uintptr_t)newcomm, req);
+}
+
+void tiers_trace_fcomm_idup(MPI_Comm parent, MPI_Fint *newcomm, MPI_Request req)
+{
+  if (T.depth != 1 || req == MPI_REQUEST_NULL || !newcomm)
+    return;
+  idup_keep(parent, (uint64_t)(uintptr_t)newcomm | 1, req);
 }
 
 static void idup_done(MPI_Request saved)
@@ -913,14 +927,16 @@ static void idup_done(MPI_Request saved)
     unlock();
     return;
   }
-  MPI_Comm *out = (MPI_Comm *)(uintptr_t)s->a;
+  uint64_t a = s->a;
   MPI_Comm parent;
   uint64_t p = s->b;
   memcpy(&parent, &p, sizeof parent < sizeof p ? sizeof parent : sizeof p);
   map_remove(&idups, s);
   unlock();
-  if (*out != MPI_COMM_NULL)
-    tiers_trace_comm_new(parent, *out);
+  MPI_Comm out = a & 1 ? PMPI_Comm_f2c(*(MPI_Fint *)(uintptr_t)(a & ~(uint64_t)1))
+                       : *(MPI_Comm *)(uintptr_t)a;
+  if (out != MPI_COMM_NULL)
+    tiers_trace_comm_new(parent, out);
 }
 
 void tiers_trace_complete(MPI_Request saved, const MPI_Status *st)

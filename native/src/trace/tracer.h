@@ -71,6 +71,8 @@ TIERS_HIDDEN void tiers_trace_reqs_release(tiers_reqsave_t *sv);
 TIERS_HIDDEN void tiers_trace_comm_new(MPI_Comm parent, MPI_Comm comm);
 TIERS_HIDDEN void tiers_trace_comm_free(MPI_Comm comm);
 TIERS_HIDDEN void tiers_trace_comm_idup(MPI_Comm parent, MPI_Comm *newcomm, MPI_Request req);
+/* the same for Fortran: the new communicator's Fortran handle, read when the request completes */
+TIERS_HIDDEN void tiers_trace_fcomm_idup(MPI_Comm parent, MPI_Fint *newcomm, MPI_Request req);
 TIERS_HIDDEN int64_t tiers_trace_clock(void);
 TIERS_HIDDEN void tiers_trace_after_init(int provided, int func, int64_t t_enter);
 TIERS_HIDDEN void tiers_trace_before_finalize(void);

@@ -314,7 +314,7 @@ def generate_mpich_f08(entries: list[dict]) -> list[str]:
         low = f"mpi_{name.lower()}"
         many = {f"f_{n}": ("1" if arr or "statuses" in n else "0")
                 for t, n, arr in e["params"] if "MPI_Status" in t}
-        args = [f"tiers_f08_status_({n}, {many[n]})" if n in many else n for _, n in fps[:-1]]
+        args = [f"tiers_f08_status_({n}, {many[n]})" if n in many else n for _, n in fps]
         out.append("")
         out.append(f"typedef void (*tiers_ft_{name})({', '.join(t.strip() for t, _ in fps)});")
         out.append(f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});")
@@ -330,7 +330,7 @@ def generate_mpich_f08(entries: list[dict]) -> list[str]:
         out.append("    *ierr = MPI_ERR_INTERN;")
         out.append("    return;")
         out.append("  }")
-        out.append(f"  tiers_real_({', '.join(args + ['ierr'])});")
+        out.append(f"  tiers_real_({', '.join(args)});")
         out.append("}")
     return out
 
@@ -353,11 +353,6 @@ def fparams(params) -> list[tuple[str, str]]:
             out.append(("MPI_Fint *", f"f_{n}"))
     out.append(("MPI_Fint *", "ierr"))
     return out + lengths
-
-
-def has_strings(e: dict) -> bool:
-    """Whether table entry ``e`` has a string (CHARACTER) argument."""
-    return any("char" in t for t, n, _ in e["params"] if n not in ("argc", "argv"))
 
 
 def fdecl(fps) -> str:
@@ -489,6 +484,11 @@ def fbody(e: dict, fid: str) -> str:
         pre.append("  tiers_trace_comm_free(PMPI_Comm_f2c(*f_comm));")
     elif kind == "req_free":
         pre.append("  tiers_trace_request_free(PMPI_Request_f2c(*f_request));")
+    elif kind == "comm_idup":
+        # the new communicator's Fortran handle is read when the request
+        # completes (its C handle is not usable before)
+        post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_fcomm_idup(comm, f_newcomm, "
+                    "PMPI_Request_f2c(*f_request));")
     elif extra_code(kind, o, pre, post, "PMPI_Request_f2c(*f_request)",
                     "PMPI_Request_f2c(f_array_of_requests[tiers_i_])"):
         pass
@@ -528,18 +528,23 @@ def generate_fortran(entries: list[dict]) -> list[str]:
         out.append("{")
         out.append(fbody(e, f"TIERS_FN_{name}"))
         out.append("}")
-        # the mpi_f08 module's procedure for this function (see F08_NOTE);
-        # none for a string argument (the module passes strings its own way)
-        if has_strings(e):
-            continue
+        # the mpi_f08 module's procedure for this function (see F08_NOTE).
+        # With CHARACTER arguments it has the mpif.h one's too: Open MPI's
+        # mpi_comm_set_name_f08_(comm, name, ierror, name_len) passes the
+        # hidden lengths on to ompi_comm_set_name_f after the optional
+        # ierror (checked with objdump on libmpi_usempif08.so)
         out.append(f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});")
         out.append(f"void {low}_f08_({fdecl(fps)})")
         out.append("{")
         out.append("  MPI_Fint tiers_ierr_;")
-        out.append(f"  {low}_({', '.join(n for _, n in fps[:-1])}{', ' if len(fps) > 1 else ''}"
-                   "ierr ? ierr : &tiers_ierr_);")
+        fargs = ["ierr ? ierr : &tiers_ierr_" if n == "ierr" else n for _, n in fps]
+        out.append(f"  {low}_({', '.join(fargs)});")
         out.append("}")
-    out += generate_mpich_f08([e for e in entries if not has_strings(e)])
+    # MPICH's mpi_f08 procedures with CHARACTER arguments have the mpif.h
+    # ones' arguments too (mpi_comm_set_name_f08_(comm, name, ierror,
+    # name_len), checked with objdump on libmpichfort.so) and call PMPI_ in
+    # C; MPI_Comm_spawn's (an array of strings) is left to MPICH
+    out += generate_mpich_f08([e for e in entries if e["kind"] != "spawn"])
     out.append("#endif /* TIERS_FORTRAN_ENTRIES */")
     return out
 

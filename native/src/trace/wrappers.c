@@ -148,6 +148,7 @@ enum {
   TIERS_FN_Comm_spawn = 138,
   TIERS_FN_Comm_set_name = 139,
   TIERS_FN_Comm_idup = 140,
+  TIERS_FN_Comm_get_name = 141,
 };
 
 const char *const tiers_trace_fn_names[] = {
@@ -292,8 +293,9 @@ const char *const tiers_trace_fn_names[] = {
   "MPI_Comm_spawn",
   "MPI_Comm_set_name",
   "MPI_Comm_idup",
+  "MPI_Comm_get_name",
 };
-const int tiers_trace_fn_count = 141;
+const int tiers_trace_fn_count = 142;
 
 TIERS_EXPORT int MPI_Init(int *argc, char ***argv)
 {
@@ -1725,12 +1727,12 @@ TIERS_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *new
   return rc;
 }
 
-TIERS_EXPORT int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[])
+TIERS_EXPORT int MPI_Comm_spawn(const char *command, char *array_of_argv[], int maxprocs, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[])
 {
   if (!tiers_trace_begin(TIERS_FN_Comm_spawn, __builtin_return_address(0)))
-    return PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
+    return PMPI_Comm_spawn(command, array_of_argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
   tiers_trace_spawn_refused();
-  int rc = PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
+  int rc = PMPI_Comm_spawn(command, array_of_argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
   tiers_trace_end(TIERS_FN_Comm_spawn);
   return rc;
 }
@@ -1754,6 +1756,15 @@ TIERS_EXPORT int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *re
   if (rc == MPI_SUCCESS)
     tiers_trace_comm_idup(comm, newcomm, *request);
   tiers_trace_end(TIERS_FN_Comm_idup);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultlen)
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_get_name, __builtin_return_address(0)))
+    return PMPI_Comm_get_name(comm, comm_name, resultlen);
+  int rc = PMPI_Comm_get_name(comm, comm_name, resultlen);
+  tiers_trace_end(TIERS_FN_Comm_get_name);
   return rc;
 }
 
@@ -5681,6 +5692,12 @@ void mpi_file_open_(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_F
   (void)rc;
   tiers_trace_end(TIERS_FN_File_open);
 }
+TIERS_EXPORT void mpi_file_open_f08_(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_Fint *f_info, MPI_Fint *f_fh, MPI_Fint *ierr, size_t f_filename_len);
+void mpi_file_open_f08_(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_Fint *f_info, MPI_Fint *f_fh, MPI_Fint *ierr, size_t f_filename_len)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_open_(f_comm, f_filename, f_amode, f_info, f_fh, ierr ? ierr : &tiers_ierr_, f_filename_len);
+}
 
 typedef void (*tiers_ft_File_close)(MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_file_close_(MPI_Fint *f_fh, MPI_Fint *ierr);
@@ -5732,6 +5749,12 @@ void mpi_file_set_view_(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI
   int rc = (int)*ierr;
   (void)rc;
   tiers_trace_end(TIERS_FN_File_set_view);
+}
+TIERS_EXPORT void mpi_file_set_view_f08_(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI_Fint *f_filetype, char *f_datarep, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_datarep_len);
+void mpi_file_set_view_f08_(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI_Fint *f_filetype, char *f_datarep, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_datarep_len)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_set_view_(f_fh, f_disp, f_etype, f_filetype, f_datarep, f_info, ierr ? ierr : &tiers_ierr_, f_datarep_len);
 }
 
 typedef void (*tiers_ft_File_sync)(MPI_Fint *, MPI_Fint *);
@@ -6419,6 +6442,36 @@ void mpi_intercomm_merge_f08_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint 
   mpi_intercomm_merge_(f_intercomm, f_high, f_newintracomm, ierr ? ierr : &tiers_ierr_);
 }
 
+typedef void (*tiers_ft_Comm_spawn)(char *, char *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, size_t, size_t);
+TIERS_EXPORT void mpi_comm_spawn_(char *f_command, char *f_array_of_argv, MPI_Fint *f_maxprocs, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_intercomm, MPI_Fint *f_array_of_errcodes, MPI_Fint *ierr, size_t f_command_len, size_t f_array_of_argv_len);
+TIERS_EXPORT void mpi_comm_spawn__(char *f_command, char *f_array_of_argv, MPI_Fint *f_maxprocs, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_intercomm, MPI_Fint *f_array_of_errcodes, MPI_Fint *ierr, size_t f_command_len, size_t f_array_of_argv_len) __attribute__((alias("mpi_comm_spawn_")));
+TIERS_EXPORT void mpi_comm_spawn(char *f_command, char *f_array_of_argv, MPI_Fint *f_maxprocs, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_intercomm, MPI_Fint *f_array_of_errcodes, MPI_Fint *ierr, size_t f_command_len, size_t f_array_of_argv_len) __attribute__((alias("mpi_comm_spawn_")));
+TIERS_EXPORT void MPI_COMM_SPAWN(char *f_command, char *f_array_of_argv, MPI_Fint *f_maxprocs, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_intercomm, MPI_Fint *f_array_of_errcodes, MPI_Fint *ierr, size_t f_command_len, size_t f_array_of_argv_len) __attribute__((alias("mpi_comm_spawn_")));
+void mpi_comm_spawn_(char *f_command, char *f_array_of_argv, MPI_Fint *f_maxprocs, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_intercomm, MPI_Fint *f_array_of_errcodes, MPI_Fint *ierr, size_t f_command_len, size_t f_array_of_argv_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_spawn tiers_real_ = (tiers_ft_Comm_spawn)tiers_trace_freal(&tiers_slot_, "pmpi_comm_spawn");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_spawn, __builtin_return_address(0))) {
+    tiers_real_(f_command, f_array_of_argv, f_maxprocs, f_info, f_root, f_comm, f_intercomm, f_array_of_errcodes, ierr, f_command_len, f_array_of_argv_len);
+    return;
+  }
+  tiers_trace_spawn_refused();
+  tiers_real_(f_command, f_array_of_argv, f_maxprocs, f_info, f_root, f_comm, f_intercomm, f_array_of_errcodes, ierr, f_command_len, f_array_of_argv_len);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Comm_spawn);
+}
+TIERS_EXPORT void mpi_comm_spawn_f08_(char *f_command, char *f_array_of_argv, MPI_Fint *f_maxprocs, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_intercomm, MPI_Fint *f_array_of_errcodes, MPI_Fint *ierr, size_t f_command_len, size_t f_array_of_argv_len);
+void mpi_comm_spawn_f08_(char *f_command, char *f_array_of_argv, MPI_Fint *f_maxprocs, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_intercomm, MPI_Fint *f_array_of_errcodes, MPI_Fint *ierr, size_t f_command_len, size_t f_array_of_argv_len)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_spawn_(f_command, f_array_of_argv, f_maxprocs, f_info, f_root, f_comm, f_intercomm, f_array_of_errcodes, ierr ? ierr : &tiers_ierr_, f_command_len, f_array_of_argv_len);
+}
+
 typedef void (*tiers_ft_Comm_set_name)(MPI_Fint *, char *, MPI_Fint *, size_t);
 TIERS_EXPORT void mpi_comm_set_name_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len);
 TIERS_EXPORT void mpi_comm_set_name__(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len) __attribute__((alias("mpi_comm_set_name_")));
@@ -6444,6 +6497,72 @@ void mpi_comm_set_name_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, siz
   if (rc == MPI_SUCCESS)
     tiers_trace_comm_name(comm, comm_name);
   tiers_trace_end(TIERS_FN_Comm_set_name);
+}
+TIERS_EXPORT void mpi_comm_set_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len);
+void mpi_comm_set_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_set_name_(f_comm, f_comm_name, ierr ? ierr : &tiers_ierr_, f_comm_name_len);
+}
+
+typedef void (*tiers_ft_Comm_idup)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_idup_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_comm_idup__(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_comm_idup_")));
+TIERS_EXPORT void mpi_comm_idup(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_comm_idup_")));
+TIERS_EXPORT void MPI_COMM_IDUP(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_comm_idup_")));
+void mpi_comm_idup_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_idup tiers_real_ = (tiers_ft_Comm_idup)tiers_trace_freal(&tiers_slot_, "pmpi_comm_idup");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_idup, __builtin_return_address(0))) {
+    tiers_real_(f_comm, f_newcomm, f_request, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_comm, f_newcomm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_fcomm_idup(comm, f_newcomm, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Comm_idup);
+}
+TIERS_EXPORT void mpi_comm_idup_f08_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_comm_idup_f08_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_idup_(f_comm, f_newcomm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Comm_get_name)(MPI_Fint *, char *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_comm_get_name_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_resultlen, MPI_Fint *ierr, size_t f_comm_name_len);
+TIERS_EXPORT void mpi_comm_get_name__(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_resultlen, MPI_Fint *ierr, size_t f_comm_name_len) __attribute__((alias("mpi_comm_get_name_")));
+TIERS_EXPORT void mpi_comm_get_name(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_resultlen, MPI_Fint *ierr, size_t f_comm_name_len) __attribute__((alias("mpi_comm_get_name_")));
+TIERS_EXPORT void MPI_COMM_GET_NAME(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_resultlen, MPI_Fint *ierr, size_t f_comm_name_len) __attribute__((alias("mpi_comm_get_name_")));
+void mpi_comm_get_name_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_resultlen, MPI_Fint *ierr, size_t f_comm_name_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_get_name tiers_real_ = (tiers_ft_Comm_get_name)tiers_trace_freal(&tiers_slot_, "pmpi_comm_get_name");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_get_name, __builtin_return_address(0))) {
+    tiers_real_(f_comm, f_comm_name, f_resultlen, ierr, f_comm_name_len);
+    return;
+  }
+  tiers_real_(f_comm, f_comm_name, f_resultlen, ierr, f_comm_name_len);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Comm_get_name);
+}
+TIERS_EXPORT void mpi_comm_get_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_resultlen, MPI_Fint *ierr, size_t f_comm_name_len);
+void mpi_comm_get_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_resultlen, MPI_Fint *ierr, size_t f_comm_name_len)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_get_name_(f_comm, f_comm_name, f_resultlen, ierr ? ierr : &tiers_ierr_, f_comm_name_len);
 }
 #elif TIERS_FORTRAN_ENTRIES == 2
 /* the mpi_f08 module's MPI_STATUS(ES)_IGNORE become mpif.h's (MPI-4 names) */
@@ -8023,6 +8142,22 @@ void mpi_rget_f08_(void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_or
   tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_win, f_request, ierr);
 }
 
+typedef void (*tiers_ft_File_open)(MPI_Fint *, char *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_file_open_f08_(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_Fint *f_info, MPI_Fint *f_fh, MPI_Fint *ierr, size_t f_filename_len);
+void mpi_file_open_f08_(MPI_Fint *f_comm, char *f_filename, MPI_Fint *f_amode, MPI_Fint *f_info, MPI_Fint *f_fh, MPI_Fint *ierr, size_t f_filename_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_open tiers_real_ = (tiers_ft_File_open)tiers_trace_freal(&tiers_slot_, "pmpi_file_open");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_filename, f_amode, f_info, f_fh, ierr, f_filename_len);
+}
+
 typedef void (*tiers_ft_File_close)(MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_file_close_f08_(MPI_Fint *f_fh, MPI_Fint *ierr);
 void mpi_file_close_f08_(MPI_Fint *f_fh, MPI_Fint *ierr)
@@ -8037,6 +8172,22 @@ void mpi_file_close_f08_(MPI_Fint *f_fh, MPI_Fint *ierr)
     return;
   }
   tiers_real_(f_fh, ierr);
+}
+
+typedef void (*tiers_ft_File_set_view)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, char *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_file_set_view_f08_(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI_Fint *f_filetype, char *f_datarep, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_datarep_len);
+void mpi_file_set_view_f08_(MPI_Fint *f_fh, MPI_Fint *f_disp, MPI_Fint *f_etype, MPI_Fint *f_filetype, char *f_datarep, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_datarep_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_set_view tiers_real_ = (tiers_ft_File_set_view)tiers_trace_freal(&tiers_slot_, "pmpi_file_set_view");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_disp, f_etype, f_filetype, f_datarep, f_info, ierr, f_datarep_len);
 }
 
 typedef void (*tiers_ft_File_sync)(MPI_Fint *, MPI_Fint *);
@@ -8373,5 +8524,53 @@ void mpi_intercomm_merge_f08_(MPI_Fint *f_intercomm, MPI_Fint *f_high, MPI_Fint 
     return;
   }
   tiers_real_(f_intercomm, f_high, f_newintracomm, ierr);
+}
+
+typedef void (*tiers_ft_Comm_set_name)(MPI_Fint *, char *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_comm_set_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len);
+void mpi_comm_set_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *ierr, size_t f_comm_name_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_set_name tiers_real_ = (tiers_ft_Comm_set_name)tiers_trace_freal(&tiers_slot_, "pmpi_comm_set_name");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_comm_name, ierr, f_comm_name_len);
+}
+
+typedef void (*tiers_ft_Comm_idup)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_idup_f08_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_comm_idup_f08_(MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_idup tiers_real_ = (tiers_ft_Comm_idup)tiers_trace_freal(&tiers_slot_, "pmpi_comm_idup");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_newcomm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Comm_get_name)(MPI_Fint *, char *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_comm_get_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_resultlen, MPI_Fint *ierr, size_t f_comm_name_len);
+void mpi_comm_get_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_resultlen, MPI_Fint *ierr, size_t f_comm_name_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_get_name tiers_real_ = (tiers_ft_Comm_get_name)tiers_trace_freal(&tiers_slot_, "pmpi_comm_get_name");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, f_comm_name, f_resultlen, ierr, f_comm_name_len);
 }
 #endif /* TIERS_FORTRAN_ENTRIES */
