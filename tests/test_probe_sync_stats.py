@@ -137,6 +137,15 @@ def test_a_disturbed_repetition_moves_the_epcc_mean_not_the_median(native_bin):
     # too few repetitions for EPCC's figure: none
     t = _pair_stats(native_bin, [1.0], [1.3])
     assert t["epcc"]["n"] == 0 and t["epcc"]["mean_us"] is None
+    assert t["epcc"]["reliable"] is False
+    # disturbed references pull the mean below zero: no number, why
+    refs = [1.0] * 11
+    refs[5] = 9.0
+    t = _pair_stats(native_bin, refs, [1.3] * 11)
+    assert t["epcc"]["mean_us"] is None and t["epcc"]["mean_cycles"] is None
+    assert t["epcc"]["reliable"] is False and "at or below zero" in t["epcc"]["why"]
+    row = _row(t)
+    assert row["epcc_mean_us"] is None and row["value_us"] == pytest.approx(0.3)
 
 
 def test_a_barrier_has_no_reference_figures(native_bin):
@@ -171,8 +180,12 @@ def test_a_run_at_1_and_2_threads_carries_the_new_keys(native_bin):
             assert t["innerreps"] >= 1 and t["reference_innerreps"] >= 1
             rest = t["overheads_us"][1:]
             assert t["epcc"]["n"] == len(rest)
-            assert t["epcc"]["mean_us"] == pytest.approx(sum(rest) / len(rest), rel=1e-9,
-                                                         abs=1e-12)
+            mean = sum(rest) / len(rest)
+            if mean > 0:
+                assert t["epcc"]["mean_us"] == pytest.approx(mean, rel=1e-9, abs=1e-12)
+                assert t["epcc"]["reliable"] is True
+            else:  # never a cost at or below zero
+                assert t["epcc"]["mean_us"] is None and t["epcc"]["reliable"] is False
             assert t["resolution_us"] == pytest.approx(max(
                 stats.resolution(t["reference_times_us"]),
                 4 * p["timer_us"] / t["innerreps"]), rel=1e-9)

@@ -204,10 +204,18 @@ void sync_result_json(tiers_json_t *j, const char *ref_name, long innerreps, lon
     tiers_json_kv_string(j, "method", "mean over the outer repetitions of (test - reference) "
                                       "per inner repetition, the first repetition dropped");
     tiers_json_kv_int(j, "n", e.n);
-    tiers_json_kv_double(j, "mean_us", e.mean);
+    /* a mean at or below zero is not a cost (disturbed references pulled
+     * it down): null, as every figure of a document */
+    int positive = e.mean > 0;
+    tiers_json_kv_double(j, "mean_us", positive ? e.mean : NAN);
     tiers_json_kv_double(j, "sd_us", e.sd);
-    tiers_json_kv_double(j, "mean_cycles", e.mean * cyc);
+    tiers_json_kv_double(j, "mean_cycles", positive ? e.mean * cyc : NAN);
     tiers_json_kv_int(j, "outliers", e.outliers);
+    tiers_json_kv_bool(j, "reliable", positive);
+    if (!positive)
+      tiers_json_kv_string(j, "why", e.n ? "the mean of the per-pair overheads is at or below "
+                                           "zero: not a cost"
+                                         : "fewer than 2 repetitions");
     tiers_json_object_end(j);
     double *scratch = malloc(sizeof *scratch * (n ? n : 1));
     double res = scratch ? tiers_stats_resolution(refs, n, scratch, timer_us) : NAN;
