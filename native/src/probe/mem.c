@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <hwloc.h>
 #include <omp.h>
@@ -48,11 +49,15 @@
 
 #define ELEM_BYTES ((size_t)sizeof(double))
 #define PAGE_ELEMS ((size_t)512)        /* threads' slices start on 4 KiB boundaries */
+#define HUGE_BYTES ((size_t)2 << 20)    /* arrays start on 2 MiB boundaries (huge pages) */
+#define HUGE_ELEMS (HUGE_BYTES / ELEM_BYTES)
+/* Slices follow huge pages when each thread gets at least this many of them. */
+#define HUGE_SLICE_MIN 8
 #define MIN_ARRAY_BYTES ((uint64_t)4096)
 #define MIN_DEFAULT_BYTES ((uint64_t)64 << 20)
 #define DEFAULT_NTIMES 10
 #define QUICK_NTIMES 7 /* 6 timed: the fewest with a 95 % CI of the median */
-#define MAX_NTIMES 200 /* the recurrence grows 15x per repetition: stay far from overflow */
+#define MAX_NTIMES 200
 #define MAX_THREADS 1024
 #define NARRAYS 3
 #define SCALAR 3.0
@@ -378,14 +383,90 @@ static void parse_options(int argc, char **argv, struct options *o, tiers_topo_t
                     human_bytes((double)avail, h2, sizeof h2));
 }
 
-/* Thread t's slice [lo, hi) of n elements: whole pages, the last thread takes the rest. */
+/* The slice granularity: 2 MiB (one huge page, so that first touch
+ * places whole huge pages) when every thread gets at least
+ * HUGE_SLICE_MIN of them, else 4 KiB. */
+static size_t slice_unit(size_t n, int nthreads)
+{
+  return n / HUGE_ELEMS >= (size_t)nthreads * HUGE_SLICE_MIN ? HUGE_ELEMS : PAGE_ELEMS;
+}
+
+/* Thread t's slice [lo, hi) of n elements: whole units, the last thread takes the rest. */
 static void slice(size_t n, int t, int nthreads, size_t *lo, size_t *hi)
 {
-  size_t pages = (n + PAGE_ELEMS - 1) / PAGE_ELEMS;
+  const size_t unit = slice_unit(n, nthreads);
+  size_t pages = (n + unit - 1) / unit;
   size_t p0 = pages * (size_t)t / (size_t)nthreads;
   size_t p1 = pages * (size_t)(t + 1) / (size_t)nthreads;
-  *lo = p0 * PAGE_ELEMS < n ? p0 * PAGE_ELEMS : n;
-  *hi = p1 * PAGE_ELEMS < n ? p1 * PAGE_ELEMS : n;
+  *lo = p0 * unit < n ? p0 * unit : n;
+  *hi = p1 * unit < n ? p1 * unit : n;
+}
+
+/*
+ * One array: an anonymous mapping (no page is backed until written, so
+ * the first writer places it), 2 MiB aligned and advised for transparent
+ * huge pages (MADV_HUGEPAGE): with 4 KiB pages a streaming kernel takes a
+ * TLB miss every 64 cache lines, and a guest's nested page walks make
+ * those dear.  The advice is best effort; params.huge_pages says whether
+ * it was taken, and each configuration how many bytes huge pages back.
+ */
+struct array_map {
+  void *base;
+  size_t len;
+  double *x;
+};
+
+static void array_map(size_t bytes, struct array_map *m)
+{
+  m->len = bytes + HUGE_BYTES;
+  m->base = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (m->base == MAP_FAILED)
+    tiers_tool_fail("cannot allocate the arrays (%zu bytes each): %s", bytes, strerror(errno));
+  uintptr_t p = ((uintptr_t)m->base + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1);
+  m->x = (double *)p;
+#ifdef MADV_HUGEPAGE
+  (void)madvise(m->x, bytes, MADV_HUGEPAGE); /* best effort */
+#endif
+}
+
+/* 1 when the kernel takes MADV_HUGEPAGE advice (tried on a small mapping). */
+static int huge_pages_advisable(void)
+{
+#ifdef MADV_HUGEPAGE
+  size_t len = 2 * HUGE_BYTES;
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return 0;
+  int ok = madvise(p, len, MADV_HUGEPAGE) == 0;
+  munmap(p, len);
+  return ok;
+#else
+  return 0;
+#endif
+}
+
+static void array_unmap(struct array_map *m)
+{
+  if (m->base && m->base != MAP_FAILED)
+    munmap(m->base, m->len);
+  m->base = NULL;
+}
+
+/* Bytes of this process's memory backed by huge pages now (Linux
+ * /proc/self/smaps_rollup, AnonHugePages), -1 when unknown. */
+static long long huge_page_bytes(void)
+{
+  FILE *f = fopen("/proc/self/smaps_rollup", "r");
+  if (!f)
+    return -1;
+  char line[256];
+  long long kib = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "AnonHugePages: %lld kB", &kib) == 1)
+      break;
+  fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
 }
 
 static void fill(double *x, size_t lo, size_t hi, double v)
@@ -482,13 +563,16 @@ static void measure(tiers_topo_t topo, hwloc_const_cpuset_t initial, const struc
       fill(c, 0, n, 0.0);
     }
 
+    /* Each kernel (and under auto each store variant) runs its ntimes
+     * repetitions back to back, as likwid-bench runs its iterations, so
+     * that no repetition pays for the cache state another kernel left. */
     double t0 = 0.0;
-    for (long rep = 0; rep < ntimes; rep++) {
-      for (int kv = 0; kv < TIERS_MEM_NKERNELS * NVARIANTS; kv++) {
-        const int k = kv / NVARIANTS, v = kv % NVARIANTS;
-        /* read and memcpy run once, with the first kernel set there is */
-        if (!o->selected[k] || !K[v] || (!kernel_has_variants(k) && v > 0 && K[0]))
-          continue;
+    for (int kv = 0; kv < TIERS_MEM_NKERNELS * NVARIANTS; kv++) {
+      const int k = kv / NVARIANTS, v = kv % NVARIANTS;
+      /* read and memcpy run once, with the first kernel set there is */
+      if (!o->selected[k] || !K[v] || (!kernel_has_variants(k) && v > 0 && K[0]))
+        continue;
+      for (long rep = 0; rep < ntimes; rep++) {
         /* Two barriers around the start time: no thread may start before
          * thread 0 has read the clock, else a preempted thread 0 would
          * miss the others' work and report an impossible rate. */
@@ -529,21 +613,26 @@ struct expected {
 
 static void replay(const struct options *o, size_t n, struct expected *e)
 {
+  /* Every kernel reads only arrays it does not write, so its repetitions
+   * (and both store variants) leave what one run leaves: one pass over the
+   * kernels in their order gives the final values, and every repetition of
+   * read sums the same a. */
   double a = 1.0, b = 2.0, c = 0.0;
-  for (long rep = 0; rep < o->ntimes; rep++) {
-    for (int k = 0; k < TIERS_MEM_NKERNELS; k++) {
-      if (!o->selected[k])
-        continue;
-      switch (k) {
-      case TIERS_MEM_COPY: c = a; break;
-      case TIERS_MEM_SCALE: b = SCALAR * c; break;
-      case TIERS_MEM_ADD: c = a + b; break;
-      case TIERS_MEM_TRIAD: a = b + SCALAR * c; break;
-      case TIERS_MEM_READ: e->sums[rep] = a * (double)n; break;
-      case TIERS_MEM_WRITE: c = FILL; break;
-      case TIERS_MEM_MEMCPY: c = a; break;
-      default: break;
-      }
+  for (int k = 0; k < TIERS_MEM_NKERNELS; k++) {
+    if (!o->selected[k])
+      continue;
+    switch (k) {
+    case TIERS_MEM_COPY: c = a; break;
+    case TIERS_MEM_SCALE: b = SCALAR * c; break;
+    case TIERS_MEM_ADD: c = a + b; break;
+    case TIERS_MEM_TRIAD: a = b + SCALAR * c; break;
+    case TIERS_MEM_READ:
+      for (long rep = 0; rep < o->ntimes; rep++)
+        e->sums[rep] = a * (double)n;
+      break;
+    case TIERS_MEM_WRITE: c = FILL; break;
+    case TIERS_MEM_MEMCPY: c = a; break;
+    default: break;
     }
   }
   e->a = a;
@@ -786,6 +875,8 @@ static void write_params(tiers_json_t *j, const struct options *o, tiers_topo_t 
   tiers_json_kv_int(j, "llc_total_bytes", (int64_t)llc);
   tiers_json_kv_bool(j, "size_meets_stream_rule", llc == 0 || o->size >= 4 * llc);
   tiers_json_kv_int(j, "available_memory_bytes", (int64_t)tiers_topo_available_memory());
+  tiers_json_kv_int(j, "array_alignment_bytes", (int64_t)HUGE_BYTES);
+  tiers_json_kv_string(j, "huge_pages", huge_pages_advisable() ? "advised" : "unavailable");
   tiers_json_kv_int(j, "ntimes", o->ntimes);
   tiers_json_kv_int(j, "timed_repetitions", o->ntimes - 1);
   tiers_json_kv_string(j, "stores", store_names[o->nt]);
@@ -907,14 +998,14 @@ int main(int argc, char **argv)
         if (tiers_topo_pin_order(topo, r.pin, r.threads, r.pin_order) != TIERS_OK)
           tiers_tool_fail_last("cannot place the threads");
 
-        void *pa = NULL, *pb = NULL, *pc = NULL;
-        if (tiers_topo_alloc_first_touch(bytes, &pa) != TIERS_OK ||
-            tiers_topo_alloc_first_touch(bytes, &pb) != TIERS_OK ||
-            tiers_topo_alloc_first_touch(bytes, &pc) != TIERS_OK)
-          tiers_tool_fail_last("cannot allocate the arrays");
-        double *a = pa, *b = pb, *c = pc;
+        struct array_map ma, mb, mc;
+        array_map(bytes, &ma);
+        array_map(bytes, &mb);
+        array_map(bytes, &mc);
+        double *a = ma.x, *b = mb.x, *c = mc.x;
 
         measure(topo, initial, &o, K, a, b, c, n, &r);
+        const long long huge_now = huge_page_bytes(); /* while the arrays are mapped */
         if (r.bind_error)
           tiers_tool_fail("cannot bind the threads (--pin %s): %s", tiers_pin_policy_name(r.pin),
                           r.bind_message);
@@ -926,6 +1017,12 @@ int main(int argc, char **argv)
         tiers_json_kv_string(&j, "pin", tiers_pin_policy_name(r.pin));
         tiers_json_kv_string(&j, "placement", placement_names[r.placement]);
         tiers_json_kv_string(&j, "stores", store_names[o.nt]);
+        tiers_json_kv_int(&j, "slice_unit_bytes", (int64_t)(slice_unit(n, r.threads) * ELEM_BYTES));
+        tiers_json_key(&j, "huge_page_bytes");
+        if (huge_now >= 0)
+          tiers_json_int(&j, huge_now);
+        else
+          tiers_json_null(&j);
         write_threads(&j, &r, npus);
         write_results(&j, &o, &r, n);
         int ok = validate(&j, &o, &r, a, b, c, n, why, sizeof why);
@@ -936,9 +1033,9 @@ int main(int argc, char **argv)
           all_ok = 0;
         }
 
-        tiers_topo_free(pa, bytes);
-        tiers_topo_free(pb, bytes);
-        tiers_topo_free(pc, bytes);
+        array_unmap(&ma);
+        array_unmap(&mb);
+        array_unmap(&mc);
         done++;
         if (o.progress) {
           fprintf(stderr, "progress %d %d\n", done, total);
