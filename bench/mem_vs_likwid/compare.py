@@ -1,14 +1,17 @@
 """tiers probe mem vs likwid-bench: STREAM Copy and Triad, same run.
 
 For every thread count, each round runs tiers once with --stores auto
-(every repetition runs the regular-store and the non-temporal-store kernel
-side by side; each kernel reports the one with the shorter mean time, and
+(each kernel runs its repetitions with regular stores, then with
+non-temporal stores, and reports the variant with the shorter mean time;
 the document keeps both) and every likwid-bench variant of ``copy`` and
 ``stream`` (STREAM's Triad is likwid's ``stream``; likwid's ``triad`` is a
 different four-stream kernel) that this CPU can run, alternating tools
 within the round.  Working sets match: tiers' --size is bytes per array;
-likwid's -w S0:SIZE:THREADS SIZE is all arrays together (2 for copy, 3 for
-stream).  Both count data volume as STREAM does, without write-allocate
+likwid's -W S0:SIZE:THREADS SIZE is all arrays together (2 for copy, 3 for
+stream).  By default each array is 4x the last-level cache (STREAM's rule;
+on a 260 MiB L3 that is 1.1 GB per array) and both tools place the pages by
+first touch of each thread (tiers --placement first-touch, likwid -W; with
+--placement master likwid gets -w, one thread initialising).  Both count data volume as STREAM does, without write-allocate
 traffic (16 B per element for copy, 24 for triad), in MB/s with MB = 10^6 B.
 
 likwid reports one rate over all its iterations, a mean; tiers reports the
@@ -71,10 +74,32 @@ def likwid_variants(test: str) -> list[str]:
     return keep
 
 
-def run_likwid(variant: str, bytes_total: int, threads: int, iters: int) -> float | str:
+def llc_bytes() -> int:
+    """The largest cache of CPU 0 in bytes (sysfs), 0 when unknown."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            try:
+                with open(os.path.join(base, entry, "size"), encoding="utf-8") as f:
+                    text = f.read().strip()
+            except OSError:
+                continue
+            mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(text[-1:], 1)
+            digits = text.rstrip("KMG")
+            if digits.isdigit():
+                best = max(best, int(digits) * mult)
+    except OSError:
+        pass
+    return best
+
+
+def run_likwid(variant: str, bytes_total: int, threads: int, iters: int,
+               per_thread_init: bool = True) -> float | str:
     """likwid's MByte/s for one run, or a string saying why the run failed
     (some variants crash in likwid 5.2, e.g. stream_mem with SIGSEGV)."""
-    cmd = ["likwid-bench", "-t", variant, "-w", f"S0:{bytes_total}B:{threads}", "-i", str(iters)]
+    cmd = ["likwid-bench", "-t", variant, "-W" if per_thread_init else "-w",
+           f"S0:{bytes_total}B:{threads}", "-i", str(iters)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"^MByte/s:\s*([0-9.]+)", proc.stdout, re.M)
     if proc.returncode != 0 or not m:
@@ -88,8 +113,8 @@ def run_tiers(tiers: list[str], stores: str, threads: int, array_bytes: int, nti
               placement: str) -> dict:
     """Returns {"rates": {kind: {kernel: (best MB/s, mean MB/s)}}, "params"}: kind
     "auto" (each kernel's variant with the shorter mean time, as tiers reports
-    it), "regular" and "nt" (both variants, run side by side in every
-    repetition of the same auto run)."""
+    it), "regular" and "nt" (both variants, each a block of repetitions in
+    the same auto run)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mem.json")
         cmd = [*tiers, "probe", "mem", "--threads", str(threads), "--pin", "compact",
@@ -139,14 +164,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
-    ap.add_argument("--array-bytes", type=int, default=160_000_000,
-                    help="bytes per array (default 160e6: more than 4x a 32 MiB L3)")
+    ap.add_argument("--array-bytes", type=int, default=None,
+                    help="bytes per array (default: 4x the last-level cache, at least 160e6)")
     ap.add_argument("--ntimes", type=int, default=20,
                     help="tiers repetitions and likwid iterations (default 20)")
-    ap.add_argument("--placement", default="master",
-                    help="tiers placement; likwid -w initialises with one thread (default master)")
+    ap.add_argument("--placement", default="first-touch", choices=["first-touch", "master"],
+                    help="tiers placement; likwid gets -W (each thread initialises its chunk) "
+                    "for first-touch, -w (one thread) for master (default first-touch)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw rates as JSON")
-    args = benchlib.parse_args(ap, {"rounds": 1, "array_bytes": 20_000_000, "ntimes": 10})
+    args = benchlib.parse_args(ap, {"rounds": 1, "ntimes": 6})
+    llc = llc_bytes()
+    if args.array_bytes is None:
+        args.array_bytes = max(160_000_000, 4 * llc)
     if args.rounds < 1 or args.array_bytes < 1024 or args.ntimes < 1:
         fail("--rounds and --ntimes must be at least 1 and --array-bytes at least 1024")
     try:
@@ -158,7 +187,7 @@ def main() -> int:
     if args.dry_run:
         benchlib.dry_run(args, command=True, steps=[
             f"{args.rounds} alternating rounds at {args.threads} threads of tiers probe mem "
-            "(--stores auto: regular and non-temporal stores side by side) and likwid-bench's "
+            "(--stores auto: regular and non-temporal stores, one block each) and likwid-bench's "
             "copy and stream variants"])
     if shutil.which("likwid-bench") is None:
         fail("likwid-bench is not installed (Debian package likwid)")
@@ -172,7 +201,12 @@ def main() -> int:
     print(f"anchor: {info['likwid']}; tiers: {' '.join(tiers)}")
     print(f"array {args.array_bytes} B (copy working set {2 * args.array_bytes} B, triad "
           f"{3 * args.array_bytes} B); {args.ntimes} repetitions/iterations; {args.rounds} rounds; "
-          f"tiers --pin compact --placement {args.placement}, likwid -w S0:SIZE:THREADS")
+          f"tiers --pin compact --placement {args.placement}, likwid "
+          f"{'-W' if args.placement == 'first-touch' else '-w'} S0:SIZE:THREADS")
+    if llc:
+        print(f"last-level cache {llc / 2**20:,.0f} MiB: each array is "
+              f"{args.array_bytes / llc:.1f}x it" + ("" if args.array_bytes >= 4 * llc else
+                                                     " (below STREAM's 4x rule)"))
     print("likwid variants: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in variants.items()))
 
     # samples[(tool, kernel, threads)] -> list of (best, mean) or rate
@@ -202,7 +236,8 @@ def main() -> int:
                 else:
                     arrays = KERNELS[what][1]
                     for v in list(variants[what]):
-                        r = run_likwid(v, arrays * args.array_bytes, t, args.ntimes)
+                        r = run_likwid(v, arrays * args.array_bytes, t, args.ntimes,
+                                       args.placement == "first-touch")
                         if isinstance(r, str):  # a broken variant leaves the comparison
                             broken[v] = r
                             variants[what].remove(v)
