@@ -24,7 +24,7 @@
  *
  * DELAY_LENGTH (when above 0) replaces the calibration, and NAME=INNERREPS
  * replaces the search for innerreps of one test or reference (names as
- * printed; references: delay, atomic, reduction), so that a comparison can
+ * printed; references: ref_delay, ref_atomic, ref_reduction), so that a comparison can
  * run exactly the delays and inner repetitions of another program.
  *
  * prints one line per construct:
@@ -289,8 +289,8 @@ int main(int argc, char **argv)
     delay(delaylength);
   printf("delay %d %.6f\n", delaylength, (omp_get_wtime() - t0) * 1e6 / 10000);
 
-  result_t ref = bench("delay", refer), refatom = bench("atomic", referatom),
-           refred = bench("reduction", referred);
+  result_t ref = bench("ref_delay", refer), refatom = bench("ref_atomic", referatom),
+           refred = bench("ref_reduction", referred);
   struct {
     const char *name;
     void (*fn)(void);
