@@ -95,7 +95,10 @@ def test_all_pairs_schedule(tmp_path, ranks):
         # the fit goes through the best time of each of the 5 sizes
         assert len(p["residuals_us"]) == 5 and p["points"] == 5
         assert p["best_us"] == [min(ts) for ts in p["times_us"]]
-        assert len(p["latency_samples_us"]) == doc["params"]["allpairs"]["latency_blocks"]
+        # repeated by the statistics layer's rule: at most --reps times per
+        # size (2 here, too few to converge: exactly 2), at most
+        # latency_blocks latency blocks
+        assert 1 <= len(p["latency_samples_us"]) <= doc["params"]["allpairs"]["latency_blocks"]
     assert ap["sizes"] == [round(65536 * f) for f in (0.667, 0.8, 1.0, 1.25, 1.5)]
     # symmetric matrices with the right shape, nothing on the diagonal
     mat = doc["summary"]["allpairs"]["matrices"]
@@ -305,8 +308,18 @@ def test_barrier_mpi_and_hybrid_rows(tmp_path, ranks):
     for r, m, h in zip(rows, b["mpi"], b["hybrid"]):
         assert r["hybrid_threads"] == 2
         assert r["hybrid_over_mpi"] == pytest.approx(h["avg_us"] / m["avg_us"])
+    # MPI_Barrier as a flat MPI program sees it (MPI_THREAD_SINGLE, a launch
+    # of its own), and again in the hybrid barrier's MPI_THREAD_FUNNELED launch
+    assert b["thread_level"] == "single"
+    assert [r["ranks"] for r in b["mpi_funneled"]] == counts
+    assert all(_ordered(r) for r in b["mpi_funneled"])
+    for r in b["mpi"]:  # timed in blocks repeated by the statistics layer's rule
+        assert r["block_n"] == len(r["blocks_us"]) >= 1
+        assert r["stopped"] in ("converged", "max samples", "time limit")
+    assert set(doc["params"]["launch_commands"]) == {"collectives", "hybrid barrier"}
+    assert "--barrier-kinds mpi" in " ".join(doc["params"]["launch_commands"]["collectives"])
     # room for the threads: 2 cores per rank where the machine has them, else unbound
-    command = " ".join(doc["params"]["launch_command"])
+    command = " ".join(doc["params"]["barrier_launch_command"])
     if ranks * 2 <= launch.local_slots():
         assert "PE=2" in command
     else:

@@ -175,7 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="all-pairs sizes as factors of the centre (default "
                    "0.667,0.8,1,1.25,1.5)")
     p.add_argument("--reps", type=V.count("--reps", 1, 100000), metavar="N",
-                   help="all-pairs repetitions per size (default 7; 3 with --quick)")
+                   help="all-pairs repetitions per size, at most (default 50; 20 with "
+                   "--quick; they repeat until the median is steady, docs/statistics.md)")
+    p.add_argument("--launches", type=V.count("--launches", 1, 100), metavar="N",
+                   help="separate launches of the ping-pong test; each figure is the median "
+                   "of their medians (default 3)")
     p.add_argument("--cores-per-node", type=V.count("--cores-per-node"), metavar="C",
                    help="cores per node measuring different steps between nodes at once "
                    "(default 1)")

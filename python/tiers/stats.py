@@ -169,6 +169,72 @@ def converged(samples: Sequence[float]) -> bool:
     return s["rel_halfwidth"] is not None and not s["noisy"]
 
 
+def summarize_blocks(blocks: Iterable[Iterable[float]]) -> dict:
+    """Return the summary of one figure measured in independent blocks --
+    separate launches of a probe, or blocks restarted from scratch -- each
+    holding repeated samples.
+
+    Repetitions inside one block share whatever the block started with
+    (where the processes landed, their buffers' pages): their interval says
+    how steady the figure was *in that block*, not how far another block
+    would move it.  So the figure is the **median of the block medians**
+    (each block summarised by :func:`summarize`), ``min`` is the best
+    sample of all, and the interval must cover both the pooled samples'
+    95 % interval and every block's median:
+
+    - with :data:`MIN_SAMPLES` blocks or more, it is the 95 % interval of
+      the median *of the block medians* (order statistics, as
+      :func:`summarize`), widened to the pooled interval;
+    - with fewer, ``[min(pooled low, lowest block median), max(pooled
+      high, highest block median)]``: blocks that disagree by more than
+      +-5 % around the figure make it noisy, however steady each block was.
+
+    Returns :func:`summarize`'s keys (``n``, ``kept``, ``outliers`` of the
+    pooled samples; ``median``, ``ci_low``, ``ci_high``, ``rel_halfwidth``,
+    ``noisy``, ``why`` as described; ``ci_ranks`` None) plus ``blocks``
+    (blocks with at least one finite sample), ``block_medians`` and
+    ``block_spread`` ((max - min) / median of the block medians, None for
+    fewer than 2 blocks).  With one block the figures are :func:`summarize`'s
+    of its samples."""
+    groups = [[float(x) for x in b if x is not None and math.isfinite(float(x))]
+              for b in blocks]
+    groups = [g for g in groups if g]
+    pooled = summarize([x for g in groups for x in g])
+    out = dict(pooled, blocks=len(groups), block_medians=[], block_spread=None)
+    if not groups:
+        return out
+    if len(groups) == 1:
+        out["block_medians"] = [pooled["median"]]
+        return out
+    meds = [summarize(g)["median"] for g in groups]
+    sm = sorted(meds)
+    med = quantile(sm, 0.5)
+    out.update(median=med, block_medians=meds, ci_ranks=None,
+               block_spread=(sm[-1] - sm[0]) / med if med > 0 else None)
+    if pooled["ci_low"] is None:
+        out.update(ci_low=None, ci_high=None, rel_halfwidth=None, noisy=True,
+                   why=pooled["why"])
+        return out
+    ranks = median_ci_ranks(len(sm))
+    lo, hi = (sm[ranks[0] - 1], sm[ranks[1] - 1]) if ranks else (sm[0], sm[-1])
+    lo, hi = min(lo, pooled["ci_low"]), max(hi, pooled["ci_high"])
+    half = max(med - lo, hi - med)
+    rel = half / med if med > 0 else (0.0 if half == 0 else math.inf)
+    noisy = rel > NOISY_REL
+    why = None
+    if noisy:
+        spread_rel = max(med - sm[0], sm[-1] - med) / med if med > 0 else math.inf
+        if ranks is None and spread_rel > NOISY_REL:
+            why = (f"{len(sm)} independent blocks disagree: their medians lie from "
+                   f"{sm[0]:.4g} to {sm[-1]:.4g} (+-{spread_rel * 100:.1f} % around the "
+                   f"figure), wider than +-{NOISY_REL * 100:.0f} %")
+        else:
+            why = (f"95 % interval of the median is +-{rel * 100:.1f} %, wider than "
+                   f"+-{NOISY_REL * 100:.0f} %")
+    out.update(ci_low=lo, ci_high=hi, rel_halfwidth=rel, noisy=noisy, why=why)
+    return out
+
+
 class Driver:
     """The repeat-until rule for one figure.
 

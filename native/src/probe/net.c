@@ -30,7 +30,11 @@
  *           consecutive ranks (to study the schedule on one machine).
  *           Each pair exchanges every size of centre x factors (default
  *           1.5 MB x 0.667, 0.8, 1, 1.25, 1.5) as --warmup untimed and then
- *           --reps timed ping-pongs; every one-way time (round trip / 2) is
+ *           timed ping-pongs, and 0-byte round trips in blocks of 10 for
+ *           the pair's latency; each repeats by the statistics layer's
+ *           rule (until the 95 % interval of its median is within +-5 %,
+ *           --figure-time / 10 seconds pass, or --reps times (50 latency
+ *           blocks) are taken); every one-way time (round trip / 2) is
  *           reported.  A barrier separates steps, so that one step's
  *           exchanges run at the same time and never overlap the next's.
  *           The least-squares fit time = latency + size / bandwidth is done
@@ -38,7 +42,8 @@
  *
  * barrier   MPI_Barrier over the first p ranks, p = 2 .. n (2, 4, 8, ..., n
  *           above 16 ranks): minimum, mean and maximum over ranks of each
- *           rank's mean time per barrier, after warm-up barriers (as IMB).
+ *           rank's mean time per barrier, after warm-up barriers (as IMB
+ *           and osu_barrier), timed in blocks as the allreduce test below.
  *           Then the hybrid barrier of libtiers-hybrid (tiers_team_barrier:
  *           a team spin barrier, MPI_Barrier by the master thread, a team
  *           barrier again) over the same process counts, with a team of
@@ -47,6 +52,10 @@
  *           series run inside one tiers_team_parallel region; the master
  *           thread times them, so one rank's time per episode is the time
  *           of the whole hybrid barrier (its threads and all processes).
+ *           --barrier-kinds mpi or hybrid times one of the two only; MPI
+ *           starts with MPI_THREAD_FUNNELED only when the hybrid barrier
+ *           is timed (the thread level slows MPI_Barrier itself), and
+ *           "thread_level" in the output says which it was.
  *
  * allreduce MPI_Allreduce of 8 B (one double, MPI_SUM) over the same process
  *           counts, as osu_allreduce: warm-up calls, then timed calls in
@@ -129,6 +138,7 @@ static struct {
   int flat;
   long barrier_iters, barrier_warmup;
   long barrier_threads; /* 0: the default (2, or the PUs of the smallest cpuset) */
+  int barrier_mpi, barrier_hybrid; /* which barriers the barrier test times */
   double timeout;
   int yield;
   int quick;
@@ -292,6 +302,25 @@ static void maybe_die(int test)
 /* ------------------------------------------------------------------ */
 /* Options                                                             */
 
+/* "mpi", "hybrid" or both, comma-separated: which barriers are timed. */
+static int parse_barrier_kinds(const char *text, int *mpi, int *hybrid)
+{
+  char buf[64];
+  if (strlen(text) >= sizeof buf)
+    return -1;
+  strcpy(buf, text);
+  *mpi = *hybrid = 0;
+  for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    if (strcmp(w, "mpi") == 0)
+      *mpi = 1;
+    else if (strcmp(w, "hybrid") == 0)
+      *hybrid = 1;
+    else
+      return -1;
+  }
+  return *mpi || *hybrid ? 0 : -1;
+}
+
 static int parse_test_list(const char *text, int *selected)
 {
   char buf[256];
@@ -371,7 +400,7 @@ static const char *usage =
     "use --tests LIST (pingpong,allpairs,barrier,allreduce), --sizes LIST, --iters N, --skip N, "
     "--window N, --bw-iters N, --figure-time S, --max-blocks N, --pair A,B, --center BYTES, --factors LIST, --reps N, "
     "--warmup N, --cores-per-node C, --node-size P, --flat, --barrier-iters N, "
-    "--barrier-threads T, --timeout S, --yield, --quick";
+    "--barrier-threads T, --barrier-kinds mpi,hybrid, --timeout S, --yield, --quick";
 
 static void parse_args(int argc, char **argv)
 {
@@ -402,12 +431,13 @@ static void parse_args(int argc, char **argv)
   const double paper_factors[] = {0.667, 0.8, 1.0, 1.25, 1.5};
   opt.nfactors = 5;
   memcpy(opt.factors, paper_factors, sizeof paper_factors);
-  opt.reps = quick ? 3 : 7;
+  opt.reps = quick ? 20 : 50; /* all pairs: times per size, at most */
   opt.warmup = 1;
   opt.cores_per_node = 1;
   opt.node_size = 0;
   opt.barrier_iters = quick ? 100 : 1000;
   opt.barrier_warmup = quick ? 10 : 100;
+  opt.barrier_mpi = opt.barrier_hybrid = 1;
   opt.timeout = 60.0;
   opt.die_rank = -1;
   /* sizes: 0 and powers of two up to 4 MiB (quick: powers of four) */
@@ -496,6 +526,9 @@ static void parse_args(int argc, char **argv)
       if (tiers_parse_long(v, &opt.barrier_threads) != 0 || opt.barrier_threads < 1 ||
           opt.barrier_threads > 4096)
         fail_all("bad --barrier-threads '%s': an integer from 1 to 4096", v);
+    } else if (strcmp(a, "--barrier-kinds") == 0) {
+      if (parse_barrier_kinds(v, &opt.barrier_mpi, &opt.barrier_hybrid) != 0)
+        fail_all("bad --barrier-kinds '%s': a list among mpi, hybrid", v);
     } else if (strcmp(a, "--timeout") == 0) {
       if (tiers_parse_double(v, &opt.timeout) != 0)
         fail_all("bad --timeout '%s': a positive number of seconds", v);
@@ -796,13 +829,60 @@ typedef struct {
 } phase_t;
 
 /* One measured pair, kept by the initiating (lower) rank:
- * [phase, step, round, a, b, one-way times in us (size-major, reps each)]. */
+ * [phase, step, round, a, b, then per size: the count of one-way times (us)
+ * and opt.reps slots for them, then the count of latency blocks and
+ * AP_LAT_BLOCKS slots].  Every figure of a pair repeats by the statistics
+ * layer's rule: until its 95 % interval of the median is within +-5 %,
+ * ap_figure_time() seconds pass, or its slots are full. */
 #define PAIR_HEAD 5
-#define AP_LAT_BLOCKS 10 /* small-message latency blocks per pair ... */
+#define AP_LAT_BLOCKS 50 /* small-message latency blocks per pair, at most ... */
 #define AP_LAT_ITERS 10  /* ... of this many round trips */
 static double *pair_recs;
 static int pair_nrec, pair_cap, pair_len;
 static uint64_t ap_sizes[MAX_FACTORS];
+
+/* Seconds per all-pairs figure (one size, or the latency, of one pair). */
+static double ap_figure_time(void)
+{
+  return opt.figure_time / 10;
+}
+
+/* Offset in a pair record of size f's count (its times follow). */
+static size_t ap_size_at(int f)
+{
+  return PAIR_HEAD + (size_t)f * (size_t)(1 + opt.reps);
+}
+
+/* Offset of the latency blocks' count (the blocks follow). */
+static size_t ap_lat_at(void)
+{
+  return ap_size_at(opt.nfactors);
+}
+
+/*
+ * The repeat-until decision of one all-pairs figure, taken by the pair's
+ * initiator on its samples and told to the other rank (untimed): returns
+ * nonzero on both when sampling stops.
+ */
+static int pair_decision(int initiator, const double *x, int n, int cap, double elapsed, int peer,
+                         int tag)
+{
+  int why = 0;
+  MPI_Request r;
+  if (initiator) {
+    double *tmp = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (!tmp)
+      fail_here("out of memory");
+    why = (int)tiers_stats_should_stop(x, (size_t)n, tmp, (size_t)cap, elapsed,
+                                       ap_figure_time());
+    free(tmp);
+    MPI_Isend(&why, 1, MPI_INT, peer, tag, MPI_COMM_WORLD, &r);
+  } else {
+    MPI_Irecv(&why, 1, MPI_INT, peer, tag, MPI_COMM_WORLD, &r);
+  }
+  wait_all(1, &r, 0, "all-pairs decision", peer);
+  return why;
+}
 
 static int ceil_log2(int n)
 {
@@ -833,9 +913,15 @@ static void exchange_pair(int phase, int step, int round, int peer)
   }
   int tag = TAG_PAIR + (phase * 4096 + step) % 30000;
   MPI_Request req[2];
-  /* the small-message latency of the pair: AP_LAT_BLOCKS blocks of
-   * AP_LAT_ITERS 0-byte round trips after AP_LAT_ITERS warm-up ones; the
-   * fit's intercept is often not a usable latency (docs/statistics.md) */
+  double lat[AP_LAT_BLOCKS], *times = malloc(sizeof(double) * (size_t)opt.reps);
+  if (!times)
+    fail_here("out of memory");
+  /* the small-message latency of the pair: blocks of AP_LAT_ITERS 0-byte
+   * round trips after AP_LAT_ITERS warm-up ones, repeated by the
+   * statistics layer's rule; the fit's intercept is often not a usable
+   * latency (docs/statistics.md) */
+  int nlat = 0;
+  double start = tiers_now();
   for (int blk = -1; blk < AP_LAT_BLOCKS; blk++) {
     double t0 = tiers_now();
     for (int i = 0; i < AP_LAT_ITERS; i++) {
@@ -849,34 +935,62 @@ static void exchange_pair(int phase, int step, int round, int peer)
         wait_all(1, req + 1, 0, "all-pairs latency", peer);
       }
     }
-    if (initiator && blk >= 0)
-      rec[PAIR_HEAD + opt.nfactors * opt.reps + blk] =
-          (tiers_now() - t0) * 1e6 / (2.0 * AP_LAT_ITERS);
+    if (blk < 0)
+      continue;
+    lat[nlat++] = (tiers_now() - t0) * 1e6 / (2.0 * AP_LAT_ITERS);
+    if (pair_decision(initiator, lat, nlat, AP_LAT_BLOCKS, tiers_now() - start, peer,
+                      TAG_DECIDE))
+      break;
+  }
+  if (initiator) {
+    rec[ap_lat_at()] = nlat;
+    memcpy(rec + ap_lat_at() + 1, lat, sizeof(double) * (size_t)nlat);
   }
   for (int f = 0; f < opt.nfactors; f++) {
     int count = (int)ap_sizes[f];
-    for (long i = 0; i < opt.warmup + opt.reps; i++) {
+    int n = 0;
+    for (long i = 0; i < opt.warmup; i++) {
+      MPI_Irecv(rbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[0]);
+      if (initiator) {
+        MPI_Isend(sbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
+        wait_all(2, req, 0, "all-pairs exchange", peer);
+      } else {
+        wait_all(1, req, 0, "all-pairs exchange", peer);
+        MPI_Isend(sbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
+        wait_all(1, req + 1, 0, "all-pairs exchange", peer);
+      }
+    }
+    start = tiers_now();
+    for (;;) {
       double t0 = tiers_now();
       if (initiator) {
         MPI_Irecv(rbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[0]);
         MPI_Isend(sbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
         wait_all(2, req, 0, "all-pairs exchange", peer);
-        if (i >= opt.warmup)
-          rec[PAIR_HEAD + f * opt.reps + (i - opt.warmup)] = (tiers_now() - t0) * 1e6 / 2;
+        times[n] = (tiers_now() - t0) * 1e6 / 2;
       } else {
         MPI_Irecv(rbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[0]);
         wait_all(1, req, 0, "all-pairs exchange", peer);
         MPI_Isend(sbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
         wait_all(1, req + 1, 0, "all-pairs exchange", peer);
       }
+      n++;
+      if (pair_decision(initiator, times, n, (int)opt.reps, tiers_now() - start, peer,
+                        TAG_DECIDE))
+        break;
+    }
+    if (initiator) {
+      rec[ap_size_at(f)] = n;
+      memcpy(rec + ap_size_at(f) + 1, times, sizeof(double) * (size_t)n);
     }
   }
+  free(times);
 }
 
 /* Runs both phases; fills phases[0..1]. */
 static void all_pairs(phase_t *phases)
 {
-  pair_len = PAIR_HEAD + opt.nfactors * (int)opt.reps + AP_LAT_BLOCKS;
+  pair_len = (int)ap_lat_at() + 1 + AP_LAT_BLOCKS;
   int me_node = node_of[rank], me_local = local_of[rank];
 
   /* intra: the ranks of every node, all nodes at once */
@@ -975,34 +1089,6 @@ static int barrier_counts(int *counts)
   return n;
 }
 
-static void mpi_barrier_series(int p, barrier_row_t *row)
-{
-  barrier_bounded(MPI_COMM_WORLD, "the barrier test");
-  MPI_Comm sub;
-  MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
-  double mine = 0;
-  if (sub != MPI_COMM_NULL) {
-    for (long i = 0; i < opt.barrier_warmup; i++)
-      MPI_Barrier(sub);
-    double t0 = tiers_now();
-    for (long i = 0; i < opt.barrier_iters; i++)
-      MPI_Barrier(sub);
-    mine = (tiers_now() - t0) * 1e6 / (double)opt.barrier_iters;
-    double lo, hi, sum;
-    MPI_Request req[3];
-    MPI_Ireduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, sub, &req[0]);
-    MPI_Ireduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, sub, &req[1]);
-    MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req[2]);
-    wait_all(3, req, 1, "the barrier test", -1);
-    row->ranks = p;
-    row->threads = 1;
-    row->min_us = lo;
-    row->max_us = hi;
-    row->avg_us = sum / p;
-    MPI_Comm_free(&sub);
-  }
-}
-
 /* ------------------------------------------------------------------ */
 /* Allreduce                                                           */
 
@@ -1017,24 +1103,30 @@ typedef struct {
 } allreduce_row_t;
 
 /*
- * MPI_Allreduce of 8 B over the first p ranks, as osu_allreduce times it
- * (warm-up calls, then a timed loop; each rank's mean time per call; min,
- * mean and max over the ranks), the timed loop cut into blocks of
- * --barrier-iters / 10 calls that repeat until the statistics layer's rule
- * stops (rank 0 decides after each untimed reduction of the block times).
+ * MPI_Allreduce of 8 B (allreduce != 0) or MPI_Barrier over the first p
+ * ranks, as osu_allreduce and osu_barrier time them (warm-up calls, then a
+ * timed loop; each rank's mean time per call; min, mean and max over the
+ * ranks), the timed loop cut into blocks of --barrier-iters / 10 calls
+ * (at least 10) that repeat until the statistics layer's rule stops (rank
+ * 0 decides after each untimed reduction of the block times).
  */
-static void allreduce_series(int p, allreduce_row_t *row)
+static void collective_series(int p, int allreduce, allreduce_row_t *row)
 {
-  barrier_bounded(MPI_COMM_WORLD, "the allreduce test");
+  const char *what = allreduce ? "the allreduce test" : "the barrier test";
+  barrier_bounded(MPI_COMM_WORLD, what);
   MPI_Comm sub;
   MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
   if (sub == MPI_COMM_NULL)
     return;
   long per_block = opt.barrier_iters / 10 > 10 ? opt.barrier_iters / 10 : 10;
   double in = 1.0 + rank, out = 0;
-  for (long i = 0; i < (opt.barrier_warmup > 0 ? opt.barrier_warmup : 1); i++)
-    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
-  if (out != (double)p * (p + 1) / 2)
+  for (long i = 0; i < (opt.barrier_warmup > 0 ? opt.barrier_warmup : 1); i++) {
+    if (allreduce)
+      MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
+    else
+      MPI_Barrier(sub);
+  }
+  if (allreduce && out != (double)p * (p + 1) / 2)
     fail_here("MPI_Allreduce over %d ranks gave %g, not %g", p, out, (double)p * (p + 1) / 2);
   double total = 0, start = tiers_now();
   long calls = 0;
@@ -1043,17 +1135,26 @@ static void allreduce_series(int p, allreduce_row_t *row)
     /* the ranks leave the decision at different times: line them up with
      * blocking calls (as osu_allreduce's barrier before its timed loop) */
     MPI_Barrier(sub);
-    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
-    double t0 = tiers_now();
-    for (long i = 0; i < per_block; i++)
+    double t0, t;
+    if (allreduce) {
       MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
-    double t = tiers_now() - t0;
+      t0 = tiers_now();
+      for (long i = 0; i < per_block; i++)
+        MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
+      t = tiers_now() - t0;
+    } else {
+      MPI_Barrier(sub);
+      t0 = tiers_now();
+      for (long i = 0; i < per_block; i++)
+        MPI_Barrier(sub);
+      t = tiers_now() - t0;
+    }
     total += t;
     calls += per_block;
     double mine = t * 1e6 / (double)per_block, sum = 0;
     MPI_Request req;
     MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req);
-    wait_all(1, &req, 0, "the allreduce test", -1);
+    wait_all(1, &req, 0, what, -1);
     if (rank == 0) {
       row->blocks[n] = sum / p;
       double scratch[MAX_BLOCKS];
@@ -1063,14 +1164,14 @@ static void allreduce_series(int p, allreduce_row_t *row)
     }
     n++;
     MPI_Ibcast(&why, 1, MPI_INT, 0, sub, &req);
-    wait_all(1, &req, 0, "the allreduce test", -1);
+    wait_all(1, &req, 0, what, -1);
   }
   double mine = total * 1e6 / (double)calls, lo, hi, sum;
   MPI_Request req[3];
   MPI_Ireduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, sub, &req[0]);
   MPI_Ireduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, sub, &req[1]);
   MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req[2]);
-  wait_all(3, req, 1, "the allreduce test", -1);
+  wait_all(3, req, 1, what, -1);
   row->ranks = p;
   row->min_us = lo;
   row->max_us = hi;
@@ -1078,6 +1179,21 @@ static void allreduce_series(int p, allreduce_row_t *row)
   row->nblocks = n;
   row->stop = why;
   MPI_Comm_free(&sub);
+}
+
+/* One collective row's members: min/avg/max over ranks, the blocks' summary. */
+static void write_coll_row(tiers_json_t *j, const allreduce_row_t *r)
+{
+  double scratch[MAX_BLOCKS];
+  tiers_stats_t s;
+  tiers_stats_summarize(r->blocks, (size_t)r->nblocks, scratch, &s);
+  tiers_json_kv_int(j, "ranks", r->ranks);
+  tiers_json_kv_double(j, "min_us", r->min_us);
+  tiers_json_kv_double(j, "avg_us", r->avg_us);
+  tiers_json_kv_double(j, "max_us", r->max_us);
+  tiers_stats_json(j, "block_", &s);
+  tiers_json_kv_string(j, "stopped", tiers_stats_stop_name((tiers_stats_stop_t)r->stop));
+  tiers_json_kv_double_array(j, "blocks_us", r->blocks, (size_t)r->nblocks);
 }
 
 static void write_allreduce(tiers_json_t *j, const allreduce_row_t *rows, int n, double seconds)
@@ -1088,18 +1204,8 @@ static void write_allreduce(tiers_json_t *j, const allreduce_row_t *rows, int n,
   tiers_json_key(j, "rows");
   tiers_json_array_begin(j);
   for (int i = 0; i < n; i++) {
-    const allreduce_row_t *r = &rows[i];
-    double scratch[MAX_BLOCKS];
-    tiers_stats_t s;
-    tiers_stats_summarize(r->blocks, (size_t)r->nblocks, scratch, &s);
     tiers_json_object_begin(j);
-    tiers_json_kv_int(j, "ranks", r->ranks);
-    tiers_json_kv_double(j, "min_us", r->min_us);
-    tiers_json_kv_double(j, "avg_us", r->avg_us);
-    tiers_json_kv_double(j, "max_us", r->max_us);
-    tiers_stats_json(j, "block_", &s);
-    tiers_json_kv_string(j, "stopped", tiers_stats_stop_name((tiers_stats_stop_t)r->stop));
-    tiers_json_kv_double_array(j, "blocks_us", r->blocks, (size_t)r->nblocks);
+    write_coll_row(j, &rows[i]);
     tiers_json_object_end(j);
   }
   tiers_json_array_end(j);
@@ -1353,7 +1459,12 @@ static void write_params(tiers_json_t *j, int hthreads, tiers_pin_policy_t hpin)
   tiers_json_kv_int(j, "node_size", opt.node_size);
   tiers_json_kv_bool(j, "flat", opt.flat);
   tiers_json_kv_string(j, "time", "one-way time = round trip / 2, per repetition");
-  tiers_json_kv_int(j, "latency_blocks", AP_LAT_BLOCKS);
+  tiers_json_kv_int(j, "latency_blocks", AP_LAT_BLOCKS); /* at most */
+  tiers_json_kv_double(j, "figure_time_s", ap_figure_time());
+  tiers_json_kv_string(j, "statistics",
+                       "per pair, every size's one-way times and the latency blocks repeat "
+                       "until the 95 % CI of the median is within +-5 %, figure_time_s pass "
+                       "or reps (latency_blocks) are taken (docs/statistics.md)");
   tiers_json_kv_int(j, "latency_iters", AP_LAT_ITERS);
   tiers_json_kv_int(j, "latency_bytes", 0);
   tiers_json_object_end(j);
@@ -1362,6 +1473,15 @@ static void write_params(tiers_json_t *j, int hthreads, tiers_pin_policy_t hpin)
   tiers_json_kv_int(j, "iters", opt.barrier_iters);
   tiers_json_kv_int(j, "warmup", opt.barrier_warmup);
   if (opt.selected[TEST_BARRIER]) {
+    tiers_json_key(j, "kinds");
+    tiers_json_array_begin(j);
+    if (opt.barrier_mpi)
+      tiers_json_string(j, "mpi");
+    if (opt.barrier_hybrid)
+      tiers_json_string(j, "hybrid");
+    tiers_json_array_end(j);
+  }
+  if (opt.selected[TEST_BARRIER] && opt.barrier_hybrid) {
     tiers_json_kv_int(j, "threads", hthreads);
     tiers_json_kv_int(j, "hybrid_warmup", hybrid_warmup());
     tiers_json_kv_string(j, "pin", hpin == TIERS_PIN_COMPACT ? "compact" : "none");
@@ -1515,14 +1635,15 @@ static void write_allpairs(tiers_json_t *j, const phase_t *phases, double *recs,
     tiers_json_key(j, "times_us");
     tiers_json_array_begin(j);
     for (int f = 0; f < opt.nfactors; f++) {
+      const double *at = r + ap_size_at(f);
       tiers_json_array_begin(j);
-      for (long q = 0; q < opt.reps; q++)
-        tiers_json_double(j, r[PAIR_HEAD + f * opt.reps + q]);
+      for (long q = 0; q < (long)at[0]; q++)
+        tiers_json_double(j, at[1 + q]);
       tiers_json_array_end(j);
     }
     tiers_json_array_end(j);
-    tiers_json_kv_double_array(j, "latency_samples_us", r + PAIR_HEAD + opt.nfactors * opt.reps,
-                               AP_LAT_BLOCKS);
+    tiers_json_kv_double_array(j, "latency_samples_us", r + ap_lat_at() + 1,
+                               (size_t)r[ap_lat_at()]);
     tiers_json_object_end(j);
   }
   tiers_json_array_end(j);
@@ -1532,16 +1653,21 @@ static void write_allpairs(tiers_json_t *j, const phase_t *phases, double *recs,
 /* ------------------------------------------------------------------ */
 
 /*
- * Whether this run measures the barriers (--tests names "barrier", or is
- * not given: the default includes it).  Read before MPI starts, since the
- * thread level is fixed then.
+ * Whether this run measures the hybrid barrier (--tests names "barrier", or
+ * is not given: the default includes it; and --barrier-kinds, when given,
+ * names "hybrid").  Read before MPI starts, since the thread level is
+ * fixed then.
  */
-static int barrier_requested(int argc, char **argv)
+static int hybrid_requested(int argc, char **argv)
 {
-  for (int i = 1; i + 1 < argc; i++)
+  int barrier = 1, hybrid = 1;
+  for (int i = 1; i + 1 < argc; i++) {
     if (strcmp(argv[i], "--tests") == 0)
-      return strstr(argv[i + 1], "barrier") != NULL;
-  return 1;
+      barrier = strstr(argv[i + 1], "barrier") != NULL;
+    else if (strcmp(argv[i], "--barrier-kinds") == 0)
+      hybrid = strstr(argv[i + 1], "hybrid") != NULL;
+  }
+  return barrier && hybrid;
 }
 
 int main(int argc, char **argv)
@@ -1551,7 +1677,8 @@ int main(int argc, char **argv)
                   "usage: mpirun -n P tiers-probe-net [--tests LIST] [--sizes LIST] [--iters N]\n"
                   "           [--window N] [--pair A,B] [--center BYTES] [--factors LIST]\n"
                   "           [--reps N] [--cores-per-node C] [--node-size P] [--flat]\n"
-                  "           [--barrier-iters N] [--barrier-threads T] [--timeout S]\n"
+                  "           [--barrier-iters N] [--barrier-threads T]\n"
+                  "           [--barrier-kinds mpi,hybrid] [--timeout S]\n"
                   "           [--yield] [--quick] (and --skip, --bw-iters, --figure-time,\n"
                   "           --max-blocks, --warmup)\n"
                   "Message costs between MPI processes: ping-pong, the XOR all-pairs\n"
@@ -1560,10 +1687,13 @@ int main(int argc, char **argv)
   /* The hybrid barrier's team needs MPI_THREAD_FUNNELED (only the thread
    * that initialised MPI calls it), but asking Open MPI for more than
    * MPI_THREAD_SINGLE slows every small message (about 40 ns one way on a
-   * 2-core EPYC VM with Open MPI 4.1): only barrier runs ask for it. */
+   * 2-core EPYC VM with Open MPI 4.1) and MPI_Barrier on 2 ranks by about
+   * 0.09 us of 0.36 (2-CPU Xeon VM, Open MPI 4.1.4): only runs that time
+   * the hybrid barrier ask for it (--barrier-kinds mpi times MPI_Barrier
+   * as a flat MPI program sees it). */
   int provided = MPI_THREAD_SINGLE;
   MPI_Init_thread(&argc, &argv,
-                  barrier_requested(argc, argv) ? MPI_THREAD_FUNNELED : MPI_THREAD_SINGLE,
+                  hybrid_requested(argc, argv) ? MPI_THREAD_FUNNELED : MPI_THREAD_SINGLE,
                   &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
@@ -1627,7 +1757,7 @@ int main(int argc, char **argv)
    * is measured: a thread count the ranks cannot run is a usage error */
   int hthreads = 0;
   tiers_pin_policy_t hpin = TIERS_PIN_NONE;
-  if (opt.selected[TEST_BARRIER]) {
+  if (opt.selected[TEST_BARRIER] && opt.barrier_hybrid) {
     hthreads = hybrid_threads();
     if (hthreads > 1 && provided < MPI_THREAD_FUNNELED)
       fail_all("the hybrid barrier needs MPI_THREAD_FUNNELED, which this MPI library does "
@@ -1644,14 +1774,14 @@ int main(int argc, char **argv)
   pp_row_t *pp = calloc((size_t)opt.nsizes, sizeof *pp);
   int bcounts[64];
   int nbarrier = barrier_counts(bcounts);
-  barrier_row_t brows[64], hrows[64];
-  allreduce_row_t *arows = calloc(64, sizeof *arows);
+  barrier_row_t hrows[64];
+  allreduce_row_t *arows = calloc(64, sizeof *arows), *brows = calloc(64, sizeof *brows);
   phase_t phases[2];
   memset(phases, 0, sizeof phases);
   double *recs = NULL;
   int nrec = 0;
   double seconds[NTESTS] = {0};
-  if (!pp || !arows)
+  if (!pp || !arows || !brows)
     fail_here("out of memory");
 
   barrier_bounded(MPI_COMM_WORLD, "start-up");
@@ -1672,9 +1802,9 @@ int main(int argc, char **argv)
   if (opt.selected[TEST_BARRIER]) {
     double t0 = MPI_Wtime();
     maybe_die(TEST_BARRIER);
-    for (int i = 0; i < nbarrier; i++)
-      mpi_barrier_series(bcounts[i], &brows[i]);
-    for (int i = 0; i < nbarrier; i++)
+    for (int i = 0; opt.barrier_mpi && i < nbarrier; i++)
+      collective_series(bcounts[i], 0, &brows[i]);
+    for (int i = 0; opt.barrier_hybrid && i < nbarrier; i++)
       hybrid_barrier_series(bcounts[i], hthreads, hpin, &hrows[i]);
     seconds[TEST_BARRIER] = MPI_Wtime() - t0;
   }
@@ -1682,7 +1812,7 @@ int main(int argc, char **argv)
     double t0 = MPI_Wtime();
     maybe_die(TEST_ALLREDUCE);
     for (int i = 0; i < nbarrier; i++)
-      allreduce_series(bcounts[i], &arows[i]);
+      collective_series(bcounts[i], 1, &arows[i]);
     seconds[TEST_ALLREDUCE] = MPI_Wtime() - t0;
   }
   barrier_bounded(MPI_COMM_WORLD, "the end of the measurements");
@@ -1715,20 +1845,19 @@ int main(int argc, char **argv)
       tiers_json_key(&j, "barrier");
       tiers_json_object_begin(&j);
       tiers_json_kv_int(&j, "iters", opt.barrier_iters);
+      tiers_json_kv_string(&j, "thread_level",
+                           provided >= MPI_THREAD_FUNNELED ? "funneled" : "single");
       tiers_json_key(&j, "mpi");
       tiers_json_array_begin(&j);
-      for (int i = 0; i < nbarrier; i++) {
+      for (int i = 0; opt.barrier_mpi && i < nbarrier; i++) {
         tiers_json_object_begin(&j);
-        tiers_json_kv_int(&j, "ranks", brows[i].ranks);
-        tiers_json_kv_double(&j, "min_us", brows[i].min_us);
-        tiers_json_kv_double(&j, "avg_us", brows[i].avg_us);
-        tiers_json_kv_double(&j, "max_us", brows[i].max_us);
+        write_coll_row(&j, &brows[i]);
         tiers_json_object_end(&j);
       }
       tiers_json_array_end(&j);
       tiers_json_key(&j, "hybrid");
       tiers_json_array_begin(&j);
-      for (int i = 0; i < nbarrier; i++) {
+      for (int i = 0; opt.barrier_hybrid && i < nbarrier; i++) {
         tiers_json_object_begin(&j);
         tiers_json_kv_int(&j, "ranks", hrows[i].ranks);
         tiers_json_kv_int(&j, "threads", hrows[i].threads);
@@ -1752,6 +1881,7 @@ int main(int argc, char **argv)
   free(pair_recs);
   free(pp);
   free(arows);
+  free(brows);
   free(sbuf);
   free(rbuf);
   MPI_Finalize();

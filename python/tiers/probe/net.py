@@ -50,6 +50,8 @@ TESTS = ("pingpong", "allpairs", "barrier", "allreduce")
 DEFAULT_CENTER = 1_500_000
 DEFAULT_FACTORS = (0.667, 0.8, 1.0, 1.25, 1.5)
 DEFAULT_TIMEOUT_S = 60.0
+#: Separate launches of the ping-pong test; the figure is the median of their medians.
+PINGPONG_LAUNCHES = 3
 MAX_MESSAGE = 2**31 - 1
 
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -192,7 +194,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
             barrier_threads: int | None = None, timeout: float | None = None, time_limit: float | None = None,
             quick: bool = False, launcher=None, hostfile=None,
             launcher_args: Sequence[str] | str = (), native_extra: Sequence[str] = (),
-            topology: str = "this", vcluster: bool = False,
+            topology: str = "this", vcluster: bool = False, launches: int | None = None,
             argv: list[str] | None = None) -> dict:
     """Run the message probe on ``ranks`` ranks (default: the cores, at
     least 2) and return its ``tiers.probe.net/1`` result document.
@@ -216,6 +218,12 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     idle.  ``topology`` is the hwloc source used to classify pairs on one
     host ("this": the machine).  ``vcluster=True`` runs on the virtual
     cluster that ``tiers vcluster up`` built (:mod:`tiers.vcluster`).
+    ``launches``: the ping-pong runs in this many separate launches
+    (default :data:`PINGPONG_LAUNCHES`); each figure is the median of the
+    launches' medians, and is noisy when they disagree by more than +-5 %
+    (:func:`tiers.stats.summarize_blocks`).  Every test runs in launches of
+    its own (MPI_Barrier and MPI_Allreduce together, with
+    MPI_THREAD_SINGLE; the hybrid barrier with MPI_THREAD_FUNNELED).
     Raise TiersError (one line) on bad input
     and :class:`tiers.launch.LaunchError` when a rank fails or stalls."""
     ranks = default_ranks() if ranks is None else ranks
@@ -243,15 +251,25 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     mca = {"mpi_yield_when_idle": "1"} if oversubscribed and lau.kind == "openmpi" else None
     limit = float(time_limit) if time_limit is not None else 1800.0
 
-    def run_tests(tests: list[str], placement: dict):
-        """Launch the native tool for ``tests``; return (its JSON, command, seconds)."""
-        args = native_args(tests=tests, sizes=sizes, iters=iters, window=window, pair=pair,
+    def args_for(tests: list[str]) -> list[str]:
+        return native_args(tests=tests, sizes=sizes, iters=iters, window=window, pair=pair,
                            center=center, factors=factors, reps=reps,
                            cores_per_node=cores_per_node, node_size=node_size, flat=flat,
                            barrier_iters=barrier_iters, barrier_threads=barrier_threads,
                            timeout=timeout, quick=quick, yield_cpu=oversubscribed,
                            extra=native_extra)
-        program = [str(native.tool_path(TOOL)), *args]
+
+    args_for(selected)  # every option checked before anything starts
+    if launches is None:
+        n_launches = PINGPONG_LAUNCHES
+    elif isinstance(launches, int) and not isinstance(launches, bool) and launches >= 1:
+        n_launches = launches
+    else:
+        raise TiersError(f"--launches must be a positive integer, not {launches!r}")
+
+    def run_tests(tests: list[str], placement: dict, more: Sequence[str] = ()):
+        """Launch the native tool for ``tests``; return (its JSON, command, seconds)."""
+        program = [str(native.tool_path(TOOL)), *args_for(tests), *more]
         if vcluster:
             from .. import vcluster as vcl
 
@@ -262,24 +280,49 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         run = launch.run_command(command, timeout=limit, label=TOOL, ranks=ranks)
         return run.json(TOOL), command, run.elapsed_s
 
-    # The barrier series runs in a launch of its own: the hybrid barrier needs
-    # MPI_THREAD_FUNNELED (and room for its threads), and asking Open MPI for
-    # more than MPI_THREAD_SINGLE slows every small message of the others.
+    # Each test runs in launches of its own, so that no test measures in the
+    # state another one left (a collective timed after the ping-pong's large
+    # messages read up to 1.3x slower):
+    # - ping-pong in ``launches`` separate launches: what changes from one
+    #   launch to the next (where the ranks and their buffers land) is then
+    #   in the figure's interval (tiers.stats.summarize_blocks), not only the
+    #   steadiness inside one launch;
+    # - all pairs in one launch;
+    # - MPI_Barrier and MPI_Allreduce in one MPI_THREAD_SINGLE launch, as a
+    #   flat MPI program (and osu_barrier) sees them;
+    # - the hybrid barrier in a launch of its own: it needs
+    #   MPI_THREAD_FUNNELED (and room for its threads), which slows
+    #   MPI_Barrier itself; that launch times MPI_Barrier too ("mpi_funneled").
     local = hostfile is None and not vcluster
-    others = [t for t in selected if t != "barrier"]
-    raw, command, wall = None, None, 0.0
-    if others:
-        raw, command, wall = run_tests(others, {})
+    parts: list[tuple[str, dict, str, float]] = []  # (label, JSON, command, seconds)
+    if "pingpong" in selected:
+        runs = [run_tests(["pingpong"], {}) for _ in range(n_launches)]
+        merged = runs[0][0]
+        merged["pingpong"] = merge_pingpong([r[0] for r in runs])
+        merged["params"]["pingpong"]["launches"] = n_launches
+        parts.append(("pingpong", merged, runs[0][1], sum(r[2] for r in runs)))
+    if "allpairs" in selected:
+        parts.append(("allpairs", *run_tests(["allpairs"], {})))
+    coll = [t for t in selected if t in ("barrier", "allreduce")]
+    if coll:
+        parts.append(("collectives", *run_tests(
+            coll, {}, ["--barrier-kinds", "mpi"] if "barrier" in coll else [])))
     if "barrier" in selected:
-        braw, bcommand, bwall = run_tests(
-            ["barrier"], _hybrid_placement(ranks, barrier_threads, local=local))
-        wall += bwall
-        if raw is None:
-            raw, command = braw, bcommand
-        else:
-            raw["barrier"] = braw["barrier"]
-            raw["params"]["barrier"] = braw["params"]["barrier"]
-            raw["params"]["barrier_launch_command"] = bcommand
+        parts.append(("hybrid barrier", *run_tests(
+            ["barrier"], _hybrid_placement(ranks, barrier_threads, local=local))))
+    raw, command = parts[0][1], parts[0][2]
+    wall = sum(p[3] for p in parts)
+    by = {p[0]: p for p in parts}
+    for label, key in (("allpairs", "allpairs"), ("collectives", "allreduce")):
+        if label in by and key in by[label][1]:
+            raw[key] = by[label][1][key]
+    if "barrier" in selected:
+        flat_b, hyb = by["collectives"][1], by["hybrid barrier"][1]
+        raw["barrier"] = dict(flat_b["barrier"], hybrid=hyb["barrier"]["hybrid"],
+                              mpi_funneled=hyb["barrier"]["mpi"])
+        raw["params"]["barrier"] = dict(hyb["params"]["barrier"], kinds=["mpi", "hybrid"])
+        raw["params"]["barrier_launch_command"] = by["hybrid barrier"][2]
+    raw["params"]["launch_commands"] = {p[0]: p[2] for p in parts}
     layer_matrix = cache_matrix = None
     if "allpairs" in raw:
         from .. import topo
@@ -392,15 +435,19 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
         mpi = raw["barrier"]["mpi"]
         hybrid = raw["barrier"].get("hybrid")
         by_ranks = {r["ranks"]: r for r in hybrid or []}
+        funneled = {r["ranks"]: r for r in raw["barrier"].get("mpi_funneled") or []}
         rows = []
         for r in mpi:
             h = by_ranks.get(r["ranks"])
+            f = funneled.get(r["ranks"])
             rows.append({"ranks": r["ranks"], "mpi_avg_us": r["avg_us"],
+                         "mpi_funneled_avg_us": f["avg_us"] if f else None,
                          "hybrid_threads": h["threads"] if h else None,
                          "hybrid_avg_us": h["avg_us"] if h else None,
                          "hybrid_over_mpi": (h["avg_us"] / r["avg_us"]
                                              if h and r["avg_us"] > 0 else None)})
         summary["barrier"] = {"mpi": mpi, "hybrid": hybrid,
+                              "mpi_funneled": raw["barrier"].get("mpi_funneled"),
                               "threads": raw["params"].get("barrier", {}).get("threads"),
                               "rows": rows}
     if "allreduce" in raw:
@@ -421,6 +468,64 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
             rows.append(row)
         summary["allreduce"] = {"bytes": raw["allreduce"]["bytes"], "rows": rows}
     return samples, summary
+
+
+def merge_pingpong(docs: Sequence[dict]) -> dict:
+    """Return the ``pingpong`` section of the native tool's output for
+    several launches of the same ping-pong test (``docs``, in order): per
+    size, the blocks of every launch pooled, the figures from
+    :func:`tiers.stats.summarize_blocks` over the launches (best = the best
+    block of all, median = the median of the launches' medians, the
+    interval covering every launch's median), the launches' medians under
+    ``rtt_launch_medians_us`` / ``bw_launch_medians_us`` and why a figure
+    is noisy under ``rtt_why`` / ``bw_why``.  One document is returned as
+    it is."""
+    if len(docs) == 1:
+        return docs[0]["pingpong"]
+    first = docs[0]["pingpong"]
+    rows = []
+    for i, r0 in enumerate(first["rows"]):
+        group = [d["pingpong"]["rows"][i] for d in docs]
+        b = r0["bytes"]
+        row = dict(r0)
+        rs = stats.summarize_blocks([g.get("rtt_samples_us") or [] for g in group])
+        row.update(rtt_us=rs["min"], rtt_median_us=rs["median"],
+                   latency_us=rs["min"] / 2 if rs["min"] else None,
+                   latency_median_us=rs["median"] / 2 if rs["median"] else None,
+                   pingpong_mbps=b / (rs["min"] / 2) if b and rs["min"] else None,
+                   pingpong_median_mbps=b / (rs["median"] / 2) if b and rs["median"] else None,
+                   rtt_samples_us=[x for g in group for x in g.get("rtt_samples_us") or []],
+                   rtt_stopped=_stopped([g.get("rtt_stopped") for g in group]),
+                   rtt_stopped_launches=[g.get("rtt_stopped") for g in group],
+                   rtt_launch_medians_us=rs["block_medians"],
+                   rtt_launch_spread=rs["block_spread"], rtt_why=rs["why"])
+        for key in ("min", "median", "ci_low", "ci_high", "rel_halfwidth", "n", "kept",
+                    "noisy"):
+            row[f"rtt_{key}"] = rs[key]
+        bw_groups = [g.get("bw_window_samples_us") or [] for g in group]
+        if b and any(bw_groups):
+            bs = stats.summarize_blocks(bw_groups)
+            per_window = b * row.get("bw_window", 64)
+            row.update(bw_mbps=per_window / bs["min"], bw_median_mbps=per_window / bs["median"],
+                       bw_noisy=bs["noisy"], bw_why=bs["why"],
+                       bw_stopped=_stopped([g.get("bw_stopped") for g in group]),
+                       bw_stopped_launches=[g.get("bw_stopped") for g in group],
+                       bw_window_samples_us=[x for g in bw_groups for x in g],
+                       bw_launch_medians_mbps=[per_window / m for m in bs["block_medians"]],
+                       bw_launch_spread=bs["block_spread"])
+            for key in ("min", "median", "ci_low", "ci_high", "rel_halfwidth", "n", "kept",
+                        "noisy"):
+                row[f"bw_window_{key}"] = bs[key]
+        row["launches"] = len(group)
+        rows.append(row)
+    return dict(first, rows=rows, launches=len(docs),
+                seconds=sum(d["pingpong"].get("seconds") or 0 for d in docs))
+
+
+def _stopped(reasons: Sequence[str | None]) -> str | None:
+    """Why the launches of one figure stopped, in one word: "converged" when
+    every launch converged, else the first other reason."""
+    return next((r for r in reasons if r != "converged"), "converged" if reasons else None)
 
 
 def _positive(v):
@@ -446,8 +551,12 @@ def _pingpong_row(r: dict) -> dict:
            "rtt_noisy": r.get("rtt_noisy"), "bw_noisy": r.get("bw_noisy"),
            "rtt_ci_us": ([r["rtt_ci_low"], r["rtt_ci_high"]]
                          if r.get("rtt_ci_low") is not None else None),
-           "rtt_blocks": r.get("rtt_n"), "bw_blocks": r.get("bw_window_n")}
-    out["noisy"], out["why"] = _row_noise(out)
+           "rtt_blocks": r.get("rtt_n"), "bw_blocks": r.get("bw_window_n"),
+           "launches": r.get("launches", 1),
+           "rtt_launch_spread": r.get("rtt_launch_spread"),
+           "bw_launch_spread": r.get("bw_launch_spread")}
+    out["noisy"], out["why"] = _row_noise(dict(out, rtt_why=r.get("rtt_why"),
+                                               bw_why=r.get("bw_why")))
     return out
 
 
@@ -474,9 +583,9 @@ def _row_noise(row: dict) -> tuple[bool, str | None]:
     rel = stats.NOISY_REL
     why = []
     if row.get("rtt_noisy"):
-        why.append("round trip: 95 % CI of the median wider than +-5 %")
+        why.append(f"round trip: {row.get('rtt_why') or '95 % CI of the median wider than +-5 %'}")
     if row.get("bw_noisy"):
-        why.append("streaming: 95 % CI of the median wider than +-5 %")
+        why.append(f"streaming: {row.get('bw_why') or '95 % CI of the median wider than +-5 %'}")
     best, med = row.get("rtt_us"), row.get("rtt_median_us")
     if best and med and (med - best) / med > rel:
         why.append(f"best round trip {(med - best) / med * 100:.0f} % below the median")
@@ -576,11 +685,16 @@ def render(doc: dict, console: Console) -> None:
                 console.print(f"~ {_size(r['bytes'])}: {r['why']}", markup=False)
         pr = doc["params"]["pingpong"]
         if "figure_time_s" in pr:
-            console.print(f"per size: the best block of {pr['iters']} round trips "
+            launches = pr.get("launches", 1)
+            console.print((f"{launches} separate launches, each: " if launches > 1 else "")
+                          + f"per size: the best block of {pr['iters']} round trips "
                           f"({pr['iters_large']} above {pr['large_above_bytes']} B) after "
                           f"{pr['skip']} ({pr['skip_large']}) warm-up ones, the median block "
                           f"beside it; blocks repeat until the 95 % CI of the median is within "
-                          f"+-5 % or {pr['figure_time_s']:g} s pass; latency = round trip / 2; "
+                          f"+-5 % or {pr['figure_time_s']:g} s pass"
+                          + ("; median = the median of the launches' medians, noisy when "
+                             "they disagree by more than +-5 %" if launches > 1 else "")
+                          + "; latency = round trip / 2; "
                           f"streaming bandwidth: windows of {pr['window']} non-blocking sends; "
                           f"MB = 10^6 bytes.")
         else:
@@ -606,7 +720,8 @@ def render(doc: dict, console: Console) -> None:
                          f"{ph['seconds']:.3f} s")
         console.print(f"All pairs (XOR schedule): {ap['pairs']} pairs; " + "; ".join(words))
         console.print(f"sizes {', '.join(f'{x:,}' for x in doc['samples']['allpairs']['sizes'])} "
-                      f"B (centre {pa['center_bytes']:,.0f} B), {pa['reps']} repetitions each; "
+                      f"B (centre {pa['center_bytes']:,.0f} B), repeated until the median is "
+                      f"steady (at most {pa['reps']} times); "
                       f"fit time = latency + size / bandwidth through the best time per size, "
                       f"R^2 min {_num(ap['r2_min'], '{:.4f}')}")
         src = ap.get("latency_sources") or {}
@@ -675,7 +790,9 @@ def render(doc: dict, console: Console) -> None:
                          "hybrid / MPI"):
                 t.add_column(head, justify="right")
         for r in b["mpi"]:
-            cells = [str(r["ranks"]), _num(r["min_us"]), _num(r["avg_us"]), _num(r["max_us"])]
+            bn = bool(r.get("block_noisy"))  # its blocks' 95 % CI wider than +-5 %
+            cells = [str(r["ranks"]), _num(r["min_us"]), stats.mark(_num(r["avg_us"]), bn),
+                     _num(r["max_us"])]
             h = hybrid.get(r["ranks"])
             if hybrid:
                 cells += ([_num(h["min_us"]), _num(h["avg_us"]), _num(h["max_us"]),
@@ -691,6 +808,13 @@ def render(doc: dict, console: Console) -> None:
                           f"the master thread, team barrier again, all episodes in one "
                           f"parallel region timed by the master (threads pinned: "
                           f"{pb.get('pin', 'none')}).")
+        fun = [r for r in b.get("rows", []) if r.get("mpi_funneled_avg_us")]
+        if fun:
+            console.print("MPI: a launch with MPI_THREAD_SINGLE, as a flat MPI program; the "
+                          "hybrid barrier needs MPI_THREAD_FUNNELED, under which MPI_Barrier "
+                          "alone took " + ", ".join(
+                              f"{r['mpi_funneled_avg_us']:,.2f} {MICRO}s ({r['ranks']})"
+                              for r in fun) + ".")
         else:
             console.print("Hybrid barrier: not measured by this tiers-probe-net.")
     if "allreduce" in s:
@@ -846,7 +970,8 @@ def main(args, argv: list[str]) -> int:
                   barrier_threads=getattr(args, "barrier_threads", None), timeout=args.timeout, time_limit=args.time_limit, quick=args.quick,
                   launcher=args.launcher, hostfile=args.hostfile,
                   launcher_args=args.launcher_args or (),
-                  vcluster=getattr(args, "vcluster", False), argv=argv)
+                  vcluster=getattr(args, "vcluster", False),
+                  launches=getattr(args, "launches", None), argv=argv)
     noise.attach(doc, noise_block)
     render(doc, console)
     tplot.write_outputs(doc, args.json, getattr(args, "plot", None), plot, console)
