@@ -1458,6 +1458,155 @@ static int lower(double a, double b)
   return a < b - 1e-12 * fmax(fabs(a), fabs(b));
 }
 
+/* Kernighan-Lin between two nodes.  Ranks of node a that talk to node b
+ * and ranks of b that talk to a trade places, the pair of the highest
+ * gain in cut bytes first (a negative gain too), each rank once; then the
+ * sequence is cut back to its best prefix and the rest undone.  Only the
+ * two nodes' sent bytes and the pair's cut change, so the prefix is judged
+ * on (cut, the larger of the two nodes' sent bytes) -- mode 0 -- or on
+ * (that larger sent volume, cut) -- mode 1 --, among the prefixes whose
+ * two nodes send at most limit_sent and whose cut is at most limit_cut. */
+typedef struct klctx {
+  rstate_t *st;
+  int *slot_of;
+  int32_t *members, *pos;
+  const int64_t *start;
+  double *ca, *cb; /* per rank of the two lists: bytes with node a, with node b */
+  double *wmark;   /* per rank, scratch: bytes with the rank being tried */
+  char *locked;
+  int32_t *R, *S, *sr, *ss;
+  int64_t work, budget;
+} klctx_t;
+
+#define KL_SIDE_MAX 256
+
+static int kl_pair(klctx_t *k, int a, int b, int mode, double limit_sent, double limit_cut)
+{
+  rstate_t *st = k->st;
+  const tiers_map_graph_t *g = st->g;
+  int nr = 0, ns = 0;
+  for (int side = 0; side < 2; side++) {
+    const int here = side ? b : a, there = side ? a : b;
+    int32_t *list = side ? k->S : k->R;
+    int *cnt = side ? &ns : &nr;
+    for (int64_t i = k->start[here]; i < k->start[here + 1] && *cnt < KL_SIDE_MAX; i++) {
+      const int r = k->members[i];
+      double wa = 0, wb = 0;
+      for (int64_t e = g->xadj[r]; e < g->xadj[r + 1]; e++) {
+        const int t = st->node[g->adjncy[e]];
+        if (t == a)
+          wa += edge_weight(g, e);
+        else if (t == b)
+          wb += edge_weight(g, e);
+      }
+      k->work += g->xadj[r + 1] - g->xadj[r];
+      if ((side ? wa : wb) > 0 || (there == a ? wa : wb) > 0) {
+        list[(*cnt)++] = r;
+        k->ca[r] = wa;
+        k->cb[r] = wb;
+        k->locked[r] = 0;
+      }
+    }
+  }
+  if (nr == 0 || ns == 0)
+    return 0;
+  double best_a = mode == 0 ? st->cut : fmax(st->sent[a], st->sent[b]);
+  double best_b = mode == 0 ? fmax(st->sent[a], st->sent[b]) : st->cut;
+  int best_p = 0, steps = 0;
+  const int most = nr < ns ? nr : ns;
+  for (int p = 1; p <= most && k->work < k->budget; p++) {
+    int br = -1, bs = -1;
+    double bg = -INFINITY;
+    for (int i = 0; i < nr; i++) {
+      const int r = k->R[i];
+      if (k->locked[r])
+        continue;
+      for (int64_t e = g->xadj[r]; e < g->xadj[r + 1]; e++)
+        k->wmark[g->adjncy[e]] = edge_weight(g, e);
+      const double dr = k->cb[r] - k->ca[r];
+      for (int j = 0; j < ns; j++) {
+        const int s = k->S[j];
+        if (k->locked[s])
+          continue;
+        const double gain = dr + (k->ca[s] - k->cb[s]) - 2 * k->wmark[s];
+        if (gain > bg) {
+          bg = gain;
+          br = r;
+          bs = s;
+        }
+      }
+      for (int64_t e = g->xadj[r]; e < g->xadj[r + 1]; e++)
+        k->wmark[g->adjncy[e]] = 0;
+      k->work += (g->xadj[r + 1] - g->xadj[r]) * 2 + ns;
+    }
+    if (br < 0)
+      break;
+    move_rank(st, br, b);
+    move_rank(st, bs, a);
+    clear_touched(st);
+    k->locked[br] = k->locked[bs] = 1;
+    for (int64_t e = g->xadj[br]; e < g->xadj[br + 1]; e++) {
+      const int u = g->adjncy[e];
+      k->ca[u] -= edge_weight(g, e);
+      k->cb[u] += edge_weight(g, e);
+    }
+    for (int64_t e = g->xadj[bs]; e < g->xadj[bs + 1]; e++) {
+      const int u = g->adjncy[e];
+      k->cb[u] -= edge_weight(g, e);
+      k->ca[u] += edge_weight(g, e);
+    }
+    k->sr[steps] = br;
+    k->ss[steps] = bs;
+    steps++;
+    const double top2 = fmax(st->sent[a], st->sent[b]);
+    const double ka = mode == 0 ? st->cut : top2, kb = mode == 0 ? top2 : st->cut;
+    const int ok = !lower(limit_sent, top2) && !lower(limit_cut, st->cut);
+    if (ok && (lower(ka, best_a) || (!lower(best_a, ka) && lower(kb, best_b)))) {
+      best_a = ka;
+      best_b = kb;
+      best_p = steps;
+    }
+  }
+  for (int p = steps - 1; p >= best_p; p--) {
+    move_rank(st, k->ss[p], b);
+    move_rank(st, k->sr[p], a);
+    clear_touched(st);
+  }
+  for (int p = 0; p < best_p; p++) {
+    const int r = k->sr[p], s = k->ss[p];
+    const int32_t pr = k->pos[r], ps = k->pos[s];
+    k->members[pr] = s;
+    k->members[ps] = r;
+    k->pos[r] = ps;
+    k->pos[s] = pr;
+    const int tmp = k->slot_of[r];
+    k->slot_of[r] = k->slot_of[s];
+    k->slot_of[s] = tmp;
+  }
+  return best_p;
+}
+
+/* The nodes that node a's ranks talk to, above a itself when above_only,
+ * into list (stamp[] marks them with a fresh value).  Returns the count. */
+static int node_neighbours(const rstate_t *st, const int64_t *start, const int32_t *members,
+                           int a, int above_only, int *stamp, int *stamp_val, int *list)
+{
+  const tiers_map_graph_t *g = st->g;
+  const int val = ++*stamp_val;
+  int c = 0;
+  for (int64_t i = start[a]; i < start[a + 1]; i++) {
+    const int r = members[i];
+    for (int64_t e = g->xadj[r]; e < g->xadj[r + 1]; e++) {
+      const int t = st->node[g->adjncy[e]];
+      if (t != a && (!above_only || t > a) && stamp[t] != val) {
+        stamp[t] = val;
+        list[c++] = t;
+      }
+    }
+  }
+  return c;
+}
+
 int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
                      int *node_of, int *slot_of, int64_t budget, int *swaps)
 {
@@ -1614,6 +1763,72 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
       slot_of[best_s] = tmp;
       done++;
     }
+  }
+  /* Phases 3 and 4: Kernighan-Lin between pairs of nodes, which can pass
+   * through worse swaps to reach a better state: the busiest node with
+   * each node it talks to, for its sent bytes (the inter-node bytes not
+   * growing), then every pair of nodes that talk, for the inter-node bytes
+   * (no node above the busiest node's volume).  Their own budget. */
+  {
+    klctx_t k = {&st, slot_of, members, pos, start, NULL, NULL, NULL, NULL,
+                 NULL, NULL, NULL, NULL, 0, budget};
+    k.ca = malloc((size_t)n * sizeof *k.ca);
+    k.cb = malloc((size_t)n * sizeof *k.cb);
+    k.wmark = calloc((size_t)n, sizeof *k.wmark);
+    k.locked = calloc((size_t)n, 1);
+    k.R = malloc(KL_SIDE_MAX * sizeof *k.R);
+    k.S = malloc(KL_SIDE_MAX * sizeof *k.S);
+    k.sr = malloc(KL_SIDE_MAX * sizeof *k.sr);
+    k.ss = malloc(KL_SIDE_MAX * sizeof *k.ss);
+    int *stamp = calloc((size_t)nodes, sizeof *stamp);
+    int *nb = malloc((size_t)nodes * sizeof *nb);
+    int stamp_val = 0;
+    if (!k.ca || !k.cb || !k.wmark || !k.locked || !k.R || !k.S || !k.sr || !k.ss || !stamp ||
+        !nb) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    } else {
+      while (k.work < k.budget) {
+        int w = 0;
+        for (int i = 1; i < nodes; i++)
+          if (st.sent[i] > st.sent[w])
+            w = i;
+        if (st.sent[w] <= 0)
+          break;
+        const int c = node_neighbours(&st, start, members, w, 0, stamp, &stamp_val, nb);
+        int kept = 0;
+        for (int j = 0; j < c && !kept && k.work < k.budget; j++)
+          kept = kl_pair(&k, w, nb[j], 1, INFINITY, st.cut);
+        if (!kept)
+          break;
+        done += kept;
+      }
+      for (int pass = 0; pass < 4 && k.work < k.budget; pass++) {
+        int improved = 0;
+        for (int a = 0; a < nodes && k.work < k.budget; a++) {
+          const int c = node_neighbours(&st, start, members, a, 1, stamp, &stamp_val, nb);
+          for (int j = 0; j < c && k.work < k.budget; j++) {
+            double top = 0;
+            for (int i = 0; i < nodes; i++)
+              top = fmax(top, st.sent[i]);
+            const int kept = kl_pair(&k, a, nb[j], 0, top, INFINITY);
+            done += kept;
+            improved |= kept > 0;
+          }
+        }
+        if (!improved)
+          break;
+      }
+    }
+    free(k.ca);
+    free(k.cb);
+    free(k.wmark);
+    free(k.locked);
+    free(k.R);
+    free(k.S);
+    free(k.sr);
+    free(k.ss);
+    free(stamp);
+    free(nb);
   }
   if (swaps)
     *swaps = done;

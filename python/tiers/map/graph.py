@@ -791,15 +791,17 @@ def recover_grid(g: Graph) -> bool:
     unchanged otherwise.  Cost: a few breadth-first searches."""
     import itertools
 
-    if g.coords is not None or g.n < 4 or g.adjsent is not None and \
-            not np.allclose(g.adjsent * 2, g.adjwgt):
+    if g.coords is not None or g.n < 4:
         return False
+    # the cheap tests first: degrees (a sparse matrix's graph fails here)
     deg = np.diff(g.xadj)
     dims = int(deg.min())
     if dims not in (2, 3) or deg.max() > 2 * dims:
         return False
     corners = np.flatnonzero(deg == dims)
     if corners.size != 2 ** dims:
+        return False
+    if g.adjsent is not None and not np.allclose(g.adjsent * 2, g.adjwgt):
         return False
     c0 = int(corners[0])
     d0 = _bfs(g, c0)
