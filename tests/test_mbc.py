@@ -1,7 +1,7 @@
 """Memory-based message passing (libtiers-mbc) under real mpirun: ordering,
 wildcards, sizes, many outstanding requests, full and wrapping FIFOs, the
-forced stale-request race, mixed paths, barrier, allreduce, truncation and
-bad arguments, checked by tiers-mbc-check (native/tests/mpi/test_mbc.c),
+forced stale-request race, mixed paths, the single-copy rendezvous, barrier,
+allreduce, truncation and bad arguments, checked by tiers-mbc-check (native/tests/mpi/test_mbc.c),
 which verifies every payload byte and reports the per-path counters.
 
 Set TIERS_MBC_ASAN_CHECK to a tiers-mbc-check built with
@@ -19,8 +19,8 @@ from tiers import launch, native
 
 CHECK = "tiers-mbc-check"
 RANKS = [2, 3, 4]
-TESTS = ["ordering", "wildcards", "sizes", "many", "fifo", "race", "mixed", "barrier",
-         "allreduce", "truncate", "badargs", "timeout"]
+TESTS = ["ordering", "wildcards", "sizes", "many", "fifo", "race", "mixed", "single",
+         "barrier", "allreduce", "truncate", "badargs", "timeout"]
 # sizes the sizes test sends, and how many of them reach direct_min_bytes (16384)
 SIZES = [0, 1, 7, 8, 63, 4095, 4096, 4097, 65536, 65537, 1 << 20, (4 << 20) + 3]
 BIG = sum(1 for s in SIZES if s >= 16384)
@@ -33,11 +33,14 @@ def _kwargs():
     return kwargs
 
 
-def _run(test: str, ranks: int, *args: str, program: str | None = None):
+def _run(test: str, ranks: int, *args: str, program: str | None = None,
+         single_copy: bool = True):
     prog = program or str(native.tool_path(CHECK))
     kwargs = _kwargs()
-    # the suite's transport is what the arguments say, whatever the caller's environment
-    kwargs["env"] = {"TIERS_MBC_TRANSPORT": "auto"}
+    # the suite's transport is what the arguments say, whatever the caller's
+    # environment; single_copy=False turns the single-copy rendezvous off
+    kwargs["env"] = {"TIERS_MBC_TRANSPORT": "auto",
+                     "TIERS_MBC_SINGLE_COPY": "1" if single_copy else "0"}
     doc = launch.launch_json([prog, test, *args], ranks, **kwargs)
     assert doc["schema"] == "tiers.mbc-check/1"
     assert doc["test"] == test and doc["ranks"] == ranks
@@ -51,6 +54,14 @@ def _sum(doc, key):
     return sum(s[key] for s in doc["stats"])
 
 
+def _paths_add_up(s):
+    """Every message sent took exactly one path."""
+    assert s["msgs_sent"] == (s["msgs_direct"] + s["msgs_fifo"] + s["msgs_answered_fifo"]
+                              + s["msgs_read"])
+    assert s["bytes_sent"] == (s["bytes_direct"] + s["bytes_fifo"] + s["bytes_answered_fifo"]
+                               + s["bytes_read"])
+
+
 @pytest.mark.parametrize("ranks", RANKS)
 @pytest.mark.parametrize("test", TESTS)
 def test_check_passes(test, ranks):
@@ -60,8 +71,7 @@ def test_check_passes(test, ranks):
     assert doc["total"]["msgs_sent"] == _sum(doc, "msgs_sent")
     assert _sum(doc, "msgs_sent") == _sum(doc, "msgs_received")
     for s in doc["stats"]:
-        assert s["msgs_sent"] == s["msgs_direct"] + s["msgs_fifo"] + s["msgs_answered_fifo"]
-        assert s["bytes_sent"] == s["bytes_direct"] + s["bytes_fifo"] + s["bytes_answered_fifo"]
+        _paths_add_up(s)
         assert s["requests_used"] + s["requests_stale"] <= s["requests_received"]
 
 
@@ -80,7 +90,11 @@ def test_forced_stale_request_is_dropped_and_fifo_copy_delivered(ranks):
     # phase 1: rank 0 asked (one send request), rank 1 wrote into the FIFO
     # before reading it
     assert forced[0]["requests_sent"] == 1
-    assert forced[1]["msgs_fifo"] == 1 and forced[1]["msgs_direct"] == 0
+    assert forced[1]["msgs_direct"] == 0
+    # unasked: left to be read (32 KiB, single copy) where direct copies work
+    unasked = "msgs_read" if doc["direct_available"] else "msgs_fifo"
+    assert forced[1][unasked] == 1
+    assert forced[1]["msgs_fifo"] + forced[1]["msgs_read"] == 1
     assert forced[0]["msgs_received"] == 1 and forced[0]["bytes_received"] == 32768
     assert forced[0]["msgs_unexpected"] == 0        # matched to the posted receive
     final = doc["stats"]
@@ -101,19 +115,70 @@ def test_forced_stale_request_is_dropped_and_fifo_copy_delivered(ranks):
 def test_sizes_take_the_expected_paths(ranks):
     doc = _run("sizes", ranks)
     n = len(SIZES)
+    big_bytes = sum(x for x in SIZES if x >= 16384)
     for s in doc["stats"]:
         assert s["msgs_sent"] == 2 * n
         assert s["bytes_sent"] == 2 * sum(SIZES)
         if doc["direct_available"]:
-            # posted first: the big ones direct; the small ones (receive
-            # buffer below direct_min_bytes) never asked, so they go
-            # through the FIFO unasked, like every message posted late
-            assert s["msgs_direct"] == BIG
-            assert s["bytes_direct"] == sum(x for x in SIZES if x >= 16384)
+            # posted first: the big ones written direct; posted late: the
+            # big ones left in the send buffer and copied by the receiver
+            # (single copy); the small ones (receive buffer below
+            # direct_min_bytes) never asked: through the FIFO unasked
+            assert s["msgs_direct"] == BIG and s["bytes_direct"] == big_bytes
+            assert s["msgs_read"] == BIG and s["bytes_read"] == big_bytes
             assert s["msgs_answered_fifo"] == 0
+            assert s["msgs_fifo"] == 2 * n - 2 * BIG
+            # nothing long went through the FIFO: one entry per message
+            assert s["fifo_chunks"] == s["msgs_fifo"]
+        else:
+            # the 4 MiB message cannot fit a 64 KiB FIFO whole
+            assert s["fifo_chunks"] > s["msgs_fifo"] + s["msgs_answered_fifo"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_sizes_without_single_copy_go_through_the_fifo(ranks):
+    """TIERS_MBC_SINGLE_COPY=0: the two-copy path, the same bytes arrive."""
+    doc = _run("sizes", ranks, single_copy=False)
+    n = len(SIZES)
+    for s in doc["stats"]:
+        assert s["msgs_read"] == 0 and s["bytes_read"] == 0
+        assert s["msgs_sent"] == 2 * n
+        if doc["direct_available"]:
+            assert s["msgs_direct"] == BIG
             assert s["msgs_fifo"] == 2 * n - BIG
-        # the 4 MiB message cannot fit a 64 KiB FIFO whole
+        # the late 4 MiB message cannot fit a 64 KiB FIFO whole
         assert s["fifo_chunks"] > s["msgs_fifo"] + s["msgs_answered_fifo"]
+
+
+@pytest.mark.parametrize("single_copy", [True, False])
+@pytest.mark.parametrize("ranks", RANKS)
+def test_single_copy_rendezvous_keeps_order_and_holds_the_send(ranks, single_copy):
+    """Long and short messages of one tag, all sent before any receive,
+    arrive whole and in order through source, ANY_SOURCE and ANY_TAG
+    receives (tiers-mbc-check verifies every byte and that a long send left
+    to be read does not complete before its receive is posted); with the
+    rendezvous on, the 7 long ones and the held one go by single copy."""
+    doc = _run("single", ranks, single_copy=single_copy)
+    for s in doc["stats"]:
+        _paths_add_up(s)
+        assert s["msgs_sent"] == 16 and s["msgs_received"] == 16
+        if single_copy and doc["direct_available"]:
+            assert s["msgs_read"] == 8
+            assert s["bytes_read"] == 100000 + 70000 + 20000 + 300000 + 16384 + 2 * (1 << 20) \
+                + 256 * 1024
+            assert s["msgs_fifo"] == 8      # the 7 short ones and the send to itself
+        else:
+            assert s["msgs_read"] == 0 and s["msgs_fifo"] == 16
+
+
+def test_single_copy_environment_is_checked():
+    prog = str(native.tool_path(CHECK))
+    kwargs = _kwargs()
+    kwargs["env"] = {"TIERS_MBC_SINGLE_COPY": "maybe"}
+    res = launch.launch([prog, "ordering"], 2, check=False, **kwargs)
+    assert res.returncode != 0
+    assert "TIERS_MBC_SINGLE_COPY=maybe is not 0 or 1" in res.stderr
+    assert "Traceback" not in res.stderr
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
@@ -121,7 +186,7 @@ def test_direct_off_sends_everything_through_the_fifo(ranks):
     for test in ("sizes", "mixed", "ordering"):
         doc = _run(test, ranks, "--direct", "off")
         assert doc["direct_available"] == 0
-        assert doc["total"]["msgs_direct"] == 0
+        assert doc["total"]["msgs_direct"] == 0 and doc["total"]["msgs_read"] == 0
         assert doc["total"]["requests_sent"] == 0
         assert doc["total"]["msgs_fifo"] == doc["total"]["msgs_sent"]
 
@@ -141,7 +206,8 @@ def test_truncation_reported_on_every_path(ranks):
     assert doc["stats"][0]["truncations"] == 4
     assert doc["stats"][0]["bytes_received"] == 40000 + 60 + 40000 + 60
     if doc["direct_available"]:
-        assert doc["stats"][1]["msgs_direct"] == 1
+        # big posted: written direct; big late: copied by the receiver
+        assert doc["stats"][1]["msgs_direct"] == 1 and doc["stats"][1]["msgs_read"] == 1
 
 
 def test_usage_error_is_one_line():
@@ -194,6 +260,7 @@ def test_rma_transport_passes_the_suite(test, ranks):
     # every message took the RMA path, and none was written directly
     assert tot["msgs_rma"] == tot["msgs_sent"] and tot["bytes_rma"] == tot["bytes_sent"]
     assert tot["msgs_shm"] == 0 and tot["msgs_direct"] == 0 and tot["requests_sent"] == 0
+    assert tot["msgs_read"] == 0
     assert tot["msgs_sent"] == tot["msgs_received"]
 
 
@@ -315,9 +382,9 @@ def test_suite_across_vcluster_nodes_uses_both_transports(two_nodes_locked):
         assert tot["msgs_shm"] + tot["msgs_rma"] == tot["msgs_sent"]
         assert tot["bytes_shm"] + tot["bytes_rma"] == tot["bytes_sent"]
         for s in doc["stats"]:
-            assert s["msgs_sent"] == s["msgs_direct"] + s["msgs_fifo"] + s["msgs_answered_fifo"]
-            # direct remote writes exist on the shared-memory path only
-            assert s["msgs_direct"] <= s["msgs_shm"]
+            _paths_add_up(s)
+            # direct remote writes and reads exist on the shared-memory path only
+            assert s["msgs_direct"] + s["msgs_read"] <= s["msgs_shm"]
         shm += tot["msgs_shm"]
         rma += tot["msgs_rma"]
         if test == "ordering":

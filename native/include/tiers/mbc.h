@@ -179,6 +179,12 @@ typedef struct tiers_mbc_stats {
   uint64_t bytes_shm;          /**< their payload bytes */
   uint64_t msgs_rma;           /**< messages sent to peers served by MPI-3 RMA */
   uint64_t bytes_rma;          /**< their payload bytes */
+  uint64_t msgs_read;          /**< messages sent unasked and left in the send
+                                    buffer for the receiver to copy (single-copy
+                                    rendezvous, direct_min_bytes and up, inside a
+                                    node); msgs_sent = msgs_direct + msgs_fifo +
+                                    msgs_answered_fifo + msgs_read */
+  uint64_t bytes_read;         /**< their payload bytes */
   double elapsed_s;            /**< seconds since create or the last reset
                                     (GLOBAL: the longest over processes) */
   double data_rate_Bps;        /**< bytes_sent / elapsed_s (Table 3 "data rate") */

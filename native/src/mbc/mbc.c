@@ -48,6 +48,9 @@
  * the sender, which forgets the request and confirms with
  * MBC_E_WITHDRAWN behind whatever it already wrote for it.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* shm.c's process_vm_readv/writev, where a file includes both */
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -104,7 +107,9 @@ struct tiers_mbc_request {
   int blocked;      /* last attempt found the FIFO full */
   int sync;         /* synchronous: done only when the receiver matched it */
   int acked;        /* synchronous: the receiver's acknowledgement came */
-  uint64_t fseq;    /* synchronous, unasked: its FIFO sequence number */
+  int read;         /* left for the receiver to copy (MBC_E_READ): done on its
+                       acknowledgement, after the copy */
+  uint64_t fseq;    /* synchronous or read, unasked: its FIFO sequence number */
   /* receive */
   unsigned char *rbuf;
   size_t cap;
@@ -122,6 +127,9 @@ struct unexp {
   unsigned char *data;
   tiers_mbc_request_t claimed; /* a receive waiting for the rest of it */
   int sync;                    /* synchronous: acknowledge when a receive takes it */
+  int read;                    /* MBC_E_READ: the bytes are still in the sender's
+                                  buffer at raddr; acknowledge after the copy */
+  uint64_t raddr;
   uint64_t fseq;               /* its FIFO sequence number */
   unsigned char inl[MBC_SLOT - MBC_HDR]; /* data of a one-line message (no malloc) */
 };
@@ -140,8 +148,10 @@ struct peer {
   tiers_mbc_request_t sq_head, sq_tail;
   struct held *held;
   size_t nheld, held_cap;
-  tiers_mbc_request_t ack_head; /* synchronous sends written, awaiting MBC_E_ACK */
-  int ack_wait;                 /* synchronous sends not yet acknowledged */
+  tiers_mbc_request_t ack_head, ack_tail; /* sends written, awaiting MBC_E_ACK
+                                             (synchronous, or left to be read),
+                                             oldest first */
+  int ack_wait;                 /* synchronous and read sends not yet acknowledged */
   /* as receiver from this peer */
   unsigned char *rx[2];         /* the rings this peer writes in my memory (tp->data) */
   uint64_t head[2];
@@ -164,7 +174,8 @@ struct counters {
   uint64_t msgs_sent, bytes_sent, msgs_direct, bytes_direct, msgs_fifo, bytes_fifo,
       msgs_answered_fifo, bytes_answered_fifo, fifo_chunks, fifo_full_waits, requests_sent,
       requests_received, requests_used, requests_stale, requests_unsent, msgs_received,
-      bytes_received, msgs_unexpected, truncations, msgs_shm, bytes_shm, msgs_rma, bytes_rma;
+      bytes_received, msgs_unexpected, truncations, msgs_shm, bytes_shm, msgs_rma, bytes_rma,
+      msgs_read, bytes_read;
 };
 
 struct tiers_mbc {
@@ -174,6 +185,11 @@ struct tiers_mbc {
   tiers_mbc_options_t opt;
   struct mbc_transport *shm, *rma;              /* either may be NULL */
   int direct;                                   /* direct writes to some peer */
+  size_t read_min;                              /* unasked messages at least this long to
+                                                   a node peer are left to be read (single
+                                                   copy); SIZE_MAX: never */
+  int reads_waiting;                            /* unexpected messages left to be read
+                                                   (not synchronous) and not taken */
   tiers_mbc_request_t pool;                     /* free requests */
   struct peer *peers;
   tiers_mbc_request_t all;                      /* live requests */
@@ -252,6 +268,35 @@ int tiers_mbc_options_init(tiers_mbc_options_t *opts)
       opts->transport = TIERS_MBC_TRANSPORT_RMA;
     else
       TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_TRANSPORT=%s is not auto, shm or rma", tr);
+  }
+  return TIERS_OK;
+}
+
+/* The single-copy rendezvous for unasked messages: on, from
+ * direct_min_bytes up, wherever direct writes work; TIERS_MBC_SINGLE_COPY=0
+ * turns it off (every unasked message then goes through the FIFO, the
+ * two-copy path), TIERS_MBC_SINGLE_COPY_MIN=BYTES moves its threshold. */
+static int read_threshold(const tiers_mbc_options_t *o, size_t *min)
+{
+  *min = o->direct_min_bytes < 64 ? 64 : o->direct_min_bytes;
+  const char *s = getenv("TIERS_MBC_SINGLE_COPY");
+  if (s && *s) {
+    if (!strcmp(s, "0")) {
+      *min = SIZE_MAX;
+      return TIERS_OK;
+    }
+    if (strcmp(s, "1"))
+      TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_SINGLE_COPY=%s is not 0 or 1", s);
+  }
+  s = getenv("TIERS_MBC_SINGLE_COPY_MIN");
+  if (s && *s) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || *s == '-' || v < 64 || v > ((unsigned long long)1 << 40))
+      TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_SINGLE_COPY_MIN=%s is not a byte count in 64..2^40",
+                  s);
+    *min = (size_t)v;
   }
   return TIERS_OK;
 }
@@ -345,6 +390,8 @@ int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t
     TIERS_ERROR(TIERS_ERR_ARG, "transport must be TIERS_MBC_TRANSPORT_AUTO, _SHM or _RMA, not %d",
                 o.transport);
   o.fifo_bytes = (o.fifo_bytes + 63) / 64 * 64;
+  size_t read_min;
+  TIERS_CALL(read_threshold(&o, &read_min));
 
   struct tiers_mbc *m = calloc(1, sizeof *m);
   if (!m)
@@ -356,6 +403,7 @@ int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t
   MPI_Comm_rank(m->comm, &m->rank);
   MPI_Comm_size(m->comm, &m->size);
   m->opt = o;
+  m->read_min = read_min;
   m->fifo_first_left = o.debug_fifo_first;
   m->peers = calloc((size_t)m->size, sizeof *m->peers);
   /* everyone must learn whether everyone could allocate */
@@ -789,6 +837,92 @@ static void asm_finish(tiers_mbc_t m, int source)
   p->asm_ux = NULL;
 }
 
+/* A record of a message taken from a FIFO before its receive was posted,
+ * appended to the unexpected list; with_data: room for its bytes.  NULL:
+ * out of memory. */
+static struct unexp *ux_new(tiers_mbc_t m, int source, int tag, size_t total, int with_data)
+{
+  struct unexp *u = m->ux_pool;
+  if (u)
+    m->ux_pool = u->next;
+  else
+    u = malloc(sizeof *u);
+  if (!u)
+    return NULL;
+  memset(u, 0, offsetof(struct unexp, inl));
+  if (with_data) {
+    u->data = total <= sizeof u->inl ? u->inl : malloc(total);
+    if (!u->data) {
+      u->next = m->ux_pool;
+      m->ux_pool = u;
+      return NULL;
+    }
+  }
+  u->source = source;
+  u->tag = tag;
+  u->total = total;
+  u->prev = m->ux_tail;
+  if (m->ux_tail)
+    m->ux_tail->next = u;
+  else
+    m->ux_head = u;
+  m->ux_tail = u;
+  m->c.msgs_unexpected++;
+  return u;
+}
+
+/* The single-copy rendezvous, receiver side: copies the message of an
+ * MBC_E_READ entry (total bytes at addr in the memory of source) into the
+ * receive r, cut at its capacity, completes r, and acknowledges message
+ * fseq, which completes the send: the sender's buffer is reused only after
+ * the copy. */
+static int read_message(tiers_mbc_t m, tiers_mbc_request_t r, int source, int tag, size_t total,
+                        uint64_t addr, uint64_t fseq)
+{
+  struct peer *p = &m->peers[source];
+  size_t n = total < r->cap ? total : r->cap;
+  if (n) {
+    int rc = p->tp->direct_read(p->tp, source, addr, r->rbuf, n);
+    if (rc != TIERS_OK) {
+      m->fatal = rc;
+      snprintf(m->fatal_msg, sizeof m->fatal_msg, "%s", tiers_last_error());
+      return rc;
+    }
+  }
+  recv_complete(m, r, source, tag, total);
+  return send_ack(m, source, fseq);
+}
+
+/* Called by a wait that has idled past its spin: the messages left to be
+ * read for this process that no receive has taken yet (but those of
+ * synchronous sends, which must wait for their match) are copied into its
+ * own memory and acknowledged.  Their sends complete, as they would have
+ * through the FIFO, so two processes that send long messages to each
+ * other before they receive do not wait for each other forever. */
+static int pull_reads(tiers_mbc_t m)
+{
+  for (struct unexp *u = m->ux_head; u && m->reads_waiting; u = u->next) {
+    if (!u->read || u->sync)
+      continue;
+    unsigned char *d = malloc(u->total ? u->total : 1);
+    if (!d)
+      FATAL(m, TIERS_ERR_NOMEM, "out of memory buffering an unexpected message");
+    struct peer *p = &m->peers[u->source];
+    int rc = p->tp->direct_read(p->tp, u->source, u->raddr, d, u->total);
+    if (rc != TIERS_OK) {
+      free(d);
+      m->fatal = rc;
+      snprintf(m->fatal_msg, sizeof m->fatal_msg, "%s", tiers_last_error());
+      return rc;
+    }
+    u->data = d;
+    u->read = 0;
+    m->reads_waiting--;
+    TIERS_CALL(send_ack(m, u->source, u->fseq));
+  }
+  return TIERS_OK;
+}
+
 /* Handles one message entry of `source` (kind, header h, payload pay). */
 static int msg_entry(tiers_mbc_t m, int source, int kind, int sync, const struct mbc_hdr *h,
                      const unsigned char *pay)
@@ -829,31 +963,11 @@ static int msg_entry(tiers_mbc_t m, int source, int kind, int sync, const struct
       dst = r->rbuf;
       dcap = r->cap;
     } else {
-      struct unexp *u = m->ux_pool;
-      if (u)
-        m->ux_pool = u->next;
-      else
-        u = malloc(sizeof *u);
-      if (u) {
-        memset(u, 0, offsetof(struct unexp, inl));
-        u->data = h->total <= sizeof u->inl ? u->inl : malloc((size_t)h->total);
-      }
-      if (!u || !u->data) {
-        free(u);
+      struct unexp *u = ux_new(m, source, h->tag, (size_t)h->total, 1);
+      if (!u)
         FATAL(m, TIERS_ERR_NOMEM, "out of memory buffering an unexpected message");
-      }
-      u->source = source;
-      u->tag = h->tag;
-      u->total = (size_t)h->total;
       u->sync = sync && kind == MBC_E_FIRST;
       u->fseq = h->aux;
-      u->prev = m->ux_tail;
-      if (m->ux_tail)
-        m->ux_tail->next = u;
-      else
-        m->ux_head = u;
-      m->ux_tail = u;
-      m->c.msgs_unexpected++;
       p->asm_ux = u;
       dst = u->data;
       dcap = u->total;
@@ -872,6 +986,29 @@ static int msg_entry(tiers_mbc_t m, int source, int kind, int sync, const struct
       dcap = p->asm_ux->total;
     }
     break;
+  case MBC_E_READ: {
+    if (p->asm_active)
+      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: new message before the last one was whole");
+    if (h->aux != p->fifo_seen + 1 || h->chunk != sizeof(uint64_t) || !p->tp->direct)
+      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: bad single-copy notice");
+    p->fifo_seen++;
+    uint64_t addr;
+    memcpy(&addr, pay, sizeof addr);
+    tiers_mbc_request_t r = posted_match(m, source, h->tag);
+    if (r)
+      return read_message(m, r, source, h->tag, (size_t)h->total, addr, h->aux);
+    struct unexp *u = ux_new(m, source, h->tag, (size_t)h->total, 0);
+    if (!u)
+      FATAL(m, TIERS_ERR_NOMEM, "out of memory noting an unexpected message");
+    u->read = 1;
+    u->sync = sync;
+    u->raddr = addr;
+    u->fseq = h->aux;
+    u->got = u->total; /* nothing to assemble: the bytes wait at the sender */
+    if (!sync)
+      m->reads_waiting++;
+    return TIERS_OK;
+  }
   case MBC_E_DIRECT: {
     tiers_mbc_request_t r = posted_by_rseq(m, source, h->aux);
     if (!r)
@@ -943,10 +1080,13 @@ static int drain_msgs(tiers_mbc_t m, int source, int *events)
  * still being written chunk by chunk, completes when written). */
 static int ack_arrived(tiers_mbc_t m, struct peer *p, uint64_t seq)
 {
-  for (tiers_mbc_request_t *pp = &p->ack_head; *pp; pp = &(*pp)->next)
+  /* acknowledgements come in FIFO order, mostly: the oldest is first */
+  for (tiers_mbc_request_t *pp = &p->ack_head, prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
     if ((*pp)->fseq == seq) {
       tiers_mbc_request_t q = *pp;
       *pp = q->next;
+      if (p->ack_tail == q)
+        p->ack_tail = prev;
       q->next = NULL;
       q->done = 1;
       p->ack_wait--;
@@ -1071,10 +1211,14 @@ static void send_complete(tiers_mbc_t m, struct peer *p, tiers_mbc_request_t q)
   if (!p->sq_head)
     p->sq_tail = NULL;
   q->next = NULL;
-  if (q->sync && q->fseq && !q->acked) {
-    /* written, unasked: done when the receiver acknowledges the match */
-    q->next = p->ack_head;
-    p->ack_head = q;
+  if ((q->sync || q->read) && q->fseq && !q->acked) {
+    /* written, unasked (synchronous), or left to be read: done when the
+     * receiver acknowledges the match (the copy) */
+    if (p->ack_tail)
+      p->ack_tail->next = q;
+    else
+      p->ack_head = q;
+    p->ack_tail = q;
   } else {
     q->done = 1;
   }
@@ -1140,6 +1284,30 @@ static int advance_sends(tiers_mbc_t m, int dest, int *events)
         q->answer = 1;
         q->rseq = h.rseq;
       }
+    }
+    /* unasked and long, to a node peer: left in my buffer for the receiver
+     * to copy (one copy instead of two through the FIFO); one line in the
+     * FIFO says where, and the send is done when the receiver says it has
+     * copied.  Numbered with the FIFO messages, so MPI's order holds. */
+    if (!q->started && !q->answer && q->len >= m->read_min && t->direct && dest != m->rank) {
+      if (!ring_place(m, dest, MBC_RING_MSG, MBC_SLOT)) {
+        mark_blocked(m, q);
+        return TIERS_OK;
+      }
+      q->blocked = 0;
+      q->read = 1;
+      q->fseq = ++p->fifo_sent;
+      p->ack_wait++;
+      uint64_t addr = (uint64_t)(uintptr_t)q->sbuf;
+      msg_write(m, dest, MBC_E_READ | (q->sync ? MBC_F_SYNC : 0), q->tag, q->len, q->fseq,
+                (const unsigned char *)&addr, sizeof addr);
+      m->c.msgs_read++;
+      m->c.bytes_read += q->len;
+      if (mbc_sent_hook)
+        mbc_sent_hook(q->len, q->tag, 0);
+      (*events)++;
+      send_complete(m, p, q);
+      continue;
     }
     /* through the FIFO: one chunk per round of the loop */
     size_t remaining = q->len - q->pushed;
@@ -1331,6 +1499,8 @@ static int waiter_idle(tiers_mbc_t m, struct waiter *w, const char *what)
       return TIERS_OK;
     }
     w->blocking = 1;
+    if (m->reads_waiting) /* a sender may be waiting for this process to copy */
+      return pull_reads(m);
   }
   waiter_block(m, w, tiers_now_ns());
   double t = now_s();
@@ -1483,6 +1653,13 @@ static int irecv_any(tiers_mbc_t m, void *buf, size_t cap, int source, int tag,
     if (u->claimed || (source != TIERS_MBC_ANY_SOURCE && u->source != source) ||
         !tag_matches(tag, u->tag))
       continue;
+    if (u->read) { /* still in the sender's buffer: one copy from there */
+      if (!u->sync)
+        m->reads_waiting--;
+      int rc = read_message(m, r, u->source, u->tag, u->total, u->raddr, u->fseq);
+      ux_drop(m, u);
+      return rc;
+    }
     if (u->sync) { /* a synchronous message: its sender may go on now */
       u->sync = 0;
       TIERS_CALL(send_ack(m, u->source, u->fseq));
@@ -1732,6 +1909,8 @@ void mbc_local_stats(tiers_mbc_t m, tiers_mbc_stats_t *st)
   st->bytes_shm = m->c.bytes_shm;
   st->msgs_rma = m->c.msgs_rma;
   st->bytes_rma = m->c.bytes_rma;
+  st->msgs_read = m->c.msgs_read;
+  st->bytes_read = m->c.bytes_read;
   st->elapsed_s = now_s() - m->t0;
   st->direct_available = m->direct;
   st->nprocs = m->size;

@@ -68,6 +68,9 @@ struct mbc_transport {
 
   /* -- direct remote write into a buffer of peer (its address `addr`) -- */
   int (*direct_write)(struct mbc_transport *t, int peer, uint64_t addr, const void *src, size_t len);
+  /* -- direct remote read of len bytes at `addr` in peer's memory into dst
+   *    (NULL, or never called, where `direct` is 0) -- */
+  int (*direct_read)(struct mbc_transport *t, int peer, uint64_t addr, void *dst, size_t len);
   /* 0 when the process of `peer` is known to have exited */
   int (*peer_alive)(struct mbc_transport *t, int peer);
   /* collective teardown */
@@ -98,14 +101,24 @@ enum {
   MBC_E_PAD = 5,    /* nothing up to the end of the ring */
   MBC_E_SREQ = 6,   /* a send request (request ring) */
   MBC_E_ACK = 7,    /* request ring: the receiver matched the synchronous
-                       message with FIFO sequence number `rseq` */
+                       message with FIFO sequence number `rseq` (or has
+                       copied the MBC_E_READ message `rseq`) */
   MBC_E_WITHDRAW = 8, /* request ring: the receiver cancels the receive of
                          send request `rseq`; the sender forgets it and
                          answers with MBC_E_WITHDRAWN */
-  MBC_E_WITHDRAWN = 9 /* message ring: send request aux (rseq) will not be
-                         used; everything it was used for lies before */
+  MBC_E_WITHDRAWN = 9, /* message ring: send request aux (rseq) will not be
+                          used; everything it was used for lies before */
+  MBC_E_READ = 10     /* an unasked message of `total` bytes left in the
+                         sender's memory (single-copy rendezvous): its
+                         8 payload bytes are the address of the send buffer;
+                         aux = its FIFO sequence number (numbered with the
+                         MBC_E_FIRST messages).  The receive that matches it
+                         copies the bytes straight out of the sender's
+                         buffer (direct_read) and then answers MBC_E_ACK
+                         aux, which completes the send; so the sender keeps
+                         its buffer untouched until the copy is done */
 };
-/* Flag on the kind of an MBC_E_FIRST entry: a synchronous send
+/* Flag on the kind of an MBC_E_FIRST (or MBC_E_READ) entry: a synchronous send
  * (MPI_Ssend), whose sender waits for an MBC_E_ACK.  Standard sends never
  * carry it and never wait.  Kinds with the flag stay below MBC_SLOT. */
 #define MBC_F_SYNC 32

@@ -18,11 +18,15 @@
  * life; the C11 atomics give the ordering (MPI's unified memory model,
  * which the shared-memory windows of Open MPI and MPICH have).
  *
- * Direct remote writes use Linux cross-memory attach (process_vm_writev)
- * to the receiving process; create checks that it works between every
- * pair and turns it off for everyone otherwise.
+ * Direct remote writes and reads use Linux cross-memory attach
+ * (process_vm_writev into the receiver's buffer when it asked first,
+ * process_vm_readv out of the sender's buffer for the single-copy
+ * rendezvous); create checks that both work between every pair and turns
+ * them off for everyone otherwise.
  */
-#define _GNU_SOURCE /* process_vm_writev */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* process_vm_writev, process_vm_readv */
+#endif
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -128,6 +132,36 @@ static int shm_direct_write(struct mbc_transport *t, int peer, uint64_t addr, co
   return TIERS_OK;
 }
 
+static int shm_direct_read(struct mbc_transport *t, int peer, uint64_t addr, void *dst,
+                           size_t len)
+{
+  struct shm *s = t->impl;
+  int q = s->node_of[peer];
+  if (q == s->rank) {
+    memcpy(dst, (const void *)(uintptr_t)addr, len);
+    return TIERS_OK;
+  }
+  size_t done = 0;
+  while (done < len) {
+    struct iovec local = {(char *)dst + done, len - done};
+    struct iovec remote = {(void *)(uintptr_t)(addr + done), len - done};
+    ssize_t got = process_vm_readv(s->pid[q], &local, 1, &remote, 1, 0);
+    if (got < 0) {
+      if (errno == EINTR)
+        continue;
+      return tiers_error_set(TIERS_ERR_SYS, __FILE__, __LINE__,
+                             "direct read of %zu bytes from rank %d (pid %d) failed: "
+                             "process_vm_readv: %s",
+                             len, peer, (int)s->pid[q], strerror(errno));
+    }
+    if (got == 0)
+      return tiers_error_set(TIERS_ERR_SYS, __FILE__, __LINE__,
+                             "direct read from rank %d made no progress", peer);
+    done += (size_t)got;
+  }
+  return TIERS_OK;
+}
+
 static int shm_peer_alive(struct mbc_transport *t, int peer)
 {
   struct shm *s = t->impl;
@@ -149,8 +183,11 @@ static int shm_destroy(struct mbc_transport *t)
   return rc;
 }
 
-/* Can this process write into every other one with process_vm_writev?
- * Each process writes its rank + 1 into a probe word of every peer. */
+/* Can this process write into every other one with process_vm_writev, and
+ * read from it with process_vm_readv?  Each process writes its rank + 1
+ * into a probe word of every peer, then reads it back from there.  (Yama's
+ * ptrace_scope 1, or a container without CAP_SYS_PTRACE between ranks of
+ * different users, refuses both with EPERM.) */
 static int probe_cma(struct shm *s, int *ok_all)
 {
   int n = s->n;
@@ -179,9 +216,22 @@ static int probe_cma(struct shm *s, int *ok_all)
     }
     if (MPI_Barrier(s->node) != MPI_SUCCESS)
       rc = tiers_error_set(TIERS_ERR_MPI, __FILE__, __LINE__, "MPI_Barrier failed");
-    for (int p = 0; p < n; p++)
-      if (p != s->rank && probe[p] != (uint64_t)p + 1)
+    for (int p = 0; p < n; p++) {
+      if (p == s->rank)
+        continue;
+      if (probe[p] != (uint64_t)p + 1)
         ok = 0;
+      uint64_t back = 0;
+      struct iovec local = {&back, sizeof back};
+      struct iovec remote = {(void *)(uintptr_t)(addrs[p] + sizeof(uint64_t) * (size_t)s->rank),
+                             sizeof back};
+      if (process_vm_readv(s->pid[p], &local, 1, &remote, 1, 0) != (ssize_t)sizeof back ||
+          back != (uint64_t)s->rank + 1)
+        ok = 0;
+    }
+    /* nobody frees its probe words while a peer may still read them */
+    if (rc == TIERS_OK && MPI_Barrier(s->node) != MPI_SUCCESS)
+      rc = tiers_error_set(TIERS_ERR_MPI, __FILE__, __LINE__, "MPI_Barrier failed");
   }
   if (rc == TIERS_OK &&
       MPI_Allreduce(&ok, ok_all, 1, MPI_INT, MPI_MIN, s->node) != MPI_SUCCESS)
@@ -326,6 +376,7 @@ int mbc_shm_create(MPI_Comm comm, size_t fifo_bytes, size_t req_bytes, int want_
   t->publish_head = shm_publish_head;
   t->poll = NULL;
   t->direct_write = shm_direct_write;
+  t->direct_read = shm_direct_read;
   t->peer_alive = shm_peer_alive;
   t->destroy = shm_destroy;
   if (rc != TIERS_OK) {

@@ -24,6 +24,14 @@
  *              request must be dropped as stale and the FIFO copy
  *              delivered; then the same without the hook (direct path)
  *   mixed      direct, FIFO and wildcard receives interleaved on one pair
+ *   single     the single-copy rendezvous: long and short messages of one
+ *              tag around the ring, all sent before any receive is posted,
+ *              taken by source, ANY_SOURCE and ANY_TAG receives, must
+ *              arrive whole and in sending order; a long send must not
+ *              complete before its receiver has copied it (when it was
+ *              left to be read), and the sender may overwrite its buffer
+ *              once it has; a long blocking send to oneself before the
+ *              receive is posted completes (through the FIFO)
  *   barrier    R barriers; a rank that leaves must see every rank arrived
  *   allreduce  int32/int64/double sum/min/max with exact answers, in place too
  *   truncate   receive buffers smaller than the message, on every path:
@@ -448,6 +456,82 @@ static void t_mixed(tiers_mbc_t m, int K)
   free(which);
 }
 
+static const size_t single_sizes[] = {100000, 10,    70000, 0, 20000,   5000,    300000,
+                                      16383,  16384, 65,    3, 1 << 20, 1 << 20, 40};
+#define NSINGLE (sizeof single_sizes / sizeof single_sizes[0])
+
+static void t_single(tiers_mbc_t m)
+{
+  int to = (rank + 1) % size, from = (rank - 1 + size) % size;
+  /* 1. every message sent before any receive: the long ones wait in the
+   * sender's buffers, announced in the FIFO, the short ones in the FIFO */
+  unsigned char *sb[NSINGLE], *rb[NSINGLE];
+  tiers_mbc_request_t sr[NSINGLE], rr[NSINGLE];
+  for (size_t i = 0; i < NSINGLE; i++) {
+    sb[i] = malloc(single_sizes[i] + 1);
+    rb[i] = malloc(single_sizes[i] + 16);
+    memset(rb[i], 0xEE, single_sizes[i] + 16);
+    fill(sb[i], single_sizes[i], rank, to, (long)i);
+    OK(tiers_mbc_isend(m, sb[i], single_sizes[i], to, 9, &sr[i]));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (size_t i = 0; i < NSINGLE; i++) {
+    /* a third by source and tag, a third ANY_SOURCE, a third ANY_TAG; only
+     * `from` sends to me, so each must take the next message in order */
+    int src = i % 3 == 1 ? TIERS_MBC_ANY_SOURCE : from;
+    int tag = i % 3 == 2 ? TIERS_MBC_ANY_TAG : 9;
+    OK(tiers_mbc_irecv(m, rb[i], single_sizes[i], src, tag, &rr[i]));
+  }
+  tiers_mbc_status_t rst[NSINGLE];
+  OK(tiers_mbc_waitall(m, (int)NSINGLE, rr, rst));
+  OK(tiers_mbc_waitall(m, (int)NSINGLE, sr, NULL));
+  for (size_t i = 0; i < NSINGLE; i++) {
+    size_t n = single_sizes[i];
+    CHECK(rst[i].source == from && rst[i].tag == 9 && rst[i].bytes == n && !rst[i].truncated,
+          "message %zu: status source %d tag %d bytes %zu", i, rst[i].source, rst[i].tag,
+          rst[i].bytes);
+    CHECK(verify(rb[i], n, from, rank, (long)i),
+          "message %zu (%zu B): payload wrong or out of order", i, n);
+    CHECK(rb[i][n] == 0xEE, "message %zu: byte past the message written", i);
+    free(sb[i]);
+    free(rb[i]);
+  }
+  /* 2. a long send left to be read completes only after the copy */
+  size_t len = 256 * 1024;
+  unsigned char *b = malloc(len), *r = malloc(len);
+  fill(b, len, rank, to, 1000);
+  tiers_mbc_stats_t before, after;
+  OK(tiers_mbc_stats(m, TIERS_MBC_LOCAL, &before));
+  tiers_mbc_request_t q = NULL, rq = NULL;
+  OK(tiers_mbc_isend(m, b, len, to, 10, &q));
+  OK(tiers_mbc_stats(m, TIERS_MBC_LOCAL, &after));
+  int early = 0, flag = 0;
+  for (int k = 0; k < 30 && !early; k++) { /* nobody has posted the receive yet */
+    OK(tiers_mbc_test(m, &q, &flag, NULL));
+    early = flag;
+    sleep_ms(1);
+  }
+  if (after.msgs_read > before.msgs_read)
+    CHECK(!early, "a send left to be read completed before its receive was posted");
+  MPI_Barrier(MPI_COMM_WORLD);
+  OK(tiers_mbc_irecv(m, r, len, from, 10, &rq));
+  if (!early)
+    OK(tiers_mbc_wait(m, &q, NULL));
+  memset(b, 0xAB, len); /* the receiver has its copy: the buffer is mine again */
+  tiers_mbc_status_t st;
+  OK(tiers_mbc_wait(m, &rq, &st));
+  CHECK(st.bytes == len && verify(r, len, from, rank, 1000), "held send: payload wrong");
+  MPI_Barrier(MPI_COMM_WORLD);
+  /* 3. a long blocking send to myself before the receive: buffered, not held */
+  fill(b, len, rank, rank, 2000);
+  OK(tiers_mbc_send(m, b, len, rank, 11));
+  memset(r, 0, len);
+  OK(tiers_mbc_recv(m, r, len, rank, 11, &st));
+  CHECK(st.bytes == len && verify(r, len, rank, rank, 2000), "send to self: payload wrong");
+  free(b);
+  free(r);
+}
+
 static void t_barrier(tiers_mbc_t m, int R)
 {
   /* arrival counter in a shared window */
@@ -675,7 +759,7 @@ static void json_stats(tiers_json_t *j, const tiers_mbc_stats_t *s)
   U(msgs_answered_fifo); U(bytes_answered_fifo); U(fifo_chunks); U(fifo_full_waits);
   U(requests_sent); U(requests_received); U(requests_used); U(requests_stale);
   U(requests_unsent); U(msgs_received); U(bytes_received); U(msgs_unexpected); U(truncations);
-  U(msgs_shm); U(bytes_shm); U(msgs_rma); U(bytes_rma);
+  U(msgs_shm); U(bytes_shm); U(msgs_rma); U(bytes_rma); U(msgs_read); U(bytes_read);
 #undef U
   tiers_json_kv_double(j, "elapsed_s", s->elapsed_s);
   tiers_json_kv_double(j, "data_rate_Bps", s->data_rate_Bps);
@@ -688,8 +772,8 @@ static void usage(void)
 {
   tiers_tool_fail("usage: tiers-mbc-check TEST [--fifo-bytes N] [--direct auto|off] "
                   "[--timeout S] [--count K] [--transport auto|shm|rma]; TEST: ordering "
-                  "wildcards sizes many fifo race mixed barrier allreduce truncate badargs "
-                  "timeout peer-exit");
+                  "wildcards sizes many fifo race mixed single barrier allreduce truncate "
+                  "badargs timeout peer-exit");
 }
 
 int main(int argc, char **argv)
@@ -699,8 +783,8 @@ int main(int argc, char **argv)
                   "usage: mpirun -n P tiers-mbc-check TEST [--fifo-bytes N] "
                   "[--direct auto|off]\n"
                   "           [--timeout S] [--count K] [--transport auto|shm|rma]\n"
-                  "TEST: ordering wildcards sizes many fifo race mixed barrier allreduce\n"
-                  "      truncate badargs timeout peer-exit\n"
+                  "TEST: ordering wildcards sizes many fifo race mixed single barrier\n"
+                  "      allreduce truncate badargs timeout peer-exit\n"
                   "Multi-rank self-test of tiers memory-based messaging; prints a\n"
                   "tiers.mbc-check/1 document.\n");
   MPI_Init(&argc, &argv);
@@ -740,8 +824,9 @@ int main(int argc, char **argv)
     else
       usage();
   }
-  int needs2 = !strcmp(test, "race") || !strcmp(test, "mixed") || !strcmp(test, "truncate") ||
-               !strcmp(test, "timeout") || !strcmp(test, "peer-exit");
+  int needs2 = !strcmp(test, "race") || !strcmp(test, "single") || !strcmp(test, "mixed") ||
+               !strcmp(test, "truncate") || !strcmp(test, "timeout") ||
+               !strcmp(test, "peer-exit");
   if (needs2 && size < 2)
     tiers_tool_fail("test %s needs at least 2 ranks", test);
   if (!strcmp(test, "fifo"))
@@ -769,6 +854,7 @@ int main(int argc, char **argv)
   else if (!strcmp(test, "fifo")) t_fifo(m, K);
   else if (!strcmp(test, "race")) t_race(m, &race_before);
   else if (!strcmp(test, "mixed")) t_mixed(m, K);
+  else if (!strcmp(test, "single")) t_single(m);
   else if (!strcmp(test, "barrier")) t_barrier(m, K);
   else if (!strcmp(test, "allreduce")) t_allreduce(m);
   else if (!strcmp(test, "truncate")) t_truncate(m);
