@@ -1,0 +1,247 @@
+"""tiers map's one-call search (libtiers' tiers_map_search) on small graphs:
+its afc is scotch_gmap's own mapping of the same graph and tleaf target,
+its costs are the time model and byte counts recomputed here by plain
+loops, and the placement it writes is the first by the choice rule
+(predicted time within the model's uncertainty, then the busiest node's
+sent bytes, then the inter-node bytes), recomputed here too."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from tiers import topo
+from tiers.map import core
+from tiers.map import graph as G
+from tiers.map import machine as M
+from tiers.map import placement as P
+from tiers.map import plan
+
+NODE16 = "synthetic:pack:2 core:8 pu:1"     # 2 packages x 8 cores
+
+needs_search = pytest.mark.skipif(not core.has_search(),
+                                  reason="libtiers without tiers_map_search")
+
+
+@pytest.fixture(scope="module")
+def node16():
+    return topo.measure(NODE16)
+
+
+def sparse_graph(n: int, seed: int):
+    """A connected sparse graph of whole-number directed bytes, like the
+    halo exchange of a sparse matrix cut into row blocks: each rank talks
+    to a few near ranks and a few far ones."""
+    rng = np.random.default_rng(seed)
+    rows, cols, w = [], [], []
+    for r in range(n):
+        peers = {(r + 1) % n, (r + 7) % n} | set(rng.integers(0, n, 2).tolist())
+        for c in sorted(peers - {r}):
+            rows.append(r)
+            cols.append(c)
+            w.append(8.0 * int(rng.integers(1, 40)))
+    return G.from_coo(n, rows, cols, w)
+
+
+def directed(g):
+    """{(src, dst): bytes} of a graph, by loops over its CSR rows."""
+    out = {}
+    for v in range(g.n):
+        for e in range(int(g.xadj[v]), int(g.xadj[v + 1])):
+            u = int(g.adjncy[e])
+            b = float(g.adjsent[e]) if g.adjsent is not None else float(g.adjwgt[e]) / 2
+            if b > 0:
+                out[(v, u)] = b
+    return out
+
+
+def by_loops(traffic, mach, node, slot):
+    """(predicted time, max bytes one node sends, inter-node bytes), the
+    model of docs/map.md by plain loops: a rank's messages one after
+    another at its layer's latency and bandwidth, a node's link carrying
+    what the node sends."""
+    lat = {k: v[0] for k, v in mach.layer_costs.items()}
+    bw = {k: v[1] for k, v in mach.layer_costs.items()}
+    rank_t, link_t, sent = {}, {}, {}
+    inter = 0.0
+    per_pkg = mach.slots_per_node // mach.arity[0]
+    for (s, d), b in traffic.items():
+        if node[s] != node[d]:
+            layer = "node"
+            inter += b
+            sent[node[s]] = sent.get(node[s], 0.0) + b
+            link_t[node[s]] = link_t.get(node[s], 0.0) + b / bw["node"]
+        elif slot[s] // per_pkg != slot[d] // per_pkg:
+            layer = "machine"
+        elif slot[s] != slot[d]:
+            layer = "package"
+        else:
+            layer = "core"
+        rank_t[s] = rank_t.get(s, 0.0) + lat[layer] + b / bw[layer]
+    time = max(max(rank_t.values(), default=0.0), max(link_t.values(), default=0.0))
+    return time, max(sent.values(), default=0.0), inter
+
+
+def machine(node16, nodes, n):
+    return M.build(node16, nodes=nodes, ranks=n)
+
+
+def first_by_rule(keys):
+    """Index of the first of (time, sent, inter) keys by the choice rule,
+    by hand: the fastest within TIME_TIE, then least sent, then least
+    inter-node bytes, then the first listed."""
+    fastest = min(k[0] for k in keys)
+    tied = [i for i, k in enumerate(keys) if k[0] <= fastest * (1 + P.TIME_TIE) * (1 + 1e-9)]
+
+    def key(i):
+        return (round(keys[i][1], 6), round(keys[i][2], 6), i)
+    return min(tied, key=key)
+
+
+@needs_search
+@pytest.mark.parametrize("n,seed", [(64, 1), (96, 2), (128, 3)])
+def test_eval_costs_equal_plain_loops(node16, n, seed):
+    """tiers_map_eval's inter-node bytes, busiest node's sent bytes and
+    predicted time of random placements equal the loops' (directed
+    traffic: what a node sends differs from what it receives)."""
+    g = sparse_graph(n, seed)
+    mach = machine(node16, n // 16, n)
+    traffic = directed(g)
+    rnd = P.random(n, mach, seed)
+    names = ["node"] + list(mach.level_layers) + ["core"]
+    lat = [mach.layer_costs[x][0] for x in names]
+    bw = [mach.layer_costs[x][1] for x in names]
+    place, costs, chosen, _ = core.search(
+        g, mach.nodes, 100.0, mach.arity, mach.cost, lat, bw, P.TIME_TIE,
+        [(rnd.node, rnd.slot)], use_scotch=False, seed=1, budget=0)
+    c = costs[2]
+    t, sent, inter = by_loops(traffic, mach, rnd.node, rnd.slot)
+    assert c.inter == pytest.approx(inter, rel=1e-12)
+    assert c.sent_max == pytest.approx(sent, rel=1e-12)
+    assert max(c.rank_s, c.link_s) == pytest.approx(t, rel=1e-12)
+    recv = {}
+    for (s, d), b in traffic.items():
+        if rnd.node[s] != rnd.node[d]:
+            recv[rnd.node[d]] = recv.get(rnd.node[d], 0.0) + b
+    assert c.recv_max == pytest.approx(max(recv.values()), rel=1e-12)
+    assert chosen == 2    # the only candidate, and the budget allows no swap
+
+
+def write_grf(g, path):
+    """The graph as a Scotch source graph of integer loads (bytes of the
+    pair, both directions) divided by their gcd, as a scotch_gmap user
+    writes it."""
+    w = np.rint(g.adjwgt).astype(np.int64)
+    w //= np.gcd.reduce(w)
+    with open(path, "w") as f:
+        f.write(f"0\n{g.n} {g.adjncy.size}\n0 010\n")
+        for v in range(g.n):
+            lo, hi = int(g.xadj[v]), int(g.xadj[v + 1])
+            f.write(f"{hi - lo} " + " ".join(f"{w[e]} {g.adjncy[e]}" for e in range(lo, hi))
+                    + "\n")
+
+
+@needs_search
+@pytest.mark.skipif(not shutil.which("scotch_gmap"), reason="scotch_gmap (Debian scotch)")
+@pytest.mark.parametrize("n,seed", [(64, 4), (128, 5)])
+def test_afc_is_scotch_gmaps_mapping_of_a_sparse_graph(node16, tmp_path, n, seed):
+    """Scotch's own mapper, run here on the same graph and the tleaf target
+    of the same machine (nodes x 2 packages x 8 cores, distances 100 / 10
+    / 1, default strategy), puts every rank on the node tiers' afc puts it
+    on; so the written placement, first by the rule among candidates that
+    include afc, moves no more bytes than scotch_gmap's (recomputed here)."""
+    g = sparse_graph(n, seed)
+    nodes = n // 16
+    write_grf(g, tmp_path / "g.grf")
+    (tmp_path / "m.tgt").write_text(f"tleaf 3 {nodes} 100 2 10 8 1\n")
+    subprocess.run(["scotch_gmap", str(tmp_path / "g.grf"), str(tmp_path / "m.tgt"),
+                    str(tmp_path / "g.map")], check=True, capture_output=True)
+    gmap = np.empty(n, dtype=np.int64)
+    gslot = np.empty(n, dtype=np.int64)
+    lines = (tmp_path / "g.map").read_text().split("\n")[1:]
+    for ln in lines:
+        if ln.strip():
+            v, dom = map(int, ln.split())
+            gmap[v], gslot[v] = dom // 16, dom % 16
+    mach = machine(node16, nodes, n)
+    places, chosen, _ = P.search(g, mach, seed=1)
+    afc = places[0]
+    assert afc.name == "afc"
+    assert np.array_equal(afc.node, gmap)
+    assert np.array_equal(afc.slot, gslot)   # every rank on its own core: nothing repaired
+    traffic = directed(g)
+    _, sent_g, inter_g = by_loops(traffic, mach, gmap, gslot)
+    _, sent_c, inter_c = by_loops(traffic, mach, chosen.node, chosen.slot)
+    keys = [by_loops(traffic, mach, p.node, p.slot) for p in places]
+    assert places.index(chosen) == first_by_rule(keys)
+    if chosen.name == "refined":
+        # the refined winner is never worse than where it started, on either
+        start = next(p for p in places if chosen.note.startswith(p.name + " with "))
+        _, sent_s, inter_s = by_loops(traffic, mach, start.node, start.slot)
+        assert sent_c <= sent_s and inter_c <= inter_s and (sent_c, inter_c) != (sent_s, inter_s)
+    assert sent_c <= sent_g and inter_c <= inter_g
+
+
+@needs_search
+@pytest.mark.parametrize("spec,nodes", [("3d:4,4,4:64,32,16", 4), ("3d:8,8,8:64,32,16", 32),
+                                        ("3d:4,4,8:32,32,32", 8), ("2d:16,8:256,64", 8)])
+def test_written_placement_is_first_by_the_rule(node16, spec, nodes):
+    """plan() writes the candidate that the rule, applied here to costs
+    recomputed by loops, puts first; random is never it."""
+    parts, points = G.parse_stencil(spec)
+    g = G.stencil(parts, points)
+    out = plan(g, node16, nodes=nodes)
+    mach = out["machine"]
+    traffic = directed(g)
+    cands = [p for p in out["placements"] if p.name != "random"]
+    keys = [by_loops(traffic, mach, p.node, p.slot) for p in cands]
+    assert cands[first_by_rule(keys)] is out["chosen"]
+
+
+@needs_search
+def test_byte_tie_break_writes_the_box_tiling_of_an_anisotropic_grid(node16):
+    """8x8x8 subdomains of 64x32x16 points on 32 nodes: the box tiling's
+    busiest node sends 224 KiB where Scotch's mapping's sends 256 KiB, and
+    its predicted time (a rank with one more inter-node neighbour) is
+    within the model's uncertainty of the fastest: the tiling is written,
+    and the line says why (by loops: its sent bytes are the least of the
+    tied candidates, and no candidate moves fewer inter-node bytes)."""
+    g = G.stencil([8, 8, 8], [64, 32, 16])
+    out = plan(g, node16, nodes=32)
+    mach = out["machine"]
+    traffic = directed(g)
+    chosen = out["chosen"]
+    assert chosen.name == "geometric"
+    keys = {p.name: by_loops(traffic, mach, p.node, p.slot) for p in out["placements"]}
+    fastest = min(k[0] for name, k in keys.items() if name != "random")
+    mine = keys["geometric"]
+    assert fastest < mine[0] <= fastest * (1 + P.TIME_TIE)   # slower, but within the band
+    assert mine[1] == 224 * 1024
+    assert keys["afc"][1] == 256 * 1024
+    assert mine[2] == min(k[2] for k in keys.values())
+    assert "within the model's 15% uncertainty" in out["chosen_note"]
+    assert "busiest node sends 224.0 KiB vs 256.0 KiB" in out["chosen_note"]
+
+
+@needs_search
+def test_outside_the_band_the_faster_placement_wins_over_fewer_bytes(node16):
+    """The rule's time comes first: with the band at zero (every predicted
+    time counts), the same grid gets the model's fastest candidate, even
+    though the tiling's busiest node sends less."""
+    g = G.stencil([8, 8, 8], [64, 32, 16])
+    mach = machine(node16, 32, g.n)
+    names = ["node"] + list(mach.level_layers) + ["core"]
+    lat = [mach.layer_costs[x][0] for x in names]
+    bw = [mach.layer_costs[x][1] for x in names]
+    geo = P.geometric(g, mach)
+    blk = P.block(g.n, mach)
+    place, costs, chosen, _ = core.search(
+        g, mach.nodes, 100.0, mach.arity, mach.cost, lat, bw, 0.0,
+        [(blk.node, blk.slot), (geo.node, geo.slot)], use_scotch=True, seed=1, budget=0)
+    traffic = directed(g)
+    keys = [by_loops(traffic, mach, place[i, 0], place[i, 1]) for i in range(4)]
+    assert chosen == int(np.argmin([k[0] for k in keys]))
+    assert chosen != 3 and keys[3][1] < keys[chosen][1]
