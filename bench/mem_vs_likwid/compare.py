@@ -98,8 +98,10 @@ def run_likwid(variant: str, bytes_total: int, threads: int, iters: int,
                per_thread_init: bool = True) -> float | str:
     """likwid's MByte/s for one run, or a string saying why the run failed
     (some variants crash in likwid 5.2, e.g. stream_mem with SIGSEGV)."""
+    # likwid 5.2 cannot read sizes of 2^31 B or more in bytes: give kB (10^3 B)
+    size = f"{bytes_total}B" if bytes_total < 2**31 else f"{bytes_total // 1000}kB"
     cmd = ["likwid-bench", "-t", variant, "-W" if per_thread_init else "-w",
-           f"S0:{bytes_total}B:{threads}", "-i", str(iters)]
+           f"S0:{size}:{threads}", "-i", str(iters)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"^MByte/s:\s*([0-9.]+)", proc.stdout, re.M)
     if proc.returncode != 0 or not m:
