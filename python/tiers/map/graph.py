@@ -760,9 +760,29 @@ def stencil(parts, points, bytes_per_point: int = BYTES_PER_POINT, *,
 # Grids read from a file
 
 
+#: Up to this many ranks a breadth-first search runs in plain Python
+#: (numpy's cost per frontier dominates on small graphs).
+BFS_PLAIN_RANKS = 1024
+
+
 def _bfs(g: Graph, start: int) -> np.ndarray:
     """Return the hop distance of every rank from ``start`` (-1: not
     reached), one frontier at a time."""
+    if g.n <= BFS_PLAIN_RANKS:
+        xadj, adj = g.xadj.tolist(), g.adjncy.tolist()
+        d = [-1] * g.n
+        d[start] = 0
+        front = [start]
+        while front:
+            nxt = []
+            for v in front:
+                dv = d[v] + 1
+                for u in adj[xadj[v]:xadj[v + 1]]:
+                    if d[u] < 0:
+                        d[u] = dv
+                        nxt.append(u)
+            front = nxt
+        return np.asarray(d, dtype=np.int64)
     dist = np.full(g.n, -1, dtype=np.int64)
     dist[start] = 0
     front = np.array([start], dtype=np.int64)
@@ -809,14 +829,17 @@ def recover_grid(g: Graph) -> bool:
         return False
     others = [int(c) for c in corners[1:]]
     u, v, w = g.edge_list()
+    from_corner: dict[int, np.ndarray] = {}    # each corner's search once
     for ends in itertools.combinations(others, dims):
         sizes = [int(d0[e]) + 1 for e in ends]
-        if int(np.prod(sizes)) != g.n:
+        if math.prod(sizes) != g.n:
             continue
         coords = np.empty((g.n, dims), dtype=np.int64)
         ok = True
         for a, e in enumerate(ends):
-            twice = d0 - _bfs(g, e) + (sizes[a] - 1)
+            if e not in from_corner:
+                from_corner[e] = _bfs(g, e)
+            twice = d0 - from_corner[e] + (sizes[a] - 1)
             if np.any(twice % 2) or twice.min() < 0 or twice.max() > 2 * (sizes[a] - 1):
                 ok = False
                 break
