@@ -24,7 +24,10 @@
  *                  register blocking (tiling): panels of A and B are packed
  *                  into contiguous micro-panels and an MR x NR micro-kernel
  *                  keeps its block of C in registers (12 x 16 with
- *                  AVX-512, 6 x 8 with AVX2+FMA, 4 x 4 in portable C).
+ *                  AVX-512, 6 x 8 with AVX2+FMA, 4 x 4 in portable C);
+ *                  the AVX-512 kernel prefetches the next micro-panel
+ *                  of B and its C tile, and A is packed with in-register
+ *                  8 x 8 transposes.
  * --algo bcast     seed 003 Fig. 4: A distributed by rows, B by columns
  *                  (process q owns columns [q N/P, (q+1) N/P), stored
  *                  column by column), both generated in place.  The loop
@@ -98,16 +101,24 @@ static inline int64_t w_int(long j) { return j % 7 + 1; }
  * The tiled multiply: packing and micro-kernels.
  * --------------------------------------------------------------------- */
 
-/* Blocking (the A block MC x KC stays in L2, a KC x NR micro-panel of B
- * in L1); KC = 384 measured best of 192-512 for the 12 x 16 kernel. */
+/* Blocking: the packed A block (MC x KC, 288 KiB) stays in L2; the packed
+ * B block (KC x NC, up to 6 MiB) lives in L3, and each of its KC x NR
+ * micro-panels serves MC / MR kernels in a row.  The first NR / 4 of those
+ * kernels prefetch the next micro-panel towards L2 (see ukernel_fn), so
+ * that it does not arrive from L3 at the pace of the kernel's loads: that
+ * prefetch gave about 10% at N = 1024-2048 on a Xeon with AVX-512.  KC =
+ * 384 and MC = 96 measured best of KC 192-512 and MC 96-384. */
 #define KC 384  /* depth of a packed panel */
 #define MC 96   /* rows of a packed block of A (a multiple of every MR) */
 #define NC 2048 /* columns of a packed block of B (a multiple of every NR) */
 #define MR_MAX 12
 #define NR_MAX 16
 
+/* pf: where the kernel may prefetch (towards L2) one cache line every two
+ * steps of k, kc / 2 lines in all -- a stretch of the next micro-panel of
+ * B --, or NULL. */
 typedef void (*ukernel_fn)(long kc, const double *a, const double *b, double *c, long ldc,
-                           int first);
+                           int first, const double *pf);
 
 typedef struct kernel {
   const char *name;
@@ -117,8 +128,9 @@ typedef struct kernel {
 
 /* C(mr x nr) (=|+=) sum_p a[p*MR + i] b[p*NR + j]; portable C, 4 x 4. */
 static void ukernel_generic(long kc, const double *restrict a, const double *restrict b,
-                            double *restrict c, long ldc, int first)
+                            double *restrict c, long ldc, int first, const double *pf)
 {
+  (void)pf;
   double acc[4][4] = {{0}};
   for (long p = 0; p < kc; p++) {
     for (int i = 0; i < 4; i++)
@@ -136,8 +148,9 @@ static void ukernel_generic(long kc, const double *restrict a, const double *res
  * broadcasts of A per step of k. */
 __attribute__((target("avx2,fma"))) static void
 ukernel_avx2(long kc, const double *restrict a, const double *restrict b, double *restrict c,
-             long ldc, int first)
+             long ldc, int first, const double *pf)
 {
+  (void)pf;
   __m256d c0l = _mm256_setzero_pd(), c0h = c0l, c1l = c0l, c1h = c0l, c2l = c0l, c2h = c0l;
   __m256d c3l = c0l, c3h = c0l, c4l = c0l, c4h = c0l, c5l = c0l, c5h = c0l;
   for (long p = 0; p < kc; p++) {
@@ -192,22 +205,37 @@ ukernel_avx2(long kc, const double *restrict a, const double *restrict b, double
     a += 12;                                                                                \
     b += 16;                                                                                \
   } while (0)
+#define UK512_TAIL 32 /* steps of k before the end at which C is fetched into L1 */
 __attribute__((target("avx512f,avx2,fma"))) static void
 ukernel_avx512(long kc, const double *restrict a, const double *restrict b, double *restrict c,
-               long ldc, int first)
+               long ldc, int first, const double *pf)
 {
   __m512d c0l = _mm512_setzero_pd(), c0h = c0l, c1l = c0l, c1h = c0l, c2l = c0l, c2h = c0l;
   __m512d c3l = c0l, c3h = c0l, c4l = c0l, c4h = c0l, c5l = c0l, c5h = c0l;
   __m512d c6l = c0l, c6h = c0l, c7l = c0l, c7h = c0l, c8l = c0l, c8h = c0l;
   __m512d c9l = c0l, c9h = c0l, c10l = c0l, c10h = c0l, c11l = c0l, c11h = c0l;
-  /* the C tile is read (or written) only at the end: start its lines on
-   * their way now, so that the end does not wait for 24 misses */
+  /* The C tile is read (or written) only at the end.  Start its lines
+   * towards L2 now, and into L1 some steps before the end: prefetched into
+   * L1 at the start, they would be evicted again by the panels streaming
+   * through it. */
+  for (int i = 0; i < 12; i++) {
+    _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);
+    _mm_prefetch((const char *)(c + i * ldc + 15), _MM_HINT_T1);
+  }
+  long p = 0, pend = kc - UK512_TAIL > 0 ? kc - UK512_TAIL : 0;
+  for (; p + 2 <= pend; p += 2) {
+    if (pf)
+      _mm_prefetch((const char *)(pf + 4 * p), _MM_HINT_T1);
+    UK512_STEP();
+    UK512_STEP();
+  }
   for (int i = 0; i < 12; i++) {
     _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
     _mm_prefetch((const char *)(c + i * ldc + 15), _MM_HINT_T0);
   }
-  long p = 0;
   for (; p + 2 <= kc; p += 2) {
+    if (pf)
+      _mm_prefetch((const char *)(pf + 4 * p), _MM_HINT_T1);
     UK512_STEP();
     UK512_STEP();
   }
@@ -244,6 +272,55 @@ static int cpu_has_avx512(void)
   return cpu_has_avx2() && __builtin_cpu_supports("avx512f");
 }
 
+/* Transposes the 8 x 8 block r[0..7] (rows of 8 doubles) into t[0..7]:
+ * t[q] holds element q of every row. */
+__attribute__((target("avx512f"))) static inline void transpose8(const __m512d r[8],
+                                                                 __m512d t[8])
+{
+  __m512d a0 = _mm512_unpacklo_pd(r[0], r[1]), a1 = _mm512_unpackhi_pd(r[0], r[1]);
+  __m512d a2 = _mm512_unpacklo_pd(r[2], r[3]), a3 = _mm512_unpackhi_pd(r[2], r[3]);
+  __m512d a4 = _mm512_unpacklo_pd(r[4], r[5]), a5 = _mm512_unpackhi_pd(r[4], r[5]);
+  __m512d a6 = _mm512_unpacklo_pd(r[6], r[7]), a7 = _mm512_unpackhi_pd(r[6], r[7]);
+  /* u: 128-bit lanes (q, q + 4) of rows (0,1) then (2,3), or (4,5) then (6,7) */
+  __m512d u0 = _mm512_shuffle_f64x2(a0, a2, 0x88), u1 = _mm512_shuffle_f64x2(a0, a2, 0xdd);
+  __m512d u2 = _mm512_shuffle_f64x2(a1, a3, 0x88), u3 = _mm512_shuffle_f64x2(a1, a3, 0xdd);
+  __m512d u4 = _mm512_shuffle_f64x2(a4, a6, 0x88), u5 = _mm512_shuffle_f64x2(a4, a6, 0xdd);
+  __m512d u6 = _mm512_shuffle_f64x2(a5, a7, 0x88), u7 = _mm512_shuffle_f64x2(a5, a7, 0xdd);
+  t[0] = _mm512_shuffle_f64x2(u0, u4, 0x88);
+  t[4] = _mm512_shuffle_f64x2(u0, u4, 0xdd);
+  t[2] = _mm512_shuffle_f64x2(u1, u5, 0x88);
+  t[6] = _mm512_shuffle_f64x2(u1, u5, 0xdd);
+  t[1] = _mm512_shuffle_f64x2(u2, u6, 0x88);
+  t[5] = _mm512_shuffle_f64x2(u2, u6, 0xdd);
+  t[3] = _mm512_shuffle_f64x2(u3, u7, 0x88);
+  t[7] = _mm512_shuffle_f64x2(u3, u7, 0xdd);
+}
+
+/* One whole 12-row micro-panel of A (row-major, lda), depth [0, kc):
+ * 8 x 8 blocks transposed in registers (rows 8-11 go through the same
+ * transpose, twice over, and only the low half is kept). */
+__attribute__((target("avx512f"))) static void pack_a12(long kc, const double *A, long lda,
+                                                        double *out)
+{
+  long p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    __m512d r[8], t[8];
+    for (int i = 0; i < 8; i++)
+      r[i] = _mm512_loadu_pd(A + i * lda + p);
+    transpose8(r, t);
+    for (int q = 0; q < 8; q++)
+      _mm512_storeu_pd(out + (p + q) * 12, t[q]);
+    for (int i = 0; i < 4; i++)
+      r[i] = r[i + 4] = _mm512_loadu_pd(A + (8 + i) * lda + p);
+    transpose8(r, t);
+    for (int q = 0; q < 8; q++)
+      _mm256_storeu_pd(out + (p + q) * 12 + 8, _mm512_castpd512_pd256(t[q]));
+  }
+  for (; p < kc; p++)
+    for (int i = 0; i < 12; i++)
+      out[p * 12 + i] = A[i * lda + p];
+}
+
 /* Packs rows [0, mc) x depth [0, kc) of A (row-major, lda) into
  * micro-panels of mr rows: panel r, step p holds A(r*mr + i, p), i < mr,
  * zero past mc. */
@@ -252,6 +329,11 @@ static void pack_a(const kernel_t *K, long mc, long kc, const double *A, long ld
   int mr = K->mr;
   for (long r0 = 0; r0 < mc; r0 += mr) {
     int rows = mc - r0 < mr ? (int)(mc - r0) : mr;
+    if (rows == 12 && mr == 12 && K->full == ukernel_avx512) {
+      pack_a12(kc, A + r0 * lda, lda, out);
+      out += 12 * kc;
+      continue;
+    }
     for (long p = 0; p < kc; p++) {
       for (int i = 0; i < rows; i++)
         out[i] = A[(r0 + i) * lda + p];
@@ -270,6 +352,11 @@ static void pack_b(const kernel_t *K, long kc, long nc, const double *B, long rs
   int nr = K->nr;
   for (long c0 = 0; c0 < nc; c0 += nr) {
     int cols = nc - c0 < nr ? (int)(nc - c0) : nr;
+    if (cs == 1 && cols == 16 && nr == 16) { /* rows of B: 16 contiguous doubles */
+      for (long p = 0; p < kc; p++, out += 16)
+        memcpy(out, B + p * rs + c0, 16 * sizeof(double));
+      continue;
+    }
     for (long p = 0; p < kc; p++) {
       const double *bp = B + p * rs + c0 * cs;
       for (int j = 0; j < cols; j++)
@@ -290,7 +377,12 @@ static int packs_alloc(packs_t *p)
 {
   p->a = aligned_alloc(64, sizeof(double) * MC * KC);
   p->b = aligned_alloc(64, sizeof(double) * KC * (NC + NR_MAX));
-  return p->a && p->b ? 0 : -1;
+  if (!p->a || !p->b)
+    return -1;
+  /* touched now, so that the timed part takes no page faults on them */
+  memset(p->a, 0, sizeof(double) * MC * KC);
+  memset(p->b, 0, sizeof(double) * KC * (NC + NR_MAX));
+  return 0;
 }
 
 static void packs_free(packs_t *p)
@@ -321,14 +413,19 @@ static void gemm_tiled(const kernel_t *K, long m, long n, long k, const double *
         for (long jr = 0; jr < nc; jr += nr) {
           int cols = nc - jr < nr ? (int)(nc - jr) : nr;
           const double *bp = pk->b + jr * kc;
+          /* the next micro-panel of B comes from L3: the first nr / 4
+           * kernels on this one fetch it towards L2, kc / 2 lines each */
+          const double *bnext = pk->b + (jr + nr < nc ? jr + nr : 0) * kc;
           for (long ir = 0; ir < mc; ir += mr) {
             int rows = mc - ir < mr ? (int)(mc - ir) : mr;
             const double *ap = pk->a + ir * kc;
             double *cp = C + (ic + ir) * ldc + jc + jr;
+            long call = ir / mr;
+            const double *pf = call < nr / 4 ? bnext + call * kc * 4 : NULL;
             if (rows == mr && cols == nr) {
-              K->full(kc, ap, bp, cp, ldc, first);
+              K->full(kc, ap, bp, cp, ldc, first, pf);
             } else { /* an edge block: compute into a scratch tile */
-              K->full(kc, ap, bp, edge, nr, 1);
+              K->full(kc, ap, bp, edge, nr, 1, pf);
               for (int i = 0; i < rows; i++)
                 for (int j = 0; j < cols; j++)
                   cp[i * ldc + j] = first ? edge[i * nr + j] : cp[i * ldc + j] + edge[i * nr + j];
