@@ -293,13 +293,21 @@ static int scotch_map_in(SCOTCH_Context *ctx, const sgraph_t *s, const SCOTCH_Ar
   return rc;
 }
 
-/* A deterministic Scotch context with its own random generator. */
+/* A deterministic Scotch context with its own random generator, run by
+ * the calling thread alone: left to itself, Scotch starts one thread per
+ * core for every context, which costs more than mapping a graph of a few
+ * hundred ranks (and much more on a busy machine), and the mapping is the
+ * same (deterministic mode). */
 static int context_open(SCOTCH_Context *ctx)
 {
   if (SCOTCH_contextInit(ctx) != 0)
     TIERS_ERROR(TIERS_ERR_NOMEM, "map: Scotch cannot create a context");
   SCOTCH_contextRandomClone(ctx);
   SCOTCH_contextOptionSetNum(ctx, SCOTCH_OPTIONNUMDETERMINISTIC, 1);
+  if (SCOTCH_contextThreadSpawn(ctx, 1, NULL) != 0) {
+    SCOTCH_contextExit(ctx);
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: Scotch cannot set up its context's thread");
+  }
   return TIERS_OK;
 }
 
