@@ -54,6 +54,8 @@
 #include <otf2/otf2.h>
 #include <otf2/OTF2_Pthread_Locks.h>
 
+#include "otf2raw.h"
+
 /* ---------------------------------------------------------------- records */
 
 enum { K_ENTER = 1, K_LEAVE, K_SEND, K_RECV, K_ISEND, K_ISEND_DONE, K_IRECV_POST, K_IRECV_DONE,
@@ -61,6 +63,9 @@ enum { K_ENTER = 1, K_LEAVE, K_SEND, K_RECV, K_ISEND, K_ISEND_DONE, K_IRECV_POST
        K_MAP, K_MAX };
 #define FN_SWAPOUT 0xFFFF
 #define SWAP_UNSYNC 4
+/* OTF2 attribute 0, "tiers_closed_at_stop": on the Leaves that close the
+ * calls a killed rank was inside (defined only when there are some) */
+#define CLOSED_ATTR 0
 #define BLOCK (1u << 20)
 #define NBUCKET 6
 
@@ -1327,8 +1332,14 @@ static int write_rank(rank_t *r) {
                 func == FN_SWAPOUT ? "tiers" : "MPI", r->rank, r->closing[k] >> 16, ts);
         fputs(", \"args\": {\"closed\": \"the rank stopped inside this call\"}}", ch);
       }
-      if (g_write_otf2)
-        OTF2_CHECK(OTF2_EvtWriter_Leave(thr[i].w, NULL, (OTF2_TimeStamp)ts, rref(r, func)));
+      if (g_write_otf2) {
+        /* marked, so that a reader of the archive alone (otf2raw.c) can
+         * tell these Leaves from the program's */
+        OTF2_AttributeList *al = OTF2_AttributeList_New();
+        if (al) OTF2_AttributeList_AddUint8(al, CLOSED_ATTR, 1);
+        OTF2_CHECK(OTF2_EvtWriter_Leave(thr[i].w, al, (OTF2_TimeStamp)ts, rref(r, func)));
+        if (al) OTF2_AttributeList_Delete(al);
+      }
       r->loc_events[i]++;
       thr[i].last_ts = ts;
       thr[i].has_last = 1;
@@ -1628,17 +1639,21 @@ static void usage_error(const char *msg) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = NULL;
+  const char *dir = NULL, *from_otf2 = NULL;
   int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("usage: tiers-trace-post DIR [--no-otf2] [--chrome FILE] [--jobs N]\n"
              "Reads the raw rank files of a tiers trace folder in one pass, in bounded memory,\n"
              "a thread per rank file, and writes the OTF2 archive, the summary and call-site\n"
-             "JSON (and with --chrome a Chrome/Perfetto trace-event file).  tiers trace runs it.\n");
+             "JSON (and with --chrome a Chrome/Perfetto trace-event file).  tiers trace runs it.\n"
+             "       tiers-trace-post DIR --from-otf2 OUT\n"
+             "Rebuilds raw rank files OUT/raw/ from the OTF2 archive DIR/traces.otf2 (a folder\n"
+             "whose raw files were deleted), in bounded memory, for the summary and exports.\n");
       return 0;
     }
     if (!strcmp(argv[i], "--no-otf2")) g_write_otf2 = 0;
+    else if (!strcmp(argv[i], "--from-otf2") && i + 1 < argc) from_otf2 = argv[++i];
     else if (!strcmp(argv[i], "--chrome") && i + 1 < argc) g_chrome = argv[++i];
     else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) {
       char *end;
@@ -1653,6 +1668,8 @@ int main(int argc, char **argv) {
     else usage_error("give one trace folder");
   }
   if (!dir) usage_error("usage: tiers-trace-post DIR [--no-otf2] [--chrome FILE] [--jobs N]");
+  if (from_otf2) /* raw files rebuilt from DIR's archive into FROM_OTF2/raw */
+    return tiers_post_from_otf2(dir, from_otf2);
   g_dir = dir;
   const char *run_env = getenv("TIERS_TRACE_POST_RUN");
   if (run_env && atol(run_env) >= 16) g_run = (size_t)atol(run_env);
@@ -2008,6 +2025,15 @@ int main(int argc, char **argv) {
           region_kind[k] ? OTF2_PARADIGM_MEASUREMENT_SYSTEM : OTF2_PARADIGM_MPI,
           OTF2_REGION_FLAG_NONE, OTF2_UNDEFINED_STRING, 0, 0));
     }
+    /* the mark of the Leaves added for a killed rank (CLOSED_ATTR) */
+    for (int i = 0; i < g_nranks; i++)
+      if (g_ranks[i].closing_n) {
+        uint32_t s = str_ref(&strs, "tiers_closed_at_stop");
+        uint32_t d = str_ref(&strs, "a Leave tiers added: the rank stopped inside this call");
+        FLUSH_STRINGS();
+        GW(OTF2_GlobalDefWriter_WriteAttribute(gw, CLOSED_ATTR, s, d, OTF2_TYPE_UINT8));
+        break;
+      }
     {
       uint64_t *m = xmalloc((size_t)g_nranks * sizeof(uint64_t));
       for (int i = 0; i < g_nranks; i++) m[i] = g_ranks[i].loc_ref[0];

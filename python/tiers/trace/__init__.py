@@ -20,6 +20,7 @@ raw files in tests and small tools: it holds a whole trace in memory.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -484,10 +485,48 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
 # stats and export
 
 
+#: what a summary rebuilt from the OTF2 archive alone cannot hold
+ARCHIVE_ONLY = ("rebuilt from the OTF2 archive (the raw files are gone): call sites, one-sided "
+                "and file transfer bytes, swap-out sizes, the buffer's memory and the tracing "
+                "settings are not in it")
+
+
+def has_archive(folder: str | Path) -> bool:
+    """Return whether ``folder`` holds an OTF2 archive written by tiers trace."""
+    return (Path(folder) / f"{convert.ARCHIVE_NAME}.otf2").is_file()
+
+
+@contextlib.contextmanager
+def raw_from_archive(folder: str | Path):
+    """Yield a temporary folder whose ``raw/`` rank files tiers-trace-post
+    rebuilt from ``folder``'s OTF2 archive (in memory bounded by the
+    archive's definitions; see native/src/trace/otf2raw.c), removed
+    afterwards.  What the archive does not hold (ARCHIVE_ONLY) is left out."""
+    import subprocess
+    import tempfile
+
+    tool = post_tool()
+    if tool is None:
+        raise TiersError(f"native tool {POST_TOOL} is missing; reinstall tiers with 'make build'")
+    with tempfile.TemporaryDirectory(prefix="tiers-trace-otf2-") as tmp:
+        proc = subprocess.run([str(tool), str(folder), "--from-otf2", tmp],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=native._die_with_parent())
+        if proc.returncode != 0:
+            raise native.tool_error(POST_TOOL, proc.stderr, proc.returncode)
+        yield Path(tmp)
+
+
 def load(folder: str | Path) -> dict:
-    """Return the summary document of trace folder ``folder``."""
+    """Return the summary document of trace folder ``folder``: its
+    summary.json, else one made from its raw files, else one made from its
+    OTF2 archive (with the warning ARCHIVE_ONLY)."""
     p = Path(folder)
     if not (p / "summary.json").is_file():
+        if not has_raw(p) and has_archive(p) and post_tool() is not None:
+            with raw_from_archive(p) as tmp:
+                return build_summary(tmp, {"rebuilt": True, "from": "otf2"}, otf2=False,
+                                     strict=False, warnings=[ARCHIVE_ONLY])
         if (p / "raw").is_dir():
             return build_summary(p, {"rebuilt": True}, otf2=False, strict=False)
         raise TiersError(f"{folder} is not a tiers trace folder (no summary.json)")
@@ -545,15 +584,24 @@ def export_chrome(folder: str | Path, output_path: str | Path | None = None) -> 
     communicator, root and bytes of collectives in their slice's end
     ``args``, process and thread names.  Without the tool, the Python
     fallback writes complete events and message instants only."""
-    import tempfile
-
     folder = Path(folder)
-    if not has_raw(folder):
-        raise TiersError(f"{folder} is not a tiers trace folder (no raw/ files)")
     out = str(output_path) if output_path else str(folder / "trace.chrome.json")
+    if not has_raw(folder):
+        if has_archive(folder) and post_tool() is not None:
+            # the raw files are gone: the same export from the archive's events
+            output.check_writable(out, "--output")
+            with raw_from_archive(folder) as tmp:
+                return _export_chrome_native(tmp, out)
+        raise TiersError(f"{folder} is not a tiers trace folder (no raw/ files)")
     if post_tool() is None:
         return _export_chrome_python(folder, out)
     output.check_writable(out, "--output")
+    return _export_chrome_native(folder, out)
+
+
+def _export_chrome_native(folder: Path, out: str) -> Path:
+    import tempfile
+
     target = Path(tempfile.gettempdir()) if out == output.STDOUT else Path(out).resolve().parent
     target.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target, prefix=".tiers-chrome.", suffix=".tmp")
@@ -635,6 +683,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             raise TiersError(f"{a.dir}: summary.json is not a complete tiers trace "
                              f"summary ({what})") from None
         print(text)
+        if (doc.get("params") or {}).get("from") == "otf2":
+            print(f"tiers trace stats: {ARCHIVE_ONLY}", file=sys.stderr)
         return 0
     if sub == "export":
         from ..cli import _deprecated
