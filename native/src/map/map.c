@@ -1803,6 +1803,7 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
         if (st.sent[w] <= 0)
           break;
         const int c = node_neighbours(&st, start, members, w, 0, stamp, &stamp_val, nb);
+        k.work += nodes + (start[w + 1] - start[w]);
         int kept = 0;
         for (int j = 0; j < c && !kept && k.work < k.budget; j++)
           kept = kl_pair(&k, w, nb[j], 1, INFINITY, st.cut);
@@ -1812,12 +1813,15 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
       }
       for (int pass = 0; pass < 4 && k.work < k.budget; pass++) {
         int improved = 0;
+        /* the busiest node's volume as the pass starts: no node goes above
+         * it, so the busiest node's volume never grows */
+        double top = 0;
+        for (int i = 0; i < nodes; i++)
+          top = fmax(top, st.sent[i]);
         for (int a = 0; a < nodes && k.work < k.budget; a++) {
           const int c = node_neighbours(&st, start, members, a, 1, stamp, &stamp_val, nb);
+          k.work += start[a + 1] - start[a];
           for (int j = 0; j < c && k.work < k.budget; j++) {
-            double top = 0;
-            for (int i = 0; i < nodes; i++)
-              top = fmax(top, st.sent[i]);
             const int kept = kl_pair(&k, a, nb[j], 0, top, INFINITY);
             done += kept;
             improved |= kept > 0;
