@@ -173,6 +173,10 @@ def test_a_run_at_1_and_2_threads_carries_the_new_keys(native_bin):
     assert dc["drift"] == pytest.approx((dc["end_us"] - dc["start_us"]) / dc["start_us"])
     assert [r["threads"] for r in raw["runs"]] == [1, 2]
     for run in raw["runs"]:
+        # delay() timed on every PU of the team at once
+        pd = run["pu_delay_us"]
+        assert len(pd) == run["threads"] and all(x > 0 for x in pd)
+        assert run["pu_delay_spread"] == pytest.approx((max(pd) - min(pd)) / min(pd))
         by = {t["name"]: t for t in run["tests"]}
         assert set(by) == {"barrier", "critical", "spin"}
         for name in ("barrier", "critical"):
@@ -205,3 +209,36 @@ def test_a_run_at_1_and_2_threads_carries_the_new_keys(native_bin):
         assert "epcc_n" in row and "resolution_us" in row
         if row["reliable"]:
             assert row["value_us"] >= row["resolution_us"]
+
+
+def test_uneven_pus_mark_the_overheads_of_that_thread_count(native_bin):
+    """A team whose PUs ran delay() 20 % apart: every overhead at that
+    thread count is noisy and carries the spread; the barriers and the
+    other thread counts are untouched; the table and the document say so."""
+    import io
+
+    from rich.console import Console
+
+    from tiers.probe import sync
+
+    refs = [1.0, 1.01, 0.99, 1.0, 1.0, 1.02, 1.0, 0.98, 1.0, 1.01, 0.99, 1.0]
+    over = _pair_stats(native_bin, refs, [r + 0.3 for r in refs])
+    bar = _pair_stats(native_bin, None, [0.2] * 12)
+    raw = {"params": {"cycles_per_second": 1e9},
+           "runs": [{"threads": 1, "pu_delay_us": [0.1], "pu_delay_spread": 0.0,
+                     "tests": [dict(over)]},
+                    {"threads": 2, "pu_delay_us": [0.1, 0.12], "pu_delay_spread": 0.2,
+                     "tests": [dict(over), dict(bar)]}]}
+    rows = sync.summarise(raw)["rows"]
+    one, two, spin = rows
+    assert one["noisy"] is False and "pu_delay_spread" not in one
+    assert two["noisy"] is True and two["pu_delay_spread"] == 0.2
+    assert two["reliable"] is True and two["value_us"] == pytest.approx(0.3)
+    assert spin["noisy"] is False and "pu_delay_spread" not in spin
+    buf = io.StringIO()
+    doc = {"params": {"delay_length": 10, "delay_measured_us": 0.1, "delay_time_us": 0.1,
+                      "reps": 12, "test_time_us": 100, "figure_time_s": 0.2,
+                      "cycles_per_second": 1e9, "pin": "compact", "iters_per_thread": 128},
+           "summary": sync.summarise(raw)}
+    sync.render(doc, Console(file=buf, width=120))
+    assert "at 2 threads the PUs ran delay() 20 % apart" in buf.getvalue()

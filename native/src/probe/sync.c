@@ -851,6 +851,28 @@ static void json_test_result(tiers_json_t *j, const test_def_t *d, int chunk, co
   sync_stats_free(&s);
 }
 
+/* delay() timed on every thread of the team at once (the fastest of 20
+ * runs of about 1 ms each), into @p us_out[i] for thread i, in us per
+ * call.  EPCC's overheads take every PU to run delay() as fast as the
+ * reference's PU; a PU that its host shares with another guest does not,
+ * and a loop's overhead then holds the difference. */
+static void measure_pu_delays(int T, const int *pus, double *us_out)
+{
+  bind_omp_team(T, pus);
+  double per_call = time_delay(delay_length, 16);
+  long calls = (long)(0.001 / (per_call > 0 ? per_call : 1e-9)) + 1;
+#pragma omp parallel num_threads(T)
+  {
+    double best = INFINITY;
+    for (int r = 0; r < 20; r++) {
+      double t = time_delay(delay_length, calls);
+      if (t < best)
+        best = t;
+    }
+    us_out[omp_get_thread_num()] = best * 1e6;
+  }
+}
+
 /* One figure of a run: a test (and chunk size) and its samples. */
 typedef struct job {
   const test_def_t *d;
@@ -896,6 +918,18 @@ static void measure_threads(tiers_json_t *j, int T)
   tiers_json_object_begin(j);
   tiers_json_kv_int(j, "threads", T);
   json_int_list(j, "pus", pus, T);
+  double *pu_delay = malloc(sizeof *pu_delay * (size_t)T);
+  if (!pu_delay)
+    tiers_tool_fail("out of memory");
+  measure_pu_delays(T, pus, pu_delay);
+  double lo = INFINITY, hi = 0;
+  for (int i = 0; i < T; i++) {
+    lo = pu_delay[i] < lo ? pu_delay[i] : lo;
+    hi = pu_delay[i] > hi ? pu_delay[i] : hi;
+  }
+  tiers_json_kv_double_array(j, "pu_delay_us", pu_delay, (size_t)T);
+  tiers_json_kv_double(j, "pu_delay_spread", (hi - lo) / lo);
+  free(pu_delay);
 
   /* References that the selected tests need (serial, on the first PU). */
   int need[R_COUNT] = {0};

@@ -107,6 +107,11 @@ def _run_tool(args: list[str], progress: Callable[[int, int], None] | None) -> d
     return native.parse_json(TOOL, stdout)
 
 
+#: PUs of one team whose delay() (timed on all of them at once) differs by
+#: more than this fraction make every overhead of that thread count noisy:
+#: EPCC's method takes every PU to be as fast as the reference's.
+PU_SPREAD = 0.05
+
 #: A delay() that changed by more than this fraction between the start and
 #: the end of a run is warned about (the machine's speed changed).
 DELAY_DRIFT = 0.05
@@ -208,6 +213,8 @@ def summarise(raw: dict) -> dict:
     hz = raw["params"]["cycles_per_second"]
     rows = []
     for run in raw["runs"]:
+        pu_spread = run.get("pu_delay_spread")
+        uneven = isinstance(pu_spread, (int, float)) and pu_spread > PU_SPREAD
         for test in run["tests"]:
             ok, why = _reliability(test)
             st = test["stats"]
@@ -233,6 +240,11 @@ def summarise(raw: dict) -> dict:
             row.update(_epcc(test))
             if "resolution_us" in test:
                 row["resolution_us"] = test["resolution_us"]
+            if uneven and test["group"] != "barriers":
+                # the team's PUs ran delay() at different speeds: the
+                # overhead holds the difference (noisy, with the spread)
+                row["pu_delay_spread"] = pu_spread
+                row["noisy"] = True
             row["reliable"] = ok
             if not ok:
                 row["why"] = why
@@ -291,6 +303,14 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
     noisy = sum(1 for r in summary["rows"] if r.get("noisy") and r.get("reliable", True))
     below = sum(1 for r in summary["rows"] if r.get("reliable") is False)
     warnings = []
+    for run in raw["runs"]:
+        sp = run.get("pu_delay_spread")
+        if isinstance(sp, (int, float)) and sp > PU_SPREAD:
+            warnings.append(f"probe sync: at {run['threads']} threads the PUs ran delay() "
+                            f"{sp * 100:.0f} % apart (timed at once on each: "
+                            + ", ".join(f"{x:.4f}" for x in run.get("pu_delay_us", []))
+                            + " µs); every overhead at that count holds the difference and "
+                            "is marked noisy")
     drift = (raw.get("delay_check") or {}).get("drift")
     if isinstance(drift, (int, float)) and abs(drift) > DELAY_DRIFT:
         summary["delay_drift"] = drift
@@ -447,6 +467,15 @@ def render(doc: dict, console: Console) -> None:
 
     if any(r.get("noisy") for r in rows):
         console.print(stats.LEGEND)
+    uneven = {r["threads"]: r["pu_delay_spread"] for r in rows if r.get("pu_delay_spread")}
+    for n, sp in sorted(uneven.items()):
+        console.print(f"uneven PUs: at {plural(n, 'thread')} the PUs ran delay() {sp * 100:.0f} % "
+                      "apart, so the overheads there hold the difference (marked ~)",
+                      markup=False)
+    if summary.get("delay_drift") is not None:
+        console.print(f"delay() took {summary['delay_drift'] * 100:+.1f} % as long after the "
+                      "tests as before: the machine's speed changed during the run",
+                      markup=False)
     for r in rows:
         if r.get("reliable") is False:
             chunk = f" {r['chunk']}" if "chunk" in r else ""
