@@ -62,7 +62,7 @@ def _run(program, ranks: int, env: dict[str, str] | None = None, preload: str | 
 def programs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mbcmpi")
     return {name: build_program(folder, name) for name in
-            ("mbcmpi_p2p", "mbcmpi_stats", "mbcmpi_thread")}
+            ("mbcmpi_p2p", "mbcmpi_stats", "mbcmpi_thread", "mbcmpi_small")}
 
 
 def _stats(prefix: Path, ranks: int) -> list[dict]:
@@ -188,6 +188,41 @@ def test_stats_count_exactly_what_was_sent(programs, ranks, tmp_path):
         assert "MPI_Send" not in doc["passed_to_mpi"] and "MPI_Recv" not in doc["passed_to_mpi"]
 
 
+# what each rank of tests/programs/mbcmpi_small.c sends, by bucket (0 B,
+# <=64 B, <=1 KiB, <=16 KiB, <=256 KiB): sizes 0..70, then the even rank of
+# a pair 1 large + 3 + 2 + 3 + 1 small, a window of 64 (k % 49 bytes) and
+# 2 more; the odd rank 2 small
+SMALL_SENT = {0: [3, 137, 6, 0, 1, 0, 0], 1: [1, 66, 6, 0, 0, 0, 0]}
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_small_messages_fast_and_general_paths(programs, ranks, tmp_path):
+    """Small messages where the fast send and receive must step aside for
+    the general path: every size around the one-line and two-slot limits,
+    a small send behind a queued large one, a receive posted earlier, a
+    buffered message of another tag, truncation, a window of receives
+    posted after their messages, a cancel of a receive that completed as
+    it started.  Every payload and status is right, the statistics count
+    every message in its bucket (all small ones through the FIFO), and
+    nothing point-to-point went to MPI."""
+    prefix = tmp_path / "small"
+    res = _run(programs["mbcmpi_small"], ranks, {"TIERS_MBC_MPI_STATS": str(prefix)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    checks, failed = _checks(res.stdout)
+    pairs = ranks // 2
+    assert failed == 0 and checks == 426 * pairs, res.stdout
+    for r, doc in enumerate(_stats(prefix, ranks)):
+        want = SMALL_SENT[r % 2] if r < 2 * pairs else [0] * 7
+        assert [b["messages"] for b in doc["buckets"]] == want, (r, doc["buckets"])
+        for b in doc["buckets"][:3]:
+            assert b["fifo"] == b["messages"] and b["remote_write"] == 0, (r, b)
+        passed_p2p = {k: v for k, v in doc["passed_to_mpi"].items()
+                      if "send" in k.lower() or "recv" in k.lower()}
+        assert passed_p2p == {}, doc["passed_to_mpi"]
+        if r < 2 * pairs:
+            assert doc["carried"]["MPI_Send"] > 70 and doc["carried"]["MPI_Recv"] > 70
+
+
 def test_stats_file_is_written_whole(programs, tmp_path):
     """Written as temp + rename: no temporary files remain."""
     prefix = tmp_path / "w"
@@ -288,9 +323,10 @@ def _libasan() -> str:
 
 @pytest.mark.skipif(not ASAN_LIB, reason="TIERS_MBC_MPI_ASAN_LIB (an ASan build) not set")
 @pytest.mark.parametrize("ranks", RANKS)
-def test_p2p_under_address_sanitizer(programs, ranks):
+@pytest.mark.parametrize("program", ["mbcmpi_p2p", "mbcmpi_small"])
+def test_p2p_under_address_sanitizer(programs, ranks, program):
     env = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:verify_asan_link_order=0"}
-    res = _run(programs["mbcmpi_p2p"], ranks, env, preload=f"{_libasan()}:{ASAN_LIB}",
+    res = _run(programs[program], ranks, env, preload=f"{_libasan()}:{ASAN_LIB}",
                timeout=400)
     assert "AddressSanitizer" not in res.stderr and "runtime error" not in res.stderr, res.stderr
     assert res.returncode == 0, res.stdout + res.stderr

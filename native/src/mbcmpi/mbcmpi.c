@@ -124,6 +124,15 @@ static void count_sent(size_t bytes)
   st.bytes[b] += bytes;
 }
 
+/* A message the fast send wrote into the FIFO (no hook is called there). */
+static void count_sent_fifo(size_t bytes)
+{
+  int b = bytes == 0 ? 0 : bytes <= 64 ? 1 : bucket_of(bytes);
+  st.msgs[b]++;
+  st.bytes[b] += bytes;
+  st.fifo[b]++;
+}
+
 static void path_hook(size_t bytes, int tag, int direct)
 {
   if (tag < 0)
@@ -393,15 +402,27 @@ static struct mreq *mreq_new(const char *fn)
       return NULL;
     }
   }
-  MPI_Request tok = q->token;
-  memset(q, 0, sizeof *q);
-  q->token = tok;
+  /* every field but the token and the status (written when it completes),
+   * one by one: a memset of the whole object costs a string store */
+  q->free_next = q->det_next = NULL;
+  q->kind = q->persistent = q->active = q->detached = q->bsend = q->sync = 0;
+  q->ctx = NULL;
+  q->r = NULL;
+  q->stashed = q->mrc = q->cancelled = q->procnull = q->cancel_asked = q->mprobed = 0;
+  q->mcap = 0;
+  q->buf = NULL;
+  q->count = q->peer = q->tag = 0;
+  q->type = MPI_DATATYPE_NULL;
+  q->comm = MPI_COMM_NULL;
+  q->tmp = NULL;
+  q->tmp_size = 0;
   return q;
 }
 
 static void mreq_release(struct mreq *q)
 {
-  free(q->tmp);
+  if (q->tmp)
+    free(q->tmp);
   q->tmp = NULL;
   q->kind = 0;
   q->free_next = rq.free;
@@ -450,6 +471,12 @@ static struct {
   int valid;
 } tcache[TCACHE];
 
+/* The last named type seen whose elements lie back to back from offset 0
+ * (MPI_BYTE, MPI_INT, MPI_DOUBLE, ...): the fast paths get a message's
+ * bytes from it with one comparison. */
+static MPI_Datatype fast_type = MPI_DATATYPE_NULL;
+static size_t fast_type_size;
+
 /* 0 on success; otherwise the call must go to MPI (which reports the bad
  * datatype or count). */
 static int type_info(MPI_Datatype t, int count, struct tinfo *ti)
@@ -483,6 +510,10 @@ static int type_info(MPI_Datatype t, int count, struct tinfo *ti)
     tcache[k].extent = extent;
     tcache[k].true_extent = textent;
     tcache[k].valid = 1;
+    if (extent == (MPI_Aint)size && tlb == 0 && lb == 0) {
+      fast_type = t;
+      fast_type_size = (size_t)size;
+    }
   }
   return 0;
 }
@@ -490,6 +521,24 @@ static int type_info(MPI_Datatype t, int count, struct tinfo *ti)
 static const void *at(const void *buf, MPI_Aint off)
 {
   return (const void *)((uintptr_t)buf + (uintptr_t)off);
+}
+
+/* 1 when count elements of t lie back to back, *bytes of them from buf +
+ * *lb (the fast paths' datatype check; a named type seen before costs one
+ * comparison). */
+static inline int contig_bytes(MPI_Datatype t, int count, size_t *bytes, MPI_Aint *lb)
+{
+  if (t == fast_type && count >= 0) {
+    *bytes = fast_type_size * (size_t)count;
+    *lb = 0;
+    return 1;
+  }
+  struct tinfo ti;
+  if (type_info(t, count, &ti) || !ti.contig)
+    return 0;
+  *bytes = ti.size * (size_t)count;
+  *lb = ti.lb;
+  return 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -634,8 +683,15 @@ static void set_status(MPI_Status *s, int source, int tag, size_t bytes, int can
     return;
   s->MPI_SOURCE = source;
   s->MPI_TAG = tag;
+#if defined(OPEN_MPI) && OPEN_MPI
+  /* what PMPI_Status_set_elements_x(s, MPI_BYTE, n) and
+   * PMPI_Status_set_cancelled store in Open MPI's status */
+  s->_ucount = bytes;
+  s->_cancelled = cancelled;
+#else
   PMPI_Status_set_elements_x(s, MPI_BYTE, (MPI_Count)bytes);
   PMPI_Status_set_cancelled(s, cancelled);
+#endif
 }
 
 /* 1 when the receive q finished cancelled (at MPI_Cancel, or later when
@@ -691,7 +747,8 @@ static int finish(struct mreq *q, MPI_Request *req, MPI_Status *s, const char *f
   if (s != MPI_STATUS_IGNORE)
     s->MPI_ERROR = err;
   MPI_Comm comm = q->comm;
-  free(q->tmp);
+  if (q->tmp)
+    free(q->tmp);
   q->tmp = NULL;
   q->stashed = 0;
   q->active = 0;
@@ -985,6 +1042,20 @@ EXPORT(Finalize)
 /* ------------------------------------------------------------------ */
 /* Point-to-point */
 
+/* The fast send (mbc_fast.c) of a standard or ready send; 1: sent and
+ * complete. */
+static inline int send_fast(struct mbcmpi_ctx *c, const void *buf, int count, MPI_Datatype type,
+                            int dest, int tag)
+{
+  size_t bytes;
+  MPI_Aint lb;
+  if ((unsigned)dest >= (unsigned)c->size || tag < 0 || !contig_bytes(type, count, &bytes, &lb) ||
+      (!buf && bytes) || !mbcmpi_fast_send(c->mbc, at(buf, lb), bytes, dest, tag))
+    return 0;
+  count_sent_fifo(bytes);
+  return 1;
+}
+
 static int send_blocking(struct mbcmpi_ctx *c, const void *buf, int count, MPI_Datatype type,
                          int dest, int tag, MPI_Comm comm, int fn)
 {
@@ -1033,6 +1104,10 @@ static int send_blocking(struct mbcmpi_ctx *c, const void *buf, int count, MPI_D
                       MPI_Comm comm)                                                       \
   {                                                                                        \
     struct mbcmpi_ctx *c = mbcmpi_ctx_of(comm);                                            \
+    if (c && F_##name != F_Ssend && send_fast(c, buf, count, type, dest, tag)) {           \
+      CARRY(name);                                                                         \
+      return MPI_SUCCESS;                                                                  \
+    }                                                                                      \
     if (c) {                                                                               \
       int rc = send_blocking(c, buf, count, type, dest, tag, comm, F_##name);              \
       if (rc != -1) {                                                                      \
@@ -1086,6 +1161,19 @@ static int w_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int 
 }
 EXPORT(Bsend)
 
+/* A request that completed as it started (a fast send or receive). */
+static struct mreq *done_req(int kind, struct mbcmpi_ctx *c, MPI_Comm comm, int fn)
+{
+  struct mreq *q = mreq_new(fn_names[fn]);
+  q->kind = kind;
+  q->ctx = c;
+  q->comm = comm;
+  q->active = 1;
+  q->stashed = 1;
+  q->mrc = TIERS_OK;
+  return q;
+}
+
 static struct mreq *make_req(int kind, struct mbcmpi_ctx *c, const void *buf, int count,
                              MPI_Datatype type, int peer, int tag, MPI_Comm comm, int fn)
 {
@@ -1106,6 +1194,11 @@ static struct mreq *make_req(int kind, struct mbcmpi_ctx *c, const void *buf, in
                       MPI_Comm comm, MPI_Request *req)                                     \
   {                                                                                        \
     struct mbcmpi_ctx *c = mbcmpi_ctx_of(comm);                                            \
+    if (c && F_##name != F_Issend && send_fast(c, buf, count, type, dest, tag)) {          \
+      CARRY(name);                                                                         \
+      *req = done_req(K_SEND, c, comm, F_##name)->token;                                   \
+      return MPI_SUCCESS;                                                                  \
+    }                                                                                      \
     if (c) {                                                                               \
       struct mreq *q = make_req(K_SEND, c, buf, count, type, dest, tag, comm, F_##name);   \
       q->bsend = is_bsend;                                                                 \
@@ -1127,10 +1220,38 @@ SEND_NONBLOCKING(Issend, 0)
 SEND_NONBLOCKING(Irsend, 0)
 SEND_NONBLOCKING(Ibsend, 1)
 
+/* Polls of a blocking receive's fast path before it takes the general
+ * wait (a few microseconds: a round trip's reply comes well within). */
+#define FAST_RECV_SPIN 2048
+
+/* The fast receive (mbc_fast.c): 1 when the message was taken into buf,
+ * *ms filled. */
+static inline int recv_fast(struct mbcmpi_ctx *c, void *buf, int count, MPI_Datatype type,
+                            int source, int tag, unsigned spin, tiers_mbc_status_t *ms)
+{
+  size_t cap;
+  MPI_Aint lb;
+  if ((unsigned)source >= (unsigned)c->size || !tag_ok(tag, 1) ||
+      !contig_bytes(type, count, &cap, &lb) || (!buf && cap) ||
+      !mbcmpi_fast_recv(c->mbc, (void *)at(buf, lb), cap, source, map_tag(tag), spin, ms))
+    return 0;
+  if (tag == MPI_ANY_TAG)
+    st.wildcard++;
+  return 1;
+}
+
 static int w_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                    MPI_Request *req)
 {
   struct mbcmpi_ctx *c = mbcmpi_ctx_of(comm);
+  tiers_mbc_status_t ms;
+  if (c && recv_fast(c, buf, count, type, source, tag, 0, &ms)) {
+    CARRY(Irecv);
+    struct mreq *q = done_req(K_RECV, c, comm, F_Irecv);
+    q->ms = ms;
+    *req = q->token;
+    return MPI_SUCCESS;
+  }
   if (c) {
     struct mreq *q = make_req(K_RECV, c, buf, count, type, source, tag, comm, F_Irecv);
     if (!start_recv(q, "MPI_Irecv")) {
@@ -1150,12 +1271,17 @@ static int w_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, 
 {
   struct mbcmpi_ctx *c = mbcmpi_ctx_of(comm);
   if (c) {
+    tiers_mbc_status_t ms;
+    if (recv_fast(c, buf, count, type, source, tag, FAST_RECV_SPIN, &ms)) {
+      CARRY(Recv);
+      set_status(status, ms.source, ms.tag, ms.bytes, 0);
+      return MPI_SUCCESS;
+    }
     struct tinfo ti;
     int src;
     if (source != MPI_PROC_NULL && !type_info(type, count, &ti) && ti.contig &&
         !map_source(c, source, &src) && tag_ok(tag, 1)) {
-      /* the fast path: straight into the buffer, no request object */
-      tiers_mbc_status_t ms;
+      /* straight into the buffer, no request object */
       if (source == MPI_ANY_SOURCE || tag == MPI_ANY_TAG)
         st.wildcard++;
       ENTER();
@@ -1752,7 +1878,9 @@ static int poll_entry(MPI_Request *req, MPI_Status *s, int *err, int *live)
   return 1;
 }
 
-/* Waitall over our requests of one context: one libtiers-mbc wait. */
+/* Waitall over our active requests of one context: one libtiers-mbc wait
+ * for those still in flight (those that completed as they started, the
+ * fast sends and receives, need none). */
 enum { WAITALL_FAST_MAX = 256 }; /* osu_bw-style windows of sends and receives together */
 static int waitall_fast(int n, MPI_Request reqs[], MPI_Status *sts)
 {
@@ -1761,28 +1889,38 @@ static int waitall_fast(int n, MPI_Request reqs[], MPI_Status *sts)
   struct mreq *qs[WAITALL_FAST_MAX];
   tiers_mbc_request_t rs[WAITALL_FAST_MAX];
   tiers_mbc_status_t ms[WAITALL_FAST_MAX];
+  int at_[WAITALL_FAST_MAX], k = 0;
   struct mbcmpi_ctx *c = NULL;
   for (int i = 0; i < n; i++) {
-    qs[i] = lookup(reqs[i]);
-    if (!qs[i] || !qs[i]->active || qs[i]->stashed || (c && qs[i]->ctx != c))
+    struct mreq *q = qs[i] = lookup(reqs[i]);
+    if (!q || !q->active)
       return 0;
-    c = qs[i]->ctx;
-    rs[i] = qs[i]->r;
+    if (q->stashed)
+      continue;
+    if (c && q->ctx != c)
+      return 0;
+    c = q->ctx;
+    at_[k] = i;
+    rs[k++] = q->r;
   }
-  ENTER();
-  int rc = tiers_mbc_waitall(c->mbc, n, rs, ms);
-  LEAVE();
-  if (rc != TIERS_OK && rc != TIERS_ERR_ARG)
-    mbcmpi_fatal("MPI_Waitall", "wait failed");
+  if (k) {
+    ENTER();
+    int rc = tiers_mbc_waitall(c->mbc, k, rs, ms);
+    LEAVE();
+    if (rc != TIERS_OK && rc != TIERS_ERR_ARG)
+      mbcmpi_fatal("MPI_Waitall", "wait failed");
+    for (int j = 0; j < k; j++) {
+      struct mreq *q = qs[at_[j]];
+      q->r = NULL;
+      q->ms = ms[j];
+      q->mrc = ms[j].error;
+      q->stashed = 1;
+    }
+  }
   int err = MPI_SUCCESS;
-  for (int i = 0; i < n; i++) {
-    qs[i]->r = NULL;
-    qs[i]->ms = ms[i];
-    qs[i]->mrc = ms[i].error;
-    qs[i]->stashed = 1;
+  for (int i = 0; i < n; i++)
     if (finish(qs[i], &reqs[i], status_at(sts, i), "MPI_Waitall") != MPI_SUCCESS)
       err = MPI_ERR_IN_STATUS;
-  }
   return err == MPI_SUCCESS ? 1 : -1;
 }
 

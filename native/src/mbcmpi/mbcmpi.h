@@ -97,6 +97,24 @@ void mbcmpi_progress_all(void);
 /* Waits for a real MPI request while making progress on the transport. */
 int mbcmpi_wait_real(MPI_Request *req, MPI_Status *status);
 
+/* mbc_fast.c: the small-message fast paths, on libtiers-mbc's private
+ * state.  Neither waits for anything beyond `spin` polls, neither fails:
+ * 0 means "take the general path" (tiers_mbc_isend / tiers_mbc_irecv),
+ * which then does the same the long way.
+ *  - mbcmpi_fast_send: a message of up to 63 bytes to dest (valid rank,
+ *    tag >= 0, buf valid for `bytes`) written into the FIFO at once, when
+ *    no send to dest is queued and no send request of dest waits; 1: sent
+ *    and complete.  It does not call mbc_sent_hook: the caller counts it
+ *    (it always goes through the FIFO).
+ *  - mbcmpi_fast_recv: a receive from source (a valid rank, not the
+ *    wildcard) of a message that is the next whole unasked entry of
+ *    source's FIFO and fits cap bytes, when no receive is posted and no
+ *    message is buffered; polls up to `spin` more times (0: looks once);
+ *    1: received, *st filled. */
+int mbcmpi_fast_send(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag);
+int mbcmpi_fast_recv(tiers_mbc_t m, void *buf, size_t cap, int source, int tag, unsigned spin,
+                     tiers_mbc_status_t *st);
+
 /* coll.c */
 int mbcmpi_coll_barrier(struct mbcmpi_ctx *c, int *carried);
 int mbcmpi_coll_bcast(struct mbcmpi_ctx *c, void *buf, int count, MPI_Datatype type, int root,
