@@ -1,7 +1,9 @@
 """tiers trace export --format chrome: Chrome/Perfetto trace-event JSON.
 
 The export of trace_mix (tests/programs/trace_mix.c) at 2 and 4 ranks is
-checked against the trace-event format's rules (every B has its E on the
+validated against a JSON Schema of the trace-event format
+(TRACE_EVENT_SCHEMA: phases, ts, pid, tid, flow ids and bind points, process
+and thread name metadata) and checked against its rules (every B has its E on the
 same thread, in order; time stamps non-decreasing per thread; every flow
 start has exactly one finish with the same id, each inside a call; names
 for every process and thread) and against what the program did: one flow
@@ -28,9 +30,99 @@ def mix(tmp_path_factory):
     return build_program(tmp_path_factory.mktemp("export-programs"), "trace_mix")
 
 
+def _phase(ph: str, required: list[str], props: dict) -> dict:
+    return {"if": {"properties": {"ph": {"const": ph}}, "required": ["ph"]},
+            "then": {"required": required, "properties": props}}
+
+
+_NUM, _INT, _STR = {"type": "number"}, {"type": "integer", "minimum": 0}, {"type": "string",
+                                                                          "minLength": 1}
+_ID = {"oneOf": [{"type": "string", "minLength": 1}, {"type": "integer"}]}
+
+#: The trace-event format (Chrome's "Trace Event Format" document, the JSON
+#: object form that chrome://tracing and ui.perfetto.dev load) as a JSON
+#: Schema, for the phases tiers writes: duration slices B/E, instants i
+#: (scope g, p or t), flow starts s and finishes f (an id; f binds to its
+#: enclosing slice, "bp": "e"), and metadata M naming processes and threads.
+TRACE_EVENT_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "required": ["traceEvents"],
+    "properties": {
+        "displayTimeUnit": {"enum": ["ms", "ns"]},
+        "traceEvents": {"type": "array", "items": {
+            "type": "object",
+            "required": ["ph", "name", "pid"],
+            "properties": {"ph": {"enum": ["B", "E", "i", "s", "f", "M"]}, "name": _STR,
+                           "pid": _INT, "tid": _INT, "ts": _NUM, "cat": _STR,
+                           "args": {"type": "object"}},
+            "allOf": [
+                _phase("B", ["ts", "tid", "cat"], {}),
+                _phase("E", ["ts", "tid", "cat"], {}),
+                _phase("i", ["ts", "tid", "s"], {"s": {"enum": ["g", "p", "t"]}}),
+                _phase("s", ["ts", "tid", "cat", "id"], {"id": _ID}),
+                _phase("f", ["ts", "tid", "cat", "id", "bp"], {"id": _ID, "bp": {"const": "e"}}),
+                _phase("M", ["args"], {
+                    "name": {"enum": ["process_name", "process_sort_index", "thread_name",
+                                      "thread_sort_index", "process_labels"]},
+                    "args": {"type": "object", "minProperties": 1, "properties": {
+                        "name": _STR, "sort_index": {"type": "integer"}}}}),
+                {"if": {"properties": {"name": {"enum": ["thread_name", "thread_sort_index"]},
+                                       "ph": {"const": "M"}}, "required": ["name", "ph"]},
+                 "then": {"required": ["tid"]}},
+                {"if": {"properties": {"name": {"enum": ["process_name", "thread_name"]},
+                                       "ph": {"const": "M"}}, "required": ["name", "ph"]},
+                 "then": {"properties": {"args": {"required": ["name"]}}}},
+            ]}},
+    },
+}
+
+
+def check_schema(doc):
+    """Validate a whole export against TRACE_EVENT_SCHEMA (jsonschema)."""
+    import jsonschema
+
+    jsonschema.validate(doc, TRACE_EVENT_SCHEMA,
+                        format_checker=jsonschema.FormatChecker())
+
+
+def test_schema_rejects_what_viewers_reject():
+    """The schema is not vacuous: each broken event below fails it."""
+    import jsonschema
+
+    good = {"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "rank 0 (h)"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "Master thread"}},
+        {"ph": "B", "name": "MPI_Send", "cat": "MPI", "pid": 0, "tid": 0, "ts": 1.5},
+        {"ph": "s", "name": "message", "cat": "p2p", "pid": 0, "tid": 0, "ts": 1.6, "id": "0x1"},
+        {"ph": "E", "name": "MPI_Send", "cat": "MPI", "pid": 0, "tid": 0, "ts": 2.0},
+        {"ph": "f", "name": "message", "cat": "p2p", "pid": 0, "tid": 0, "ts": 2.5, "id": "0x1",
+         "bp": "e"},
+        {"ph": "i", "name": "send", "pid": 0, "tid": 0, "ts": 2.5, "s": "t"}],
+        "displayTimeUnit": "ns"}
+    check_schema(good)
+    broken = [
+        ("f", lambda e: e.pop("bp")), ("f", lambda e: e.update(bp="x")),
+        ("s", lambda e: e.pop("id")), ("B", lambda e: e.pop("ts")),
+        ("B", lambda e: e.update(ts="1.5")), ("E", lambda e: e.update(pid=-1)),
+        ("i", lambda e: e.update(s="q")), ("M", lambda e: e.update(args={})),
+        ("M", lambda e: e.pop("args")), ("B", lambda e: e.update(ph="X")),
+    ]
+    for ph, spoil in broken:
+        doc = json.loads(json.dumps(good))
+        spoil(next(e for e in doc["traceEvents"] if e["ph"] == ph))
+        with pytest.raises(jsonschema.ValidationError):
+            check_schema(doc)
+    doc = json.loads(json.dumps(good))
+    del doc["traceEvents"][1]["tid"]                      # a thread name needs its thread
+    with pytest.raises(jsonschema.ValidationError):
+        check_schema(doc)
+
+
 def check_format(events):
     """Assert the trace-event rules; return (slices per name, flows as
     {id: (s event, f event)})."""
+    check_schema({"traceEvents": events})
     procs = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     threads = {(e["pid"], e["tid"]) for e in events
                if e["ph"] == "M" and e["name"] == "thread_name"}
@@ -79,7 +171,9 @@ def test_chrome_export_follows_the_format_and_the_program(tmp_path, mix, n):
     ex = run_tiers("trace", "export", str(folder), "--format", "chrome", "-o", str(out))
     assert ex.returncode == 0, ex.stderr
     assert ex.stdout.strip() == str(out)
-    events = json.loads(out.read_text())["traceEvents"]
+    whole = json.loads(out.read_text())
+    check_schema(whole)
+    events = whole["traceEvents"]
     slices, flows = check_format(events)
     names = {e["pid"]: e["args"]["name"] for e in events
              if e["ph"] == "M" and e["name"] == "process_name"}
