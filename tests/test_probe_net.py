@@ -316,8 +316,8 @@ def test_barrier_mpi_and_hybrid_rows(tmp_path, ranks):
     for r in b["mpi"]:  # timed in blocks repeated by the statistics layer's rule
         assert r["block_n"] == len(r["blocks_us"]) >= 1
         assert r["stopped"] in ("converged", "max samples", "time limit")
-    assert set(doc["params"]["launch_commands"]) == {"collectives", "hybrid barrier"}
-    assert "--barrier-kinds mpi" in " ".join(doc["params"]["launch_commands"]["collectives"])
+    assert set(doc["params"]["launch_commands"]) == {"barrier", "hybrid barrier"}
+    assert "--barrier-kinds mpi" in " ".join(doc["params"]["launch_commands"]["barrier"])
     # room for the threads: 2 cores per rank where the machine has them, else unbound
     command = " ".join(doc["params"]["barrier_launch_command"])
     if ranks * 2 <= launch.local_slots():
@@ -613,3 +613,27 @@ def test_stalled_rank_in_a_small_message_ping_pong_hits_the_series_deadline():
     assert "no answer from rank 1 within 2 s (ping-pong)" in message
     assert not err.value.timed_out
     assert err.value.elapsed_s < 60
+
+
+def test_streaming_at_the_l2_edge_says_why():
+    """A streaming size whose two buffers are about a core's L2 cache: a noisy
+    row names the cache among its reasons; a steady one is only marked."""
+    from tiers.probe import net
+
+    l2 = 2 << 20
+    assert net.cache_edge(1 << 20, l2) and net.cache_edge(512 << 10, l2)
+    assert not net.cache_edge(4 << 20, l2) and not net.cache_edge(64 << 10, l2)
+    assert not net.cache_edge(1 << 20, None)
+    raw = {"bytes": 1 << 20, "rtt_us": 120.0, "rtt_median_us": 121.0, "latency_us": 60.0,
+           "latency_median_us": 60.5, "pingpong_mbps": 17476.0, "pingpong_median_mbps": 17331.0,
+           "bw_mbps": 18000.0, "bw_median_mbps": 12000.0, "rtt_noisy": False,
+           "bw_noisy": False}
+    row = net._pingpong_row(raw, l2)
+    assert row["noisy"] and row["cache_edge"]
+    assert "best streaming block 33 % above the median" in row["why"]
+    assert "L2 cache (2 MiB)" in row["why"]
+    steady = net._pingpong_row(dict(raw, bw_median_mbps=17900.0), l2)
+    assert steady["cache_edge"] and not steady["noisy"] and steady["why"] is None
+    far = net._pingpong_row(dict(raw, bytes=4 << 20), l2)
+    assert "cache_edge" not in far and "L2" not in far["why"]
+    assert net.l2_bytes() is None or net.l2_bytes() > 0

@@ -149,3 +149,35 @@ def test_merge_pingpong_launches_that_agree_are_not_noisy():
     small, big = net.merge_pingpong(docs)["rows"]
     assert small["rtt_noisy"] is False and small["rtt_why"] is None
     assert big["bw_noisy"] is False and small["rtt_stopped"] == "converged"
+
+
+def test_bench_cells_run_in_interleaved_rounds():
+    """tiers bench with repeat_time_s and several cells (the survey's
+    jacobi3d cells): one run of every cell per round, each cell stopping by
+    the statistics layer's rule on its own runs."""
+    from tiers import bench
+
+    order = []
+
+    def cell(name, times):
+        it = iter(times)
+
+        def run():
+            order.append(name)
+            t = next(it)
+            return {"doc": {"time_s": t}, "wall_s": t}
+        return run
+
+    steady = [0.100, 0.101, 0.099, 0.100, 0.102, 0.100]
+    scattered = [0.1, 0.2, 0.3, 0.15, 0.25, 0.12, 0.28, 0.18]
+    (a_out, a), (b_out, b) = bench._run_cells_interleaved(
+        [cell("a", steady), cell("b", scattered)], 60.0, 8)
+    # rounds: a b a b ... until a converges at its 6th run; b goes on to the cap
+    assert order == ["a", "b"] * 6 + ["b", "b"]
+    assert a["stopped"] == "converged" and a["n"] == 6 and not a["noisy"]
+    assert a["median"] == pytest.approx(0.1) and a["interleaved"] is True
+    assert a["time_limit_s"] == 120.0  # the time of both cells
+    assert b["stopped"] == "max samples" and b["n"] == 8 and b["noisy"]
+    assert b["times_s"] == scattered
+    assert a_out["doc"]["time_s"] == 0.100
+    assert b_out["doc"]["time_s"] == min(scattered, key=lambda t: abs(t - b["median"]))

@@ -1,10 +1,10 @@
 /*
  * A reference MPI_Allreduce time, written from the published method of the
  * OSU micro-benchmarks' osu_allreduce: for a message of B bytes (floats,
- * MPI_SUM), `skip` untimed calls, a barrier, then `iters` calls, each timed
- * on its own with MPI_Wtime and the times summed; each rank's latency is
- * its sum / iters, and the minimum, mean and maximum over the ranks are
- * reported (in us).
+ * MPI_SUM), a barrier, then `skip` + `iters` calls, each timed on its own
+ * with MPI_Wtime and followed by an untimed MPI_Barrier, the times of the
+ * last `iters` summed; each rank's latency is its sum / iters, and the
+ * minimum, mean and maximum over the ranks are reported (in us).
  *
  *   mpirun -n P ref_allreduce [BYTES [ITERS]]   prints "P MIN_US AVG_US MAX_US"
  *
@@ -38,14 +38,14 @@ int main(int argc, char **argv)
   for (int i = 0; i < count; i++)
     in[i] = 1.0f;
   double timer = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
   for (long k = 0; k < skip + iters; k++) {
-    if (k == skip)
-      MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     MPI_Allreduce(in, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double t = MPI_Wtime() - t0;
     if (k >= skip)
       timer += t;
+    MPI_Barrier(MPI_COMM_WORLD);
   }
   if (out[0] != (float)n) {
     fprintf(stderr, "ref_allreduce: error: rank %d got %g, not %d\n", rank, out[0], n);

@@ -1,8 +1,9 @@
 /*
  * A reference MPI_Barrier time, written from the published method of the
- * OSU micro-benchmarks' osu_barrier: `skip` untimed barriers, then `iters`
- * timed ones; each rank's time per barrier is its loop time / iters, and
- * the minimum, mean and maximum over the ranks are reported (in us).
+ * OSU micro-benchmarks' osu_barrier: `skip` + `iters` barriers, each one
+ * timed on its own with MPI_Wtime, the times of the last `iters` summed;
+ * each rank's time per barrier is that sum / iters, and the minimum, mean
+ * and maximum over the ranks are reported (in us).
  *
  *   mpirun -n P ref_barrier [ITERS]     prints "P MIN_US AVG_US MAX_US"
  */
@@ -23,12 +24,16 @@ int main(int argc, char **argv)
     MPI_Finalize();
     return 2;
   }
-  for (long k = 0; k < skip; k++)
+  double timer = 0;
+  for (long k = 0; k < skip + iters; k++) {
+    double t0 = MPI_Wtime();
     MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = MPI_Wtime();
-  for (long k = 0; k < iters; k++)
-    MPI_Barrier(MPI_COMM_WORLD);
-  double mine = (MPI_Wtime() - t0) * 1e6 / (double)iters, lo, hi, sum;
+    double t = MPI_Wtime() - t0;
+    if (k >= skip)
+      timer += t;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  double mine = timer * 1e6 / (double)iters, lo, hi, sum;
   MPI_Reduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
   MPI_Reduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);

@@ -392,13 +392,27 @@ def measure(app_name: str, ranks=None, threads=None, *, oversubscribe: bool = Fa
     samples = []
     for mode in modes:
         margs = ["--comm", mode, *args] if app.comm_option else list(args)
-        for r, t, over in cells:
+
+        def runner(r, t, margs=margs):
+            return lambda: run_config(app, r, t, margs, pin=pin, launcher=lau,
+                                      hostfile=hostfile, vcluster=vcluster,
+                                      launcher_args=extra, timeout=limit)
+
+        if repeat_time_s is not None and len(cells) > 1:
+            # repeated cells run in interleaved rounds (one run of every cell
+            # per round), so that each cell's runs spread over the whole
+            # section and a slow change of the machine reaches every cell alike
             if progress:
-                progress(r, t, *([mode] if len(modes) > 1 else []))
-            out, repeats = _run_cell(
-                lambda: run_config(app, r, t, margs, pin=pin, launcher=lau, hostfile=hostfile,
-                                   vcluster=vcluster, launcher_args=extra, timeout=limit),
-                repeat_time_s, repeat_max)
+                progress(cells[0][0], cells[0][1], *([mode] if len(modes) > 1 else []))
+            results = _run_cells_interleaved([runner(r, t) for r, t, _ in cells],
+                                             repeat_time_s, repeat_max)
+        else:
+            results = []
+            for r, t, _ in cells:
+                if progress:
+                    progress(r, t, *([mode] if len(modes) > 1 else []))
+                results.append(_run_cell(runner(r, t), repeat_time_s, repeat_max))
+        for (r, t, over), (out, repeats) in zip(cells, results):
             samples.append({"ranks": r, "threads": t, "comm": mode, "oversubscribed": over,
                             **out, **({"repeats": repeats} if repeats else {})})
     by_comm = {m: analyse([s for s in samples if s["comm"] == m]) for m in modes}
@@ -453,6 +467,34 @@ def _run_cell(run, repeat_time_s: float | None, repeat_max: int) -> tuple[dict, 
     summary["time_limit_s"] = driver.time_limit_s
     med = summary["median"]
     return min(outs, key=lambda o: abs(o["doc"]["time_s"] - med)), summary
+
+
+def _run_cells_interleaved(runs: Sequence, repeat_time_s: float,
+                           repeat_max: int) -> list[tuple[dict, dict]]:
+    """Run several cells by the repeat-until rule in interleaved rounds: each
+    round runs every cell that has not stopped once.  Each cell has its own
+    tiers.stats.Driver with the time of all cells (``repeat_time_s`` x the
+    cells), so the section takes no longer than cell after cell would.
+    Return, per cell, what :func:`_run_cell` returns (the run nearest the
+    median and the summary, with ``interleaved`` True)."""
+    from . import stats
+
+    drivers = [stats.Driver(repeat_time_s * len(runs), repeat_max) for _ in runs]
+    outs: list[list[dict]] = [[] for _ in runs]
+    active = list(range(len(runs)))
+    while active:
+        for i in list(active):
+            outs[i].append(runs[i]())
+            drivers[i].add(outs[i][-1]["doc"]["time_s"])
+            if drivers[i].stop() is not None:
+                active.remove(i)
+    results = []
+    for d, o in zip(drivers, outs):
+        summary = d.summary()
+        summary.update(times_s=list(d.samples), time_limit_s=d.time_limit_s, interleaved=True)
+        med = summary["median"]
+        results.append((min(o, key=lambda x: abs(x["doc"]["time_s"] - med)), summary))
+    return results
 
 
 def _fmt(v, spec: str) -> str:

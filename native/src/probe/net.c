@@ -58,7 +58,8 @@
  *           "thread_level" in the output says which it was.
  *
  * allreduce MPI_Allreduce of 8 B (one double, MPI_SUM) over the same process
- *           counts, as osu_allreduce: warm-up calls, then timed calls in
+ *           counts, as osu_allreduce: warm-up calls, then calls each
+ *           timed on its own and followed by an untimed MPI_Barrier, in
  *           blocks of --barrier-iters / 10 (at least 10) that repeat until
  *           the statistics layer's rule stops; per block the mean over
  *           ranks of the time per call, and min, mean and max over ranks
@@ -69,7 +70,9 @@
  * 60).  A rank whose deadline passes prints one line naming the peer and the
  * test and calls MPI_Abort.  (MPI_Barrier in the barrier test and MPI_Allreduce in the
  * allreduce test are the blocking calls, since that is what is measured; a deadline-checked
- * MPI_Ibarrier before each series makes sure every rank is still there.
+ * barrier of point-to-point messages before each series makes sure every rank is
+ * still there.  The probe's own bookkeeping uses no non-blocking collective: see
+ * coll_gather.
  * The hybrid barrier is watched by a thread of its own: when no episode
  * completes within --timeout seconds the rank says so in one line and
  * leaves, which ends the job.)
@@ -113,6 +116,7 @@
 #define TAG_ACK 12
 #define TAG_PAIR 100
 #define TAG_DECIDE 13
+#define TAG_COLL 14
 #define MAX_BLOCKS 200 /* timed blocks per ping-pong figure, at most */
 
 enum { TEST_PINGPONG, TEST_ALLPAIRS, TEST_BARRIER, TEST_ALLREDUCE, NTESTS };
@@ -275,11 +279,95 @@ static void deadline_disarm(void)
   setitimer(ITIMER_REAL, &it, NULL);
 }
 
+/*
+ * The bounded collectives of the probe's own bookkeeping (start-up,
+ * gathering results, the repeat-until decisions), built from point-to-point
+ * messages to and from rank 0 of the communicator and wait_all's deadline.
+ * Not MPI's non-blocking collectives: in Open MPI 4.1 the first
+ * MPI_Ibarrier/MPI_Ireduce of a process hooks the non-blocking collectives'
+ * progress into every later wait, and MPI_Allreduce of 8 B on 2 ranks
+ * became ~1.2x slower (0.58 against 0.47 us, the same loop with and
+ * without one MPI_Ireduce before it).
+ *
+ * coll_gather: rank 0 of comm receives `bytes` from every rank into
+ * all + r * bytes (its own copied); the others send theirs.
+ */
+static void coll_gather(const void *mine, void *all, int bytes, MPI_Comm comm, int idle,
+                        const char *what)
+{
+  int me, n;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &n);
+  if (me != 0) {
+    MPI_Request r;
+    MPI_Isend(mine, bytes, MPI_BYTE, 0, TAG_COLL, comm, &r);
+    wait_all(1, &r, idle, what, -1);
+    return;
+  }
+  if (bytes > 0)
+    memcpy(all, mine, (size_t)bytes);
+  if (n == 1)
+    return;
+  MPI_Request *req = malloc(sizeof *req * (size_t)(n - 1));
+  if (!req)
+    fail_here("out of memory");
+  for (int r = 1; r < n; r++)
+    MPI_Irecv((char *)all + (size_t)r * (size_t)bytes, bytes, MPI_BYTE, r, TAG_COLL, comm,
+              &req[r - 1]);
+  wait_all(n - 1, req, idle, what, -1);
+  free(req);
+}
+
+/* Rank 0 of comm sends `bytes` of buf to every other rank. */
+static void coll_bcast(void *buf, int bytes, MPI_Comm comm, int idle, const char *what)
+{
+  int me, n;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &n);
+  if (n == 1)
+    return;
+  if (me != 0) {
+    MPI_Request r;
+    MPI_Irecv(buf, bytes, MPI_BYTE, 0, TAG_COLL, comm, &r);
+    wait_all(1, &r, idle, what, -1);
+    return;
+  }
+  MPI_Request *req = malloc(sizeof *req * (size_t)(n - 1));
+  if (!req)
+    fail_here("out of memory");
+  for (int r = 1; r < n; r++)
+    MPI_Isend(buf, bytes, MPI_BYTE, r, TAG_COLL, comm, &req[r - 1]);
+  wait_all(n - 1, req, idle, what, -1);
+  free(req);
+}
+
+/* min, max and sum over the ranks of comm of one double, on rank 0. */
+static void coll_reduce3(double mine, double *lo, double *hi, double *sum, MPI_Comm comm,
+                         int idle, const char *what)
+{
+  int me, n;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &n);
+  double *all = me == 0 ? malloc(sizeof(double) * (size_t)n) : NULL;
+  if (me == 0 && !all)
+    fail_here("out of memory");
+  coll_gather(&mine, all, (int)sizeof mine, comm, idle, what);
+  if (me == 0) {
+    *lo = *hi = *sum = all[0];
+    for (int r = 1; r < n; r++) {
+      *lo = all[r] < *lo ? all[r] : *lo;
+      *hi = all[r] > *hi ? all[r] : *hi;
+      *sum += all[r];
+    }
+    free(all);
+  }
+}
+
 static void barrier_bounded(MPI_Comm comm, const char *what)
 {
-  MPI_Request req;
-  MPI_Ibarrier(comm, &req);
-  wait_all(1, &req, 1, what, -1);
+  char none = 0;
+  coll_gather(&none, NULL, 0, comm, 1, what);
+  coll_bcast(&none, 0, comm, 1, what);
 }
 
 /* Test hook: the chosen rank dies or stalls when a test starts. */
@@ -615,10 +703,8 @@ static void find_placement(void)
   node_ranks = calloc((size_t)nranks, sizeof *node_ranks);
   if (!places || !node_of || !local_of || !node_count || !node_ranks)
     fail_here("out of memory for the placement of %d ranks", nranks);
-  MPI_Request req;
-  MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, places, (int)sizeof me, MPI_BYTE,
-                 MPI_COMM_WORLD, &req);
-  wait_all(1, &req, 1, "start-up", -1);
+  coll_gather(&me, places, (int)sizeof me, MPI_COMM_WORLD, 1, "start-up");
+  coll_bcast(places, (int)(sizeof me * (size_t)nranks), MPI_COMM_WORLD, 1, "start-up");
 
   nnodes = 0;
   for (int r = 0; r < nranks; r++) {
@@ -1043,9 +1129,8 @@ static int gather_pairs(double **all)
   int *offsets = rank == 0 ? calloc((size_t)nranks, sizeof(int)) : NULL;
   if (rank == 0 && (!counts || !offsets))
     fail_here("out of memory");
-  MPI_Request req;
-  MPI_Igather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-  wait_all(1, &req, 1, "gathering the all-pairs results", -1);
+  coll_gather(&mine, counts, (int)sizeof mine, MPI_COMM_WORLD, 1,
+              "gathering the all-pairs results");
   long total = 0;
   if (rank == 0) {
     for (int r = 0; r < nranks; r++) {
@@ -1058,9 +1143,23 @@ static int gather_pairs(double **all)
     if (!*all)
       fail_here("out of memory for the all-pairs results");
   }
-  MPI_Igatherv(pair_recs, mine, MPI_DOUBLE, rank == 0 ? *all : NULL, counts, offsets,
-               MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
-  wait_all(1, &req, 1, "gathering the all-pairs results", -1);
+  /* then every rank's records, each rank's in one message to rank 0 */
+  if (rank != 0) {
+    MPI_Request req;
+    MPI_Isend(pair_recs, mine, MPI_DOUBLE, 0, TAG_COLL, MPI_COMM_WORLD, &req);
+    wait_all(1, &req, 1, "gathering the all-pairs results", -1);
+  } else {
+    if (mine > 0)
+      memcpy(*all, pair_recs, sizeof(double) * (size_t)mine);
+    MPI_Request *req = malloc(sizeof *req * (size_t)(nranks > 1 ? nranks - 1 : 1));
+    if (!req)
+      fail_here("out of memory");
+    for (int r = 1; r < nranks; r++)
+      MPI_Irecv(*all + offsets[r], counts[r], MPI_DOUBLE, r, TAG_COLL, MPI_COMM_WORLD,
+                &req[r - 1]);
+    wait_all(nranks - 1, req, 1, "gathering the all-pairs results", -1);
+    free(req);
+  }
   free(counts);
   free(offsets);
   return rank == 0 ? (int)(total / pair_len) : 0;
@@ -1104,9 +1203,10 @@ typedef struct {
 
 /*
  * MPI_Allreduce of 8 B (allreduce != 0) or MPI_Barrier over the first p
- * ranks, as osu_allreduce and osu_barrier time them (warm-up calls, then a
- * timed loop; each rank's mean time per call; min, mean and max over the
- * ranks), the timed loop cut into blocks of --barrier-iters / 10 calls
+ * ranks, as osu_allreduce and osu_barrier time them (warm-up calls, then
+ * every call timed on its own -- an allreduce followed by an untimed
+ * MPI_Barrier -- and summed; each rank's mean time per call; min, mean and
+ * max over the ranks), the timed calls cut into blocks of --barrier-iters / 10 calls
  * (at least 10) that repeat until the statistics layer's rule stops (rank
  * 0 decides after each untimed reduction of the block times).
  */
@@ -1135,26 +1235,29 @@ static void collective_series(int p, int allreduce, allreduce_row_t *row)
     /* the ranks leave the decision at different times: line them up with
      * blocking calls (as osu_allreduce's barrier before its timed loop) */
     MPI_Barrier(sub);
-    double t0, t;
+    /* each call timed on its own, as the OSU benchmarks do; an allreduce
+     * is followed by an untimed MPI_Barrier (osu_allreduce), so that every
+     * timed call starts with the ranks together instead of overlapping the
+     * previous one */
+    double t = 0;
     if (allreduce) {
-      MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
-      t0 = tiers_now();
-      for (long i = 0; i < per_block; i++)
+      for (long i = 0; i < per_block; i++) {
+        double t0 = tiers_now();
         MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
-      t = tiers_now() - t0;
-    } else {
-      MPI_Barrier(sub);
-      t0 = tiers_now();
-      for (long i = 0; i < per_block; i++)
+        t += tiers_now() - t0;
         MPI_Barrier(sub);
-      t = tiers_now() - t0;
+      }
+    } else {
+      for (long i = 0; i < per_block; i++) {
+        double t0 = tiers_now();
+        MPI_Barrier(sub);
+        t += tiers_now() - t0;
+      }
     }
     total += t;
     calls += per_block;
-    double mine = t * 1e6 / (double)per_block, sum = 0;
-    MPI_Request req;
-    MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req);
-    wait_all(1, &req, 0, what, -1);
+    double mine = t * 1e6 / (double)per_block, sum = 0, lo_b, hi_b;
+    coll_reduce3(mine, &lo_b, &hi_b, &sum, sub, 0, what);
     if (rank == 0) {
       row->blocks[n] = sum / p;
       double scratch[MAX_BLOCKS];
@@ -1163,15 +1266,10 @@ static void collective_series(int p, int allreduce, allreduce_row_t *row)
                                          opt.figure_time);
     }
     n++;
-    MPI_Ibcast(&why, 1, MPI_INT, 0, sub, &req);
-    wait_all(1, &req, 0, what, -1);
+    coll_bcast(&why, (int)sizeof why, sub, 0, what);
   }
   double mine = total * 1e6 / (double)calls, lo, hi, sum;
-  MPI_Request req[3];
-  MPI_Ireduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, sub, &req[0]);
-  MPI_Ireduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, sub, &req[1]);
-  MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req[2]);
-  wait_all(3, req, 1, what, -1);
+  coll_reduce3(mine, &lo, &hi, &sum, sub, 1, what);
   row->ranks = p;
   row->min_us = lo;
   row->max_us = hi;
@@ -1255,10 +1353,10 @@ static int hybrid_threads(void)
   hwloc_bitmap_free(other);
   if (sharing < 1)
     sharing = 1;
-  int mine = pus / sharing >= 2 ? 2 : 1, all = 1;
-  MPI_Request req;
-  MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
-  wait_all(1, &req, 1, "start-up", -1);
+  double mine = pus / sharing >= 2 ? 2 : 1, lo = 1, hi, sum;
+  coll_reduce3(mine, &lo, &hi, &sum, MPI_COMM_WORLD, 1, "start-up");
+  int all = (int)lo;
+  coll_bcast(&all, (int)sizeof all, MPI_COMM_WORLD, 1, "start-up");
   return all;
 }
 
@@ -1377,11 +1475,7 @@ static void hybrid_barrier_series(int p, int threads, tiers_pin_policy_t pin,
     fail_here("the hybrid barrier over %d ranks x %d threads failed: %s", p, threads,
               tiers_last_error());
   double mine = e.seconds * 1e6 / (double)opt.barrier_iters, lo, hi, sum;
-  MPI_Request req[3];
-  MPI_Ireduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, sub, &req[0]);
-  MPI_Ireduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, sub, &req[1]);
-  MPI_Ireduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, sub, &req[2]);
-  wait_all(3, req, 1, "the hybrid barrier test", -1);
+  coll_reduce3(mine, &lo, &hi, &sum, sub, 1, "the hybrid barrier test");
   row->ranks = p;
   row->threads = threads;
   row->min_us = lo;

@@ -222,8 +222,8 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     (default :data:`PINGPONG_LAUNCHES`); each figure is the median of the
     launches' medians, and is noisy when they disagree by more than +-5 %
     (:func:`tiers.stats.summarize_blocks`).  Every test runs in launches of
-    its own (MPI_Barrier and MPI_Allreduce together, with
-    MPI_THREAD_SINGLE; the hybrid barrier with MPI_THREAD_FUNNELED).
+    its own (MPI_Barrier and MPI_Allreduce with MPI_THREAD_SINGLE; the
+    hybrid barrier with MPI_THREAD_FUNNELED).
     Raise TiersError (one line) on bad input
     and :class:`tiers.launch.LaunchError` when a rank fails or stalls."""
     ranks = default_ranks() if ranks is None else ranks
@@ -288,8 +288,10 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     #   in the figure's interval (tiers.stats.summarize_blocks), not only the
     #   steadiness inside one launch;
     # - all pairs in one launch;
-    # - MPI_Barrier and MPI_Allreduce in one MPI_THREAD_SINGLE launch, as a
-    #   flat MPI program (and osu_barrier) sees them;
+    # - MPI_Barrier and MPI_Allreduce each in an MPI_THREAD_SINGLE launch,
+    #   as a flat MPI program (and osu_barrier, osu_allreduce) sees them
+    #   (Allreduce timed after the barrier series in the same launch read
+    #   ~1.15x slower);
     # - the hybrid barrier in a launch of its own: it needs
     #   MPI_THREAD_FUNNELED (and room for its threads), which slows
     #   MPI_Barrier itself; that launch times MPI_Barrier too ("mpi_funneled").
@@ -300,24 +302,26 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         merged = runs[0][0]
         merged["pingpong"] = merge_pingpong([r[0] for r in runs])
         merged["params"]["pingpong"]["launches"] = n_launches
+        if local:
+            merged["params"]["l2_bytes"] = l2_bytes()
         parts.append(("pingpong", merged, runs[0][1], sum(r[2] for r in runs)))
     if "allpairs" in selected:
         parts.append(("allpairs", *run_tests(["allpairs"], {})))
-    coll = [t for t in selected if t in ("barrier", "allreduce")]
-    if coll:
-        parts.append(("collectives", *run_tests(
-            coll, {}, ["--barrier-kinds", "mpi"] if "barrier" in coll else [])))
+    if "barrier" in selected:
+        parts.append(("barrier", *run_tests(["barrier"], {}, ["--barrier-kinds", "mpi"])))
+    if "allreduce" in selected:
+        parts.append(("allreduce", *run_tests(["allreduce"], {})))
     if "barrier" in selected:
         parts.append(("hybrid barrier", *run_tests(
             ["barrier"], _hybrid_placement(ranks, barrier_threads, local=local))))
     raw, command = parts[0][1], parts[0][2]
     wall = sum(p[3] for p in parts)
     by = {p[0]: p for p in parts}
-    for label, key in (("allpairs", "allpairs"), ("collectives", "allreduce")):
+    for label, key in (("allpairs", "allpairs"), ("allreduce", "allreduce")):
         if label in by and key in by[label][1]:
             raw[key] = by[label][1][key]
     if "barrier" in selected:
-        flat_b, hyb = by["collectives"][1], by["hybrid barrier"][1]
+        flat_b, hyb = by["barrier"][1], by["hybrid barrier"][1]
         raw["barrier"] = dict(flat_b["barrier"], hybrid=hyb["barrier"]["hybrid"],
                               mpi_funneled=hyb["barrier"]["mpi"])
         raw["params"]["barrier"] = dict(hyb["params"]["barrier"], kinds=["mpi", "hybrid"])
@@ -376,7 +380,8 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
     if "pingpong" in raw:
         pp = raw["pingpong"]
         samples["pingpong"] = pp
-        rows = [_pingpong_row(r) for r in pp["rows"]]
+        l2 = raw["params"].get("l2_bytes")
+        rows = [_pingpong_row(r, l2) for r in pp["rows"]]
         small = rows[0] if rows else None
         mib = next((r for r in rows if r["bytes"] == 2**20), None)
         summary["pingpong"] = {
@@ -528,13 +533,38 @@ def _stopped(reasons: Sequence[str | None]) -> str | None:
     return next((r for r in reasons if r != "converged"), "converged" if reasons else None)
 
 
+def l2_bytes(cpu: int = 0) -> int | None:
+    """Return the size in bytes of the level-2 cache of ``cpu`` on this
+    machine (Linux sysfs), or None when it cannot be read."""
+    base = Path(f"/sys/devices/system/cpu/cpu{cpu}/cache")
+    try:
+        for d in sorted(base.glob("index*")):
+            if (d / "level").read_text().strip() == "2" and \
+                    (d / "type").read_text().strip() in ("Unified", "Data"):
+                text = (d / "size").read_text().strip().upper()
+                mult = {"K": 2**10, "M": 2**20}.get(text[-1:], 1)
+                return int(text.rstrip("KM")) * mult
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def cache_edge(nbytes: int, l2: int | None) -> bool:
+    """Whether a streaming size sits at the edge of a core's L2 cache: the
+    receiving core holds the message it reads and the one it writes, 2 x
+    ``nbytes``, and from half to twice the L2 size how well they fit
+    depends on where their pages land in the cache (a physically indexed
+    cache), which changes from one launch to the next."""
+    return bool(l2) and l2 / 2 <= 2 * nbytes <= 2 * l2
+
+
 def _positive(v):
     """``v`` when it is a positive finite number, else None: an impossible
     time or rate is never reported."""
     return v if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else None
 
 
-def _pingpong_row(r: dict) -> dict:
+def _pingpong_row(r: dict, l2: int | None = None) -> dict:
     """The summary row of one ping-pong size: best (fastest block) and
     median figures, and whether each is noisy (docs/statistics.md).  Rows
     of documents written before the statistics layer carry one mean per
@@ -557,6 +587,12 @@ def _pingpong_row(r: dict) -> dict:
            "bw_launch_spread": r.get("bw_launch_spread")}
     out["noisy"], out["why"] = _row_noise(dict(out, rtt_why=r.get("rtt_why"),
                                                bw_why=r.get("bw_why")))
+    if r["bytes"] and cache_edge(r["bytes"], l2):
+        out["cache_edge"] = True
+        if out["noisy"]:
+            out["why"] += (f"; 2 x {_size(r['bytes'])} of buffers is about a core's L2 cache "
+                           f"({_size(l2)}): how well they fit depends on where their pages "
+                           "land, which changes from launch to launch")
     return out
 
 
