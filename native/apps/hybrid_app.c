@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
 
 /* The usage text each application prints for --help. */
 static const struct {
@@ -454,4 +456,32 @@ void app_finish(app_t *app, int passed, const char *why)
   }
   MPI_Finalize();
   exit(!passed && app->rank == 0 ? APP_EXIT_VERIFY : 0);
+}
+
+#define GRID_ALIGN ((size_t)2 << 20)
+
+static size_t grid_bytes(size_t n) { return (n * sizeof(double) + 4095) & ~(size_t)4095; }
+
+double *app_grid_alloc(size_t n)
+{
+  size_t keep = grid_bytes(n), len = keep + GRID_ALIGN;
+  void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED)
+    return NULL;
+  uintptr_t p = ((uintptr_t)base + GRID_ALIGN - 1) & ~(uintptr_t)(GRID_ALIGN - 1);
+  size_t head = p - (uintptr_t)base; /* keep [p, p + keep): unmap the rest */
+  if (head > 0)
+    munmap(base, head);
+  if (len - head > keep)
+    munmap((char *)p + keep, len - head - keep);
+#ifdef MADV_HUGEPAGE
+  (void)madvise((void *)p, keep, MADV_HUGEPAGE);
+#endif
+  return (double *)p;
+}
+
+void app_grid_free(double *x, size_t n)
+{
+  if (x)
+    munmap(x, grid_bytes(n));
 }

@@ -149,6 +149,14 @@ void app_json_merit(tiers_json_t *j, const char *name, double amount, double sec
  * 0..APP_TRIPLE_MAX; returns the count read, or -1. */
 int app_parse_triple(const char *text, long *out, int max);
 
+/* A grid of n doubles for a stencil sweep: 2 MiB aligned and advised for
+ * transparent huge pages (best effort: fewer TLB misses on the sweep's
+ * streams); no page is backed until first written, so the threads that
+ * initialise it place it.  NULL when out of memory; release with
+ * app_grid_free(x, n). */
+double *app_grid_alloc(size_t n);
+void app_grid_free(double *x, size_t n);
+
 /* Ends the run: frees the team, finalises MPI and exits 0; when !passed,
  * rank 0 prints @p why first and exits APP_EXIT_VERIFY (the others exit 0,
  * so that the launcher cannot stop rank 0 before its line is out). */
