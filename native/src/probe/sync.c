@@ -10,12 +10,15 @@
  * on one thread; a test runs the same delays inside the construct.  Each
  * is repeated innerreps times, innerreps chosen so that one repetition
  * lasts about --test-time; the time per construct execution is the
- * elapsed time / innerreps.  The overhead of one outer repetition is its
- * time per construct minus the reference's mean time per iteration.
- * Over the --reps outer repetitions: samples farther than 3 standard
- * deviations from the mean are dropped, then mean, median, standard
- * deviation and a 95% confidence interval of the mean are reported
- * (sync_stats.h), in microseconds and in CPU cycles.
+ * elapsed time / innerreps.  Every outer repetition is a pair: the
+ * reference loop and the test timed one beside the other; its overhead is
+ * the test's time per construct minus the reference's time per iteration.
+ * The figures are sampled in turns of BLOCK_REPS pairs each, by the
+ * repeat-until rule of common/stats.h; the figure is the median of the
+ * per-pair overheads (with its 95 % CI), below resolution when smaller
+ * than twice the reference's interquartile range, and EPCC's own figure
+ * (the mean, first repetition dropped) and the 3-sigma statistics stand
+ * beside it (sync_stats.h), in microseconds and in CPU cycles.
  *
  * Every thread is pinned (one per PU, compact or scatter order): the
  * OpenMP threads with tiers_topo_bind_thread before every test, the
