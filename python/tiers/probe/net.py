@@ -52,6 +52,8 @@ DEFAULT_FACTORS = (0.667, 0.8, 1.0, 1.25, 1.5)
 DEFAULT_TIMEOUT_S = 60.0
 #: Separate launches of the ping-pong test; the figure is the median of their medians.
 PINGPONG_LAUNCHES = 3
+#: tiers-probe-net's time per ping-pong figure, {quick: seconds}, shared by the launches.
+PINGPONG_FIGURE_S = {False: 1.0, True: 0.5}
 MAX_MESSAGE = 2**31 - 1
 
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -298,7 +300,11 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     local = hostfile is None and not vcluster
     parts: list[tuple[str, dict, str, float]] = []  # (label, JSON, command, seconds)
     if "pingpong" in selected:
-        runs = [run_tests(["pingpong"], {}) for _ in range(n_launches)]
+        # the time per figure is shared between the launches, so that the
+        # ping-pong takes no longer than one launch with the native default
+        share = ["--figure-time", f"{PINGPONG_FIGURE_S[bool(quick)] / n_launches:g}"] \
+            if n_launches > 1 else []
+        runs = [run_tests(["pingpong"], {}, share) for _ in range(n_launches)]
         merged = runs[0][0]
         merged["pingpong"] = merge_pingpong([r[0] for r in runs])
         merged["params"]["pingpong"]["launches"] = n_launches
