@@ -254,3 +254,19 @@ def test_small_reductions_run_on_one_thread_and_stay_exact():
         doc = _run(1, threads, "--size", str(n), "--iters", "5", "--kernel", "zdotc,dznrm2")
         assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
         assert doc["result"]["dznrm2"] == math.sqrt(exact_sumsq(n))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_avx512_zgemv_past_one_row_block(threads):
+    # the AVX-512 zgemv_n works in row blocks of 1024: order 2062 gives one
+    # thread two whole blocks and a 14-row tail, two threads 1031 rows each
+    # (a whole block and a 7-row tail: masked loads); 2062 mod 8 = 6 and
+    # mod 4 = 2 leave leftover columns for zgemv_n and zgemv_t/_c; all three
+    # must match the serial reference within its bound
+    if "avx512" not in _simd_levels():
+        pytest.skip("this CPU cannot run the avx512 kernels")
+    m = 2062
+    doc = _run(1, threads, "--size", "4096", "--matrix", str(m), "--iters", "2",
+               "--simd", "avx512", "--kernel", "zgemv")
+    _assert_consistent(doc, 4096, m, 2, names=["zgemv_n", "zgemv_t", "zgemv_c"])
+    assert doc["result"]["simd"] == "avx512" and doc["threads"] == threads
