@@ -153,3 +153,35 @@ int mbcmpi_fast_recv(tiers_mbc_t m, void *buf, size_t cap, int source, int tag, 
       tiers_cpu_relax();
   }
 }
+
+int mbcmpi_fast_post(tiers_mbc_t m, void *buf, size_t cap, int source, int tag,
+                     tiers_mbc_request_t *req)
+{
+  struct peer *p = &m->peers[source];
+  struct mbc_transport *t = p->tp;
+  /* a buffered message may match it (step 1 of irecv_any); a receive
+   * large enough to ask for a direct write sends a request (step 3) */
+  if (m->ux_head || m->fatal || t->put != shm_put ||
+      (t->direct && cap >= m->opt.direct_min_bytes))
+    return 0;
+  tiers_mbc_request_t r = req_new(m, REQ_RECV);
+  if (!r)
+    return 0;
+  r->rbuf = buf;
+  r->cap = cap;
+  r->peer = source;
+  r->tag = tag;
+  r->posted = 1;
+  r->prev = m->posted_tail;
+  if (m->posted_tail)
+    m->posted_tail->next = r;
+  else
+    m->posted_head = r;
+  m->posted_tail = r;
+  if (t->direct) { /* as maybe_request for a receive below direct_min_bytes */
+    r->unasked = 1;
+    p->norequest++;
+  }
+  *req = r;
+  return 1;
+}

@@ -481,6 +481,12 @@ static size_t fast_type_size;
  * datatype or count). */
 static int type_info(MPI_Datatype t, int count, struct tinfo *ti)
 {
+  if (t == fast_type && count >= 0) {
+    ti->size = fast_type_size;
+    ti->lb = 0;
+    ti->contig = 1;
+    return 0;
+  }
   if (count < 0 || t == MPI_DATATYPE_NULL)
     return -1;
   uint64_t hv = 0;
@@ -588,7 +594,8 @@ static int start_send(struct mreq *q, const char *fn)
     return -1;
   const void *data;
   size_t bytes = ti.size * (size_t)q->count;
-  free(q->tmp);
+  if (q->tmp)
+    free(q->tmp);
   q->tmp = NULL;
   if (ti.contig && !q->bsend) {
     data = at(q->buf, ti.lb);
@@ -647,7 +654,8 @@ static int start_recv(struct mreq *q, const char *fn)
     return -1;
   void *dst;
   size_t cap = ti.size * (size_t)q->count;
-  free(q->tmp);
+  if (q->tmp)
+    free(q->tmp);
   q->tmp = NULL;
   if (ti.contig) {
     dst = (void *)at(q->buf, ti.lb);
@@ -667,7 +675,10 @@ static int start_recv(struct mreq *q, const char *fn)
   if (q->peer == MPI_ANY_SOURCE || q->tag == MPI_ANY_TAG)
     st.wildcard++;
   ENTER();
-  int rc = tiers_mbc_irecv(q->ctx->mbc, dst, cap, src, map_tag(q->tag), &q->r);
+  int rc = src != TIERS_MBC_ANY_SOURCE && (dst || !cap) &&
+                   mbcmpi_fast_post(q->ctx->mbc, dst, cap, src, map_tag(q->tag), &q->r)
+               ? TIERS_OK
+               : tiers_mbc_irecv(q->ctx->mbc, dst, cap, src, map_tag(q->tag), &q->r);
   LEAVE();
   if (rc != TIERS_OK)
     mbcmpi_fatal(fn, "receive failed");

@@ -110,10 +110,18 @@ int mbcmpi_wait_real(MPI_Request *req, MPI_Status *status);
  *    wildcard) of a message that is the next whole unasked entry of
  *    source's FIFO and fits cap bytes, when no receive is posted and no
  *    message is buffered; polls up to `spin` more times (0: looks once);
- *    1: received, *st filled. */
+ *    1: received, *st filled.
+ *  - mbcmpi_fast_post: posts a receive from source (a valid rank, not the
+ *    wildcard, a node peer) into buf (room for cap bytes, below the
+ *    direct-write threshold) when no message is buffered: what
+ *    tiers_mbc_irecv does then, less the look into the FIFO, which the
+ *    next progress round makes (the caller has just looked); 1: posted,
+ *    *req is the libtiers-mbc request. */
 int mbcmpi_fast_send(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag);
 int mbcmpi_fast_recv(tiers_mbc_t m, void *buf, size_t cap, int source, int tag, unsigned spin,
                      tiers_mbc_status_t *st);
+int mbcmpi_fast_post(tiers_mbc_t m, void *buf, size_t cap, int source, int tag,
+                     tiers_mbc_request_t *req);
 
 /* coll.c */
 int mbcmpi_coll_barrier(struct mbcmpi_ctx *c, int *carried);
