@@ -704,8 +704,8 @@ def search(graph: Graph, machine: Machine, seed: int = 1, forced: str | None = N
     by the model, the best refined) and return ``(places, chosen, swaps)``:
     the candidates in table order without ``random`` (afc and afc-nb unless
     Scotch is left out, block, map-by-node, map-by-package, geometric, and
-    ``refined`` when the refined winner is the one to write), the
-    placement to write, and the refinement's swaps."""
+    ``refined`` when the refinement changed the winner), the placement to
+    write, and the refinement's swaps."""
     n = graph.n
     geo = geometric_cached(graph, machine)
     use_scotch = not skips_scotch(n, geo, forced)
@@ -737,11 +737,13 @@ def search(graph: Graph, machine: Machine, seed: int = 1, forced: str | None = N
         by_index[i + 2] = p
         out.append(p)
     last = len(cands) + 2
-    if chosen == last:
-        # the winner before the refinement: the same order over the others
-        mets = [{"placement": p.name, "predicted_time_s": max(c.rank_s, c.link_s),
-                 "max_node_sent_bytes": c.sent_max, "bytes_inter_node": c.inter}
-                for i, c in enumerate(_costs[:last]) if i in by_index for p in [by_index[i]]]
+    if swaps > 0:
+        # listed when the refinement changed the winner (written when it
+        # ranks first); its start: the same order over the others
+        mets = [{"placement": by_index[i].name,
+                 "predicted_time_s": max(_costs[i].rank_s, _costs[i].link_s),
+                 "max_node_sent_bytes": _costs[i].sent_max, "bytes_inter_node": _costs[i].inter}
+                for i in sorted(by_index)]
         start, _ = choose(mets)
         refined = Placement("refined", place[last, 0], place[last, 1],
                             f"{mets[start]['placement']} with {swaps} node-level "
