@@ -642,9 +642,16 @@ def choose(mets: list[dict], forced: str | None = None,
         i = names.index(forced)
         m = mets[i]
         if i != best and better(b, m):
-            return i, (f"placement {forced} forced by --placement; the model predicts it "
-                       f"slower than {b['placement']} ({m['predicted_time_s'] * 1e3:.3f} vs "
-                       f"{b['predicted_time_s'] * 1e3:.3f} ms)")
+            if not _close(m["predicted_time_s"], b["predicted_time_s"], TIME_TIE):
+                return i, (f"placement {forced} forced by --placement; the model predicts it "
+                           f"slower than {b['placement']} ({m['predicted_time_s'] * 1e3:.3f} "
+                           f"vs {b['predicted_time_s'] * 1e3:.3f} ms)")
+            return i, (f"placement {forced} forced by --placement; the model ranks "
+                       f"{b['placement']} first (predicted {m['predicted_time_s'] * 1e3:.3f} "
+                       f"vs {b['predicted_time_s'] * 1e3:.3f} ms, within its {TIME_TIE:.0%} "
+                       f"uncertainty; busiest node sends {_fmt(m['max_node_sent_bytes'])} vs "
+                       f"{_fmt(b['max_node_sent_bytes'])}, inter-node "
+                       f"{_fmt(m['bytes_inter_node'])} vs {_fmt(b['bytes_inter_node'])})")
         return i, ""
     if b["placement"] == "afc":
         return best, ""
