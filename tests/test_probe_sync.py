@@ -126,6 +126,12 @@ def test_document_and_params(run):
     assert p["delay_length"] >= 1 and p["delay_measured_us"] > 0
     assert p["cycles_per_second"] > 0 and p["outlier_sigma"] == 3
     assert doc["command"][:3] == ["tiers", "probe", "sync"]
+    # the delay measured again after the tests, kept in the document
+    dc = p["delay_check"]
+    assert dc["start_us"] == p["delay_measured_us"] and dc["end_us"] > 0
+    drifted = abs(dc["drift"]) > 0.05
+    assert drifted == ("delay_drift" in doc["summary"])
+    assert drifted == any("delay() took" in w for w in doc.get("warnings", []))
 
 
 def test_every_test_at_every_thread_count(run):

@@ -326,7 +326,10 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
                         "the timing noise or the resolution and given as 'below noise' or "
                         "'< X (below resolution)' (see each row's why)")
     extra = {"warnings": warnings} if warnings else {}
-    return result.new_document("probe.sync", params=raw["params"], samples=raw["runs"],
+    params = dict(raw["params"])
+    if "delay_check" in raw:
+        params["delay_check"] = raw["delay_check"]
+    return result.new_document("probe.sync", params=params, samples=raw["runs"],
                                summary=summary, argv=argv, native=raw.get("native", {}),
                                **extra)
 
