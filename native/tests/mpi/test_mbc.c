@@ -496,10 +496,13 @@ static void t_single(tiers_mbc_t m)
     free(sb[i]);
     free(rb[i]);
   }
-  /* 2. a long send left to be read completes only after the copy */
+  /* 2. a long send left to be read completes only after the copy.  Nobody
+   * waits meanwhile (a rank still waiting in part 1 would, idle, copy the
+   * message into its own memory and so complete the send early) */
   size_t len = 256 * 1024;
   unsigned char *b = malloc(len), *r = malloc(len);
   fill(b, len, rank, to, 1000);
+  MPI_Barrier(MPI_COMM_WORLD);
   tiers_mbc_stats_t before, after;
   OK(tiers_mbc_stats(m, TIERS_MBC_LOCAL, &before));
   tiers_mbc_request_t q = NULL, rq = NULL;
