@@ -59,16 +59,35 @@ test-mpich: build
 	  $(PY) -m pytest -q -rs $(MPICH_TESTS)
 
 # Side-by-side benchmarks against their anchors (slow; not part of test).
-# Every script runs; the ones that failed are listed at the end.
+# Every script runs with the venv first on PATH (the installed tiers and its
+# native tools); each ends with a line giving its time, the run with the total,
+# and the ones that failed are named and make the run fail.
+# BENCH picks scripts by folder name (BENCH="trace_* sync_vs_epcc");
+# BENCH_ARGS adds options to every script (BENCH_ARGS=--dry-run checks that
+# each starts and says what it would run, measuring nothing).
+BENCH      ?= *
+BENCH_ARGS ?=
+
+define bench_all
+@failed=; n=0; t0=$$(date +%s); \
+for b in $(patsubst %,bench/%/run,$(BENCH)); do \
+  [ -x "$$b" ] || { echo "$@: no script $$b"; failed="$$failed $$b"; continue; }; \
+  echo "== $$b $(1)"; s=$$(date +%s); n=$$((n + 1)); \
+  if PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b $(1); then r=ok; \
+  else r="FAILED (exit $$?)"; failed="$$failed $$b"; fi; \
+  echo "== $$b $(1): $$r ($$(($$(date +%s) - s)) s)"; \
+done; \
+echo "== $@: $$n scripts in $$(($$(date +%s) - t0)) s"; \
+if [ -n "$$failed" ]; then echo "$@: failed:$$failed"; exit 1; fi
+endef
+
 bench: build
-	@failed=; for b in bench/*/run; do echo "== $$b"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b || failed="$$failed $$b"; done; \
-	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
+	$(call bench_all,$(BENCH_ARGS))
 
 # The same scripts at reduced size and rounds (--quick: about a minute each,
 # under 10 minutes in all); a script that cannot run here says why and skips.
 bench-quick: build
-	@failed=; for b in bench/*/run; do echo "== $$b --quick"; PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b --quick || failed="$$failed $$b"; done; \
-	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
+	$(call bench_all,--quick $(BENCH_ARGS))
 
 # libFuzzer harnesses of the C parsers (native/fuzz/), FUZZ_SECONDS each,
 # starting from the corpus kept in native/fuzz/corpus; any finding fails.

@@ -143,3 +143,39 @@ def test_benchlib_source_tree_pattern_catches_an_import_of_python_folder():
     assert SOURCE_TREE.search('sys.path.insert(0, str(HERE.parent.parent / "python"))')
     assert SOURCE_TREE.search('sys.path.insert(0, os.path.join(ROOT, "python"))')
     assert not SOURCE_TREE.search('cmd = [sys.executable, "-m", "tiers"]')
+
+
+def _make_bench(target: str, bench: str, args: str) -> subprocess.CompletedProcess:
+    """``make TARGET`` on the scripts ``bench`` with BENCH_ARGS ``args``,
+    without remaking setup/build (-o: the venv is already built)."""
+    return subprocess.run(["make", "-s", "-o", "build", "-o", "setup", target,
+                           f"BENCH={bench}", f"BENCH_ARGS={args}"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+@pytest.mark.parametrize("target,quick", [("bench", ""), ("bench-quick", " --quick")])
+def test_make_bench_times_each_script_and_the_whole_run(target, quick):
+    r = _make_bench(target, "trace_latency sync_*", "--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    names = ["trace_latency", *sorted(p.parent.name for p in ROOT.glob("bench/sync_*/run"))]
+    ended = re.findall(r"^== bench/(\w+)/run(.*): ok \((\d+) s\)$", r.stdout, re.M)
+    assert [n for n, _, _ in ended] == names
+    assert all(opts == f"{quick} --dry-run" for _, opts, _ in ended)
+    total = re.search(rf"^== {target}: (\d+) scripts in (\d+) s$", r.stdout, re.M)
+    assert total and int(total.group(1)) == len(names), r.stdout
+    assert int(total.group(2)) >= max(int(s) for _, _, s in ended)
+    # each script's dry run really ran, with --quick when asked
+    assert r.stdout.count("dry run, nothing measured") == len(names)
+    assert r.stdout.count("  --quick: True") == (len(names) if quick else 0)
+
+
+def test_make_bench_quick_fails_naming_the_scripts_that_failed():
+    r = _make_bench("bench-quick", "trace_latency sync_vs_epcc no_such_bench", "--no-such-option")
+    assert r.returncode != 0
+    for name in ("trace_latency", "sync_vs_epcc"):
+        assert re.search(rf"^== bench/{name}/run --quick --no-such-option: FAILED \(exit 2\)",
+                         r.stdout, re.M), r.stdout
+        assert f"{name}: error: unrecognized arguments: --no-such-option" in r.stderr
+    assert "no script bench/no_such_bench/run" in r.stdout
+    assert re.search(r"^bench-quick: failed: bench/trace_latency/run bench/sync_vs_epcc/run "
+                     r"bench/no_such_bench/run$", r.stdout, re.M), r.stdout
