@@ -36,7 +36,9 @@
  * loop, in blocks of the same static split in every call (so consecutive
  * calls need no barrier in between: the `nowait` of seed 000), with the
  * accumulators private to each thread; zgemv_n splits rows, zgemv_t/_c
- * columns.  One parallel region runs a whole timed batch of --iters calls
+ * columns, in blocks of 8 (whole cache lines of y, which two threads
+ * writing the same line would bounce between them every call).  One
+ * parallel region runs a whole timed batch of --iters calls
  * (default 100; --quick 10).  The only barriers in a batch are those a
  * call needs: the reductions of zdotc and dznrm2, and with more than one
  * process the two around zgemv's message.
@@ -919,11 +921,11 @@ static int init_body(tiers_team_t team, int t, void *arg)
     y_at(R->v0 + i, R->yaxpy + 2 * i);
     y_at(R->v0 + i, R->yd + 2 * i);
   }
-  TIERS_CALL(tiers_team_split(team, R->m, t, &lo, &hi));
+  vsplit(R->m, nt, t, &lo, &hi);
   for (long j = lo; j < hi; j++)
     for (long i = 0; i < R->ml; i++)
       a_at(R->r0 + i, j, R->A + 2 * (i + j * R->ml));
-  TIERS_CALL(tiers_team_split(team, R->ml, t, &lo, &hi));
+  vsplit(R->ml, nt, t, &lo, &hi);
   for (long i = lo; i < hi; i++) {
     x_at(R->r0 + i, 1.0, R->gx + 2 * i);
     for (int f = 0; f < 3; f++)
@@ -984,8 +986,9 @@ static int batch_body(tiers_team_t team, int t, void *arg)
         R->nrm = nrm2_combine(all);
     }
     break;
-  case K_ZGEMV_N:
-    TIERS_CALL(tiers_team_split(team, R->ml, t, &lo, &hi));
+  case K_ZGEMV_N: /* rows, and columns for _t/_c, split on whole cache lines of y: a
+                   * line shared by two threads would bounce between them every call */
+    vsplit(R->ml, nt, t, &lo, &hi);
     for (long it = 0; it < R->iters; it++) {
       const double *xf = R->gx;
       if (R->nprocs > 1) {
@@ -1008,14 +1011,14 @@ static int batch_body(tiers_team_t team, int t, void *arg)
     double *y = R->yg[R->kern - K_ZGEMV_N];
     static const double one[2] = {1.0, 0.0}, zero[2] = {0.0, 0.0};
     if (R->nprocs == 1) {
-      TIERS_CALL(tiers_team_split(team, R->m, t, &lo, &hi));
+      vsplit(R->m, nt, t, &lo, &hi);
       for (long it = 0; it < R->iters; it++)
         K->gemv_t(R->ml, lo, hi, R->A, R->ml, R->gx, conj, ALPHA, BETA, y);
       break;
     }
     long plo, phi;
-    TIERS_CALL(tiers_team_split(team, R->m, t, &lo, &hi));
-    TIERS_CALL(tiers_team_split(team, R->ml, t, &plo, &phi));
+    vsplit(R->m, nt, t, &lo, &hi);
+    vsplit(R->ml, nt, t, &plo, &phi);
     for (long it = 0; it < R->iters; it++) {
       K->gemv_t(R->ml, lo, hi, R->A, R->ml, R->gx, conj, one, zero, R->xfull);
       TIERS_CALL(team_wait(team, R->bar)); /* all partial products written */
