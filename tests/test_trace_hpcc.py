@@ -68,7 +68,10 @@ def test_hpcc_traced_verifies_and_reads_back(tmp_path, n):
 
     # the OTF2 archive, read by OTF2's own printer
     printed = otf2_print_counts(folder / "traces.otf2")
-    assert printed["ENTER"] == printed["LEAVE"] == calls
+    # every call's region, and the tracer's own swap-out regions (hpcc's
+    # millions of events outgrow the default budget)
+    assert printed["ENTER"] == printed["LEAVE"] == calls + s["swapouts"]["count"], \
+        (printed, calls, s["swapouts"])
     # every message the summary counted is one send record (blocking, from
     # MPI_Send/Sendrecv/..., or non-blocking) in the archive
     assert printed["MPI_SEND"] + printed["MPI_ISEND"] == s["p2p_messages"], printed
