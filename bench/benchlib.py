@@ -41,8 +41,9 @@ def parse_args(ap: argparse.ArgumentParser, quick: dict, argv: list[str] | None 
 
     ``--quick`` first sets the reduced defaults in ``quick`` (option dest ->
     value; options given explicitly still win), so the run ends in about a
-    minute; ``--dry-run`` is for :func:`dry_run`.  A bad option prints one
-    line ``NAME: error: ...`` and exits 2.  Returns the parsed namespace."""
+    minute, and a run with it starts with a line saying it is not a
+    measurement; ``--dry-run`` is for :func:`dry_run`.  A bad option prints
+    one line ``NAME: error: ...`` and exits 2.  Returns the parsed namespace."""
     global NAME
     if NAME == "bench":
         NAME = os.path.basename(os.path.dirname(os.path.abspath(sys.argv[0])))
@@ -59,7 +60,11 @@ def parse_args(ap: argparse.ArgumentParser, quick: dict, argv: list[str] | None 
     pre.add_argument("--quick", action="store_true")
     if pre.parse_known_args(argv)[0].quick:
         ap.set_defaults(**quick)
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.quick and not args.dry_run:
+        print(f"{NAME}: quick: reduced sizes and rounds to check that every step runs; "
+              "not a measurement", flush=True)
+    return args
 
 
 def import_tiers():

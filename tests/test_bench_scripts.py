@@ -179,3 +179,25 @@ def test_make_bench_quick_fails_naming_the_scripts_that_failed():
     assert "no script bench/no_such_bench/run" in r.stdout
     assert re.search(r"^bench-quick: failed: bench/trace_latency/run bench/sync_vs_epcc/run "
                      r"bench/no_such_bench/run$", r.stdout, re.M), r.stdout
+
+
+def test_quick_run_says_it_is_not_a_measurement(capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import benchlib
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    import argparse
+
+    def parse(*argv):
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--rounds", type=int, default=5)
+        return benchlib.parse_args(ap, {"rounds": 2}, list(argv))
+
+    assert parse("--quick").rounds == 2
+    assert "quick: reduced sizes and rounds" in capsys.readouterr().out
+    assert parse("--quick", "--rounds", "3").rounds == 3
+    assert "not a measurement" in capsys.readouterr().out
+    assert parse("--quick", "--dry-run").rounds == 2
+    assert parse().rounds == 5
+    assert capsys.readouterr().out == ""  # neither a dry run nor a full run says it
