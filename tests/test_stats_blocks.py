@@ -181,3 +181,11 @@ def test_bench_cells_run_in_interleaved_rounds():
     assert b["times_s"] == scattered
     assert a_out["doc"]["time_s"] == 0.100
     assert b_out["doc"]["time_s"] == min(scattered, key=lambda t: abs(t - b["median"]))
+
+
+def test_block_medians_are_worded_in_the_figures_unit():
+    rng = random.Random(9)
+    blocks = [_block(10.0, 8, 0.001, rng), _block(20.0, 8, 0.001, rng),
+              _block(10.1, 8, 0.001, rng)]
+    s = stats.summarize_blocks(blocks, lambda v: f"{1000 / v:,.0f} MB/s")
+    assert s["noisy"] and "from 100 MB/s to 50 MB/s" in s["why"]

@@ -169,7 +169,8 @@ def converged(samples: Sequence[float]) -> bool:
     return s["rel_halfwidth"] is not None and not s["noisy"]
 
 
-def summarize_blocks(blocks: Iterable[Iterable[float]]) -> dict:
+def summarize_blocks(blocks: Iterable[Iterable[float]],
+                     fmt: Callable[[float], str] | None = None) -> dict:
     """Return the summary of one figure measured in independent blocks --
     separate launches of a probe, or blocks restarted from scratch -- each
     holding repeated samples.
@@ -195,7 +196,9 @@ def summarize_blocks(blocks: Iterable[Iterable[float]]) -> dict:
     (blocks with at least one finite sample), ``block_medians`` and
     ``block_spread`` ((max - min) / median of the block medians, None for
     fewer than 2 blocks).  With one block the figures are :func:`summarize`'s
-    of its samples."""
+    of its samples.  ``fmt`` words a block median in ``why`` (default: 4
+    significant digits), e.g. as a rate derived from a time."""
+    fmt = fmt or (lambda v: f"{v:.4g}")
     groups = [[float(x) for x in b if x is not None and math.isfinite(float(x))]
               for b in blocks]
     groups = [g for g in groups if g]
@@ -226,7 +229,7 @@ def summarize_blocks(blocks: Iterable[Iterable[float]]) -> dict:
         spread_rel = max(med - sm[0], sm[-1] - med) / med if med > 0 else math.inf
         if ranks is None and spread_rel > NOISY_REL:
             why = (f"{len(sm)} independent blocks disagree: their medians lie from "
-                   f"{sm[0]:.4g} to {sm[-1]:.4g} (+-{spread_rel * 100:.1f} % around the "
+                   f"{fmt(sm[0])} to {fmt(sm[-1])} (+-{spread_rel * 100:.1f} % around the "
                    f"figure), wider than +-{NOISY_REL * 100:.0f} %")
         else:
             why = (f"95 % interval of the median is +-{rel * 100:.1f} %, wider than "

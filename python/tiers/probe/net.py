@@ -488,7 +488,7 @@ def merge_pingpong(docs: Sequence[dict]) -> dict:
     :func:`tiers.stats.summarize_blocks` over the launches (best = the best
     block of all, median = the median of the launches' medians, the
     interval covering every launch's median), the launches' medians under
-    ``rtt_launch_medians_us`` / ``bw_launch_medians_us`` and why a figure
+    ``rtt_launch_medians_us`` / ``bw_launch_medians_mbps`` and why a figure
     is noisy under ``rtt_why`` / ``bw_why``.  One document is returned as
     it is."""
     if len(docs) == 1:
@@ -499,7 +499,8 @@ def merge_pingpong(docs: Sequence[dict]) -> dict:
         group = [d["pingpong"]["rows"][i] for d in docs]
         b = r0["bytes"]
         row = dict(r0)
-        rs = stats.summarize_blocks([g.get("rtt_samples_us") or [] for g in group])
+        rs = stats.summarize_blocks([g.get("rtt_samples_us") or [] for g in group],
+                                    lambda v: f"{v:,.3g} {MICRO}s")
         row.update(rtt_us=rs["min"], rtt_median_us=rs["median"],
                    latency_us=rs["min"] / 2 if rs["min"] else None,
                    latency_median_us=rs["median"] / 2 if rs["median"] else None,
@@ -515,8 +516,8 @@ def merge_pingpong(docs: Sequence[dict]) -> dict:
             row[f"rtt_{key}"] = rs[key]
         bw_groups = [g.get("bw_window_samples_us") or [] for g in group]
         if b and any(bw_groups):
-            bs = stats.summarize_blocks(bw_groups)
             per_window = b * row.get("bw_window", 64)
+            bs = stats.summarize_blocks(bw_groups, lambda v: f"{per_window / v:,.0f} MB/s")
             row.update(bw_mbps=per_window / bs["min"], bw_median_mbps=per_window / bs["median"],
                        bw_noisy=bs["noisy"], bw_why=bs["why"],
                        bw_stopped=_stopped([g.get("bw_stopped") for g in group]),
