@@ -393,19 +393,24 @@ def measure(app_name: str, ranks=None, threads=None, *, oversubscribe: bool = Fa
     for mode in modes:
         margs = ["--comm", mode, *args] if app.comm_option else list(args)
 
-        def runner(r, t, margs=margs):
-            return lambda: run_config(app, r, t, margs, pin=pin, launcher=lau,
-                                      hostfile=hostfile, vcluster=vcluster,
-                                      launcher_args=extra, timeout=limit)
+        def runner(r, t, margs=margs, announce=False):
+            first = [announce]
+
+            def run():
+                if first[0] and progress:  # said once, at the cell's first run
+                    progress(r, t, *([mode] if len(modes) > 1 else []))
+                first[0] = False
+                return run_config(app, r, t, margs, pin=pin, launcher=lau,
+                                  hostfile=hostfile, vcluster=vcluster,
+                                  launcher_args=extra, timeout=limit)
+            return run
 
         if repeat_time_s is not None and len(cells) > 1:
             # repeated cells run in interleaved rounds (one run of every cell
             # per round), so that each cell's runs spread over the whole
             # section and a slow change of the machine reaches every cell alike
-            if progress:
-                progress(cells[0][0], cells[0][1], *([mode] if len(modes) > 1 else []))
-            results = _run_cells_interleaved([runner(r, t) for r, t, _ in cells],
-                                             repeat_time_s, repeat_max)
+            results = _run_cells_interleaved(
+                [runner(r, t, announce=True) for r, t, _ in cells], repeat_time_s, repeat_max)
         else:
             results = []
             for r, t, _ in cells:
