@@ -125,6 +125,35 @@ def test_a_killed_rank_stays_stopped(tmp_path, programs):
     assert figures(doc_otf2) == figures(doc_raw)
 
 
+def test_threads_and_swapouts(tmp_path, tmp_path_factory):
+    """Three threads a rank, each its own location, and swap-outs at and
+    between collectives (--budget 64K): the same calls, bytes, messages and
+    swap-outs (count, kind, time in them; their sizes are not in the archive)."""
+    from tiers import trace as tr
+
+    exe = build_program(tmp_path_factory.mktemp("threads"), "trace_threads", "-fopenmp")
+    folder = tmp_path / "trace"
+    run = run_tiers("trace", "--budget", "64K", "--out", str(folder), "--", *MPIRUN, "-n", "2",
+                    "-x", "OMP_WAIT_POLICY=passive", exe, "3", "400", timeout=300)
+    if run.returncode == 77:
+        pytest.skip("this MPI library does not provide MPI_THREAD_MULTIPLE")
+    assert run.returncode == 0, run.stderr
+    raw_only, otf2_only = split(folder, tmp_path)
+    doc_raw, doc_otf2 = tr.load(raw_only), tr.load(otf2_only)
+
+    def counts(doc):
+        s = doc["summary"]
+        return ({r["rank"]: {f: (e["calls"], e["bytes"]) for f, e in r["functions"].items()}
+                 for r in doc["samples"]["ranks"]},
+                s["comm_matrix"], s["p2p_messages"], s["matched_p2p_bytes"], s["events"],
+                s["swapouts"]["count"], s["swapouts"]["unsynchronised"])
+    assert counts(doc_otf2) == counts(doc_raw)
+    assert doc_raw["summary"]["swapouts"]["count"] > 0
+    assert doc_otf2["summary"]["swapouts"]["time_s"] == \
+        pytest.approx(doc_raw["summary"]["swapouts"]["time_s"], abs=1e-6 * 16)
+    assert doc_otf2["summary"]["swapouts"]["bytes"] == 0      # not in the archive
+
+
 def test_rebuild_memory_does_not_grow_with_the_events(tmp_path, programs, native_bin):
     peaks = {}
     for iters in (2000, 100000):

@@ -91,6 +91,7 @@ typedef struct {
   /* while a location's events are read */
   lgroup_t *cur;
   uint16_t th;
+  int64_t swap_t0; /* the Enter of the swap-out region being read, on this location */
   uint64_t events; /* events read */
   int64_t closed_attr; /* the attribute "tiers_closed_at_stop", or -1 */
   char why[9000];
@@ -267,6 +268,7 @@ static OTF2_CallbackCode e_enter(OTF2_LocationRef loc, OTF2_TimeStamp t, uint64_
     return OTF2_CALLBACK_SUCCESS;
   }
   if (r->func < 0) return OTF2_CALLBACK_SUCCESS;
+  if (r->func == FN_SWAPOUT) s->swap_t0 = (int64_t)t;
   put_head(s, K_ENTER, 0, r->func, 16, (int64_t)t);
   seen_time(s, (int64_t)t);
   return OTF2_CALLBACK_SUCCESS;
@@ -286,9 +288,10 @@ static OTF2_CallbackCode e_leave(OTF2_LocationRef loc, OTF2_TimeStamp t, uint64_
   put_head(s, K_LEAVE, 0, r->func, 16, (int64_t)t);
   seen_time(s, (int64_t)t);
   if (r->func == FN_SWAPOUT) {
-    /* its SWAP record: the sizes are not in the archive, the kind is */
+    /* its SWAP record: the kind and the time in the region are in the
+     * archive; the bytes written and the write's own time are not */
     put_head(s, K_SWAP, r->unsync ? SWAP_UNSYNC : 0, 0, 48, (int64_t)t);
-    uint64_t w[4] = {0, 0, 0, 0};
+    uint64_t w[4] = {0, 0, (uint64_t)((int64_t)t - s->swap_t0), 0};
     put_bytes(s, w, sizeof w);
   }
   return OTF2_CALLBACK_SUCCESS;
