@@ -7,12 +7,15 @@ the apps print (jacobi3d's maximum error against the exact solution,
 laplace2d's maximum and centre value) must equal the reference's exactly,
 at every rank and thread count.  This pins what the sweeps compute, however
 they are vectorised, blocked or laid out in memory (jacobi3d's source term
-from 1-D tables, huge-page grids)."""
+from 1-D tables, huge-page grids), and with either store kind: regular, or
+non-temporal through a row buffer (what grids beyond the last-level cache
+get; TIERS_STENCIL_STORES forces it here)."""
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
 
 import numpy as np
 import pytest
@@ -20,13 +23,14 @@ import pytest
 from conftest import run_tiers
 
 
-def _app(tmp_path, app, ranks, threads, *args):
+def _app(tmp_path, app, ranks, threads, stores, *args):
     out = tmp_path / f"{app}-{ranks}x{threads}.json"
     run = run_tiers("bench", app, "--ranks", str(ranks), "--threads", str(threads), *args,
-                    "--json", str(out), timeout=300)
+                    "--json", str(out), timeout=300, env={"TIERS_STENCIL_STORES": stores})
     assert run.returncode == 0, run.stderr
     doc = json.loads(out.read_text())["samples"][0]["doc"]
     assert doc["verification"]["passed"] is True
+    assert doc["params"]["stores"] == stores
     return doc["result"]
 
 
@@ -86,20 +90,63 @@ def test_reference_fields_are_not_trivial():
     assert 0.3 < umax < 1.0
 
 
-@pytest.mark.parametrize("ranks,threads", [(1, 1), (1, 2), (2, 1)])
-def test_jacobi3d_matches_the_numpy_sweep_bit_for_bit(tmp_path, ranks, threads):
+CONFIGS = [(1, 1, "regular"), (1, 2, "regular"), (2, 1, "regular"), (1, 1, "nt"),
+           (1, 2, "nt"), (2, 1, "nt")]
+
+
+@pytest.mark.parametrize("ranks,threads,stores", CONFIGS)
+def test_jacobi3d_matches_the_numpy_sweep_bit_for_bit(tmp_path, ranks, threads, stores):
     nx, ny, nz, iters = 20, 14, 10, 9
     _, want = _jacobi3d(nx, ny, nz, iters)
-    got = _app(tmp_path, "jacobi3d", ranks, threads, "--size", f"{nx},{ny},{nz}", "--iters",
-               str(iters))
+    got = _app(tmp_path, "jacobi3d", ranks, threads, stores, "--size", f"{nx},{ny},{nz}",
+               "--iters", str(iters))
     assert got["error_max"] == want
 
 
-@pytest.mark.parametrize("ranks,threads", [(1, 1), (1, 2), (2, 1)])
-def test_laplace2d_matches_the_numpy_sweep_bit_for_bit(tmp_path, ranks, threads):
+@pytest.mark.parametrize("ranks,threads,stores", CONFIGS)
+def test_laplace2d_matches_the_numpy_sweep_bit_for_bit(tmp_path, ranks, threads, stores):
     nx, ny, iters = 34, 22, 40
     umax, center = _laplace2d(nx, ny, iters)
-    got = _app(tmp_path, "laplace2d", ranks, threads, "--size", f"{nx},{ny}", "--iters",
-               str(iters))
+    got = _app(tmp_path, "laplace2d", ranks, threads, stores, "--size", f"{nx},{ny}",
+               "--iters", str(iters))
     assert got["u_max"] == umax
     assert got["u_center"] == center
+
+
+@pytest.mark.parametrize("app,size", [("jacobi3d", "16,12,10"), ("laplace2d", "40,30")])
+def test_store_kinds_give_the_same_residuals(tmp_path, app, size):
+    # the residual sums are per lane and then across lanes: the row buffer
+    # keeps the loop, so the residuals agree to the last bit as well
+    got = [_app(tmp_path, app, 1, 2, stores, "--size", size, "--iters", "7")
+           for stores in ("regular", "nt")]
+    assert got[0]["residual"] == got[1]["residual"]
+    assert got[0]["residual_initial"] == got[1]["residual_initial"]
+
+
+def _llc_bytes() -> int:
+    """The L3 size glibc reports (what the apps ask), 0 when unknown."""
+    try:
+        out = subprocess.run(["getconf", "LEVEL3_CACHE_SIZE"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        return int(out) if out.isdigit() else 0
+    except (OSError, subprocess.SubprocessError):
+        return 0
+
+
+def test_grids_beyond_the_last_level_cache_get_non_temporal_stores(tmp_path):
+    llc = _llc_bytes()
+    if not 0 < llc <= 1 << 30:
+        pytest.skip(f"last-level cache size {llc} B unknown or too large for a test grid")
+    # two grids of (n + 2)^2 doubles just beyond the cache, and a small one
+    n = int(math.sqrt(1.1 * llc / 16)) + 2
+    kinds = {}
+    for size in (str(n), "64"):
+        out = tmp_path / f"l{size}.json"
+        run = run_tiers("bench", "laplace2d", "--ranks", "1", "--threads", "1", "--size", size,
+                        "--iters", "2", "--json", str(out), timeout=300,
+                        env={"TIERS_STENCIL_STORES": ""})
+        assert run.returncode == 0, run.stderr
+        doc = json.loads(out.read_text())["samples"][0]["doc"]
+        assert doc["verification"]["passed"] is True
+        kinds[size] = doc["params"]["stores"]
+    assert kinds == {str(n): "nt", "64": "regular"}

@@ -9,6 +9,10 @@
 #include <string.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 /* The usage text each application prints for --help. */
 static const struct {
@@ -484,4 +488,86 @@ void app_grid_free(double *x, size_t n)
 {
   if (x)
     munmap(x, grid_bytes(n));
+}
+
+int app_stencil_nt(size_t bytes)
+{
+  const char *force = getenv("TIERS_STENCIL_STORES");
+  int local = 1;
+  MPI_Comm node;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+      MPI_SUCCESS) {
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+  }
+  if (force && strcmp(force, "nt") == 0)
+    return 1;
+  if (force && strcmp(force, "regular") == 0)
+    return 0;
+  long llc = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  return llc > 0 && (double)bytes * local > (double)llc;
+}
+
+#if defined(__x86_64__)
+/* The streaming body of one width: scalar stores until dst is aligned to
+ * the vector, streaming stores, scalar stores for the rest. */
+#define STREAM_ROW(W, LOADU, STREAM)                                        \
+  size_t i = 0;                                                             \
+  while (i < n && ((uintptr_t)(dst + i) & (W * sizeof(double) - 1)) != 0) { \
+    dst[i] = src[i];                                                        \
+    i++;                                                                    \
+  }                                                                         \
+  for (; i + W <= n; i += W)                                                \
+    STREAM(dst + i, LOADU(src + i));                                        \
+  for (; i < n; i++)                                                        \
+    dst[i] = src[i]
+
+__attribute__((target("avx512f"))) static void stream_avx512(double *restrict dst,
+                                                             const double *restrict src,
+                                                             size_t n)
+{
+  STREAM_ROW(8, _mm512_loadu_pd, _mm512_stream_pd);
+}
+
+__attribute__((target("avx2"))) static void stream_avx2(double *restrict dst,
+                                                        const double *restrict src, size_t n)
+{
+  STREAM_ROW(4, _mm256_loadu_pd, _mm256_stream_pd);
+}
+
+static void stream_sse2(double *restrict dst, const double *restrict src, size_t n)
+{
+  STREAM_ROW(2, _mm_loadu_pd, _mm_stream_pd);
+}
+#endif
+
+void app_stream_row(double *restrict dst, const double *restrict src, size_t n)
+{
+#if defined(__x86_64__)
+  static int cached = -1; /* 2 avx512f, 1 avx2, 0 sse2; threads may race to store the same */
+  int isa = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (isa < 0) {
+    __builtin_cpu_init();
+    isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+    __atomic_store_n(&cached, isa, __ATOMIC_RELAXED);
+  }
+  if (isa == 2)
+    stream_avx512(dst, src, n);
+  else if (isa == 1)
+    stream_avx2(dst, src, n);
+  else
+    stream_sse2(dst, src, n);
+#else
+  memcpy(dst, src, n * sizeof(double));
+#endif
+}
+
+void app_stream_fence(void)
+{
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
 }

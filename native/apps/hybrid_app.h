@@ -157,6 +157,20 @@ int app_parse_triple(const char *text, long *out, int max);
 double *app_grid_alloc(size_t n);
 void app_grid_free(double *x, size_t n);
 
+/* 1 when a stencil's sweeps should write with non-temporal stores: when the
+ * grids of all this node's processes (@p bytes each) exceed the last-level
+ * cache, so that the written grid would not stay in cache anyway and the
+ * read-for-ownership of every written line is traffic saved.  The
+ * environment variable TIERS_STENCIL_STORES=nt|regular overrides it.
+ * Collective over MPI_COMM_WORLD. */
+int app_stencil_nt(size_t bytes);
+
+/* Copies n doubles from @p src (a row just computed, in L1) to @p dst with
+ * non-temporal stores where the CPU has them (AVX-512F, AVX2, SSE2).  Call
+ * app_stream_fence() before other threads or processes read @p dst. */
+void app_stream_row(double *restrict dst, const double *restrict src, size_t n);
+void app_stream_fence(void);
+
 /* Ends the run: frees the team, finalises MPI and exits 0; when !passed,
  * rank 0 prints @p why first and exits APP_EXIT_VERIFY (the others exit 0,
  * so that the launcher cannot stop rank 0 before its line is out). */
