@@ -178,7 +178,12 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
  * ends above both its own old volume and the busiest node's volume, so
  * the result is never worse on either measure; the best such swap around
  * the node worked on is applied, and again, until none helps or the
- * budget is spent.  Swapped ranks trade their slots, so every node keeps
+ * budget is spent.  Phases 3 and 4 are Kernighan-Lin passes between two
+ * nodes (worse swaps allowed inside a pass, the pass cut back to its best
+ * prefix): the busiest node with each node it talks to, for the larger of
+ * the two nodes' sent bytes (inter-node bytes not growing), then every two
+ * nodes that talk, for the inter-node bytes (no node above the busiest
+ * node's volume).  Swapped ranks trade their slots, so every node keeps
  * its rank count and every rank a distinct slot.  Deterministic.
  * @param g the graph
  * @param sent_bytes per CSR entry e of rank v, the bytes v sends to
@@ -187,7 +192,8 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
  * @param nodes number of nodes
  * @param[in,out] node_of per rank, its node
  * @param[in,out] slot_of per rank, its slot in the node
- * @param budget work limit, in edges visited (swaps tried x their degrees)
+ * @param budget work limit, in edges visited (swaps tried x their degrees),
+ *        for phases 1-2 and again for phases 3-4
  * @param[out] swaps swaps applied (may be NULL)
  * @return TIERS_OK; TIERS_ERR_ARG for bad arguments; TIERS_ERR_NOMEM.
  *         Thread-safe (no shared state).
