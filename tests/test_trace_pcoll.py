@@ -1,9 +1,11 @@
 """tiers trace of persistent collectives (tests/programs/trace_pcoll.c) at 2
 and 4 ranks under the MPI the tracer was built with: MPI-4's MPI_*_init
 under MPICH (make test-mpich), Open MPI 4.1's MPIX_*_init (mpi-ext.h) under
-Open MPI.  Every MPI_Start(all) of a persistent collective is recorded as
-that collective, with its operation, root and the bytes this rank sends and
-receives; the figures below are computed from the program's code."""
+Open MPI, and from Fortran Open MPI's MPIX_*_init (use mpi_ext,
+tests/programs/trace_fpcoll.f90).  Every MPI_Start(all) of a persistent
+collective is recorded as that collective, with its operation, root and the
+bytes this rank sends and receives; the figures below are computed from the
+programs' code."""
 
 from __future__ import annotations
 
@@ -98,3 +100,29 @@ def test_persistent_collectives_recorded_at_every_start(tmp_path, program, n):
         for (op, root), (s, v) in expected(n, rank).items():
             want[(rank, op, root, s, v)] = ITERS
     assert seen == want
+
+
+@pytest.mark.skipif(MPI != "openmpi" or shutil.which("mpif90.openmpi") is None,
+                    reason="Open MPI's Fortran MPIX_*_init (use mpi_ext); needs mpif90.openmpi")
+@pytest.mark.parametrize("n", [2, 4])
+def test_fortran_mpix_persistent_collectives(tmp_path, n):
+    """tests/programs/trace_fpcoll.f90: MPIX_Bcast_init (10 integers from
+    rank 0) and MPIX_Allreduce_init (4 integers) started together ITERS
+    times, MPIX_Barrier_init started alone."""
+    exe = tmp_path / "trace_fpcoll"
+    proc = subprocess.run(["mpif90.openmpi", "-O1", "-o", str(exe),
+                           str(PROGRAMS / "trace_fpcoll.f90")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "trace"
+    run = run_tiers("trace", "--out", str(folder), "--", *TOOLS[1], "-n", str(n), str(exe),
+                    timeout=240)
+    assert run.returncode == 0, run.stderr          # the program checked its results
+    doc = json.loads((folder / "summary.json").read_text())
+    for r in doc["samples"]["ranks"]:
+        f = {k: (v["calls"], v["bytes"]) for k, v in r["functions"].items()}
+        for name in ("Bcast", "Allreduce", "Barrier"):
+            assert f[f"MPI_{name}_init"] == (1, 0), name
+        assert f["MPI_Startall"] == (ITERS, ITERS * (40 + 2 * 16))
+        assert f["MPI_Start"] == (ITERS, 0)
+        assert f["MPI_Request_free"] == (3, 0)
+    assert doc["summary"]["coll_bytes"] == n * ITERS * (40 + 2 * 16)

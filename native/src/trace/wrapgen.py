@@ -70,7 +70,7 @@ def coll_expr(expr: str, comm: str) -> str:
 
 
 def coll_code(o: dict, pre: list, post: list, nonblocking: bool = False,
-              persistent: bool = False) -> None:
+              persistent: bool = False, req: str = "*request") -> None:
     """Append the code a collective's wrapper runs before and after the
     call (C and Fortran 2008 alike: both have the C communicator in
     `comm`): begin, the bytes sent and received, end with the root.  A
@@ -93,7 +93,7 @@ def coll_code(o: dict, pre: list, post: list, nonblocking: bool = False,
     root_c = root if root != '-' else 'OTF2_UNDEFINED_UINT32'
     if persistent:
         post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_{o['op']}, "
-                    f"{comm}, {root_c}, tiers_sent_, tiers_recv_, *request);")
+                    f"{comm}, {root_c}, tiers_sent_, tiers_recv_, {req});")
         return
     end = "tiers_trace_icoll_end" if nonblocking else "tiers_trace_coll_end"
     post.append(f"  {end}(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "
@@ -108,7 +108,7 @@ def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -
     if kind == "icoll":
         coll_code(o, pre, post, nonblocking=True)
     elif kind == "pcoll":
-        coll_code(o, pre, post, persistent=True)
+        coll_code(o, pre, post, persistent=True, req=req)
     elif kind in ("send_init", "recv_init"):
         peer = "source" if kind == "recv_init" else "dest"
         post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_persist_init("
@@ -506,6 +506,40 @@ def fbody(e: dict, fid: str) -> str:
     return "\n".join(lines)
 
 
+def generate_fortran_pcoll(entries: list[dict]) -> list[str]:
+    """Return Open MPI's Fortran persistent collectives: mpix_barrier_init_
+    (mpif.h, `use mpi` with `use mpi_ext`) calls PMPIX_Barrier_init in C, and
+    mpix_barrier_init_f08_ (`use mpi_f08_ext`) goes the same way, so the
+    tracer has entry points of its own for them, recorded under the MPI-4
+    name; they call the binding's pmpix_barrier_init_."""
+    out = ["", "#if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)"]
+    for e in entries:
+        name = e["name"]
+        fps = fparams(e["params"])
+        low, up = f"mpix_{name.lower()}", f"MPIX_{name.upper()}"
+        code = fbody(e, f"TIERS_FN_{name}").replace(f'"pmpi_{name.lower()}"',
+                                                    f'"pmpix_{name.lower()}"')
+        out.append("")
+        out.append(f"typedef void (*tiers_ft_{name})({', '.join(t.strip() for t, _ in fps)});")
+        out.append(f"TIERS_EXPORT void {low}_({fdecl(fps)});")
+        for m in FORTRAN_MANGLINGS:
+            out.append(f"TIERS_EXPORT void {m.format(l=low, u=up)}({fdecl(fps)}) "
+                       f"__attribute__((alias(\"{low}_\")));")
+        out.append(f"void {low}_({fdecl(fps)})")
+        out.append("{")
+        out.append(code)
+        out.append("}")
+        out.append(f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});")
+        out.append(f"void {low}_f08_({fdecl(fps)})")
+        out.append("{")
+        out.append("  MPI_Fint tiers_ierr_;")
+        fargs = ["ierr ? ierr : &tiers_ierr_" if n == "ierr" else n for _, n in fps]
+        out.append(f"  {low}_({', '.join(fargs)});")
+        out.append("}")
+    out.append("#endif /* OMPI_HAVE_MPI_EXT_PCOLLREQ */")
+    return out
+
+
 def generate_fortran(entries: list[dict]) -> list[str]:
     """Return the lines of the Fortran entry points (appended to wrappers.c)."""
     out = ["", "/* ------------------------------------------------------------------ */",
@@ -513,6 +547,7 @@ def generate_fortran(entries: list[dict]) -> list[str]:
            *fortran_guard(), "#if TIERS_FORTRAN_ENTRIES == 1"]
     # nofortran=1: left to the Fortran library (an array of strings, or a
     # handle the Fortran side writes later)
+    pcoll = [e for e in entries if e["kind"] == "pcoll"]
     entries = [e for e in entries if e["opts"].get("nofortran") != "1" and e["kind"] != "pcoll"]
     for e in entries:
         name = e["name"]
@@ -544,6 +579,7 @@ def generate_fortran(entries: list[dict]) -> list[str]:
     # ones' arguments too (mpi_comm_set_name_f08_(comm, name, ierror,
     # name_len), checked with objdump on libmpichfort.so) and call PMPI_ in
     # C; MPI_Comm_spawn's (an array of strings) is left to MPICH
+    out += generate_fortran_pcoll(pcoll)
     out += generate_mpich_f08([e for e in entries if e["kind"] != "spawn"])
     out.append("#endif /* TIERS_FORTRAN_ENTRIES */")
     return out

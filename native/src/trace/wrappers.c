@@ -6564,6 +6564,621 @@ void mpi_comm_get_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_res
   MPI_Fint tiers_ierr_;
   mpi_comm_get_name_(f_comm, f_comm_name, f_resultlen, ierr ? ierr : &tiers_ierr_, f_comm_name_len);
 }
+
+#if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
+
+typedef void (*tiers_ft_Barrier_init)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_barrier_init_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_barrier_init__(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_barrier_init_")));
+TIERS_EXPORT void mpix_barrier_init(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_barrier_init_")));
+TIERS_EXPORT void MPIX_BARRIER_INIT(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_barrier_init_")));
+void mpix_barrier_init_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Barrier_init tiers_real_ = (tiers_ft_Barrier_init)tiers_trace_freal(&tiers_slot_, "pmpix_barrier_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Barrier_init, __builtin_return_address(0))) {
+    tiers_real_(f_comm, f_info, f_request, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  uint64_t tiers_sent_ = 0;
+  uint64_t tiers_recv_ = 0;
+  tiers_real_(f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_BARRIER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Barrier_init);
+}
+TIERS_EXPORT void mpix_barrier_init_f08_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_barrier_init_f08_(MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_barrier_init_(f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Bcast_init)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_bcast_init_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_bcast_init__(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_bcast_init_")));
+TIERS_EXPORT void mpix_bcast_init(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_bcast_init_")));
+TIERS_EXPORT void MPIX_BCAST_INIT(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_bcast_init_")));
+void mpix_bcast_init_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Bcast_init tiers_real_ = (tiers_ft_Bcast_init)tiers_trace_freal(&tiers_slot_, "pmpix_bcast_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Bcast_init, __builtin_return_address(0))) {
+    tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  uint64_t tiers_recv_ = (tiers_me_!=root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  tiers_real_(f_buffer, f_count, f_datatype, f_root, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_BCAST, comm, root, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Bcast_init);
+}
+TIERS_EXPORT void mpix_bcast_init_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_bcast_init_f08_(void *f_buffer, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_bcast_init_(f_buffer, f_count, f_datatype, f_root, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Reduce_init)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_reduce_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_reduce_init__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_reduce_init_")));
+TIERS_EXPORT void mpix_reduce_init(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_reduce_init_")));
+TIERS_EXPORT void MPIX_REDUCE_INIT(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_reduce_init_")));
+void mpix_reduce_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Reduce_init tiers_real_ = (tiers_ft_Reduce_init)tiers_trace_freal(&tiers_slot_, "pmpix_reduce_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Reduce_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE, comm, root, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Reduce_init);
+}
+TIERS_EXPORT void mpix_reduce_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_reduce_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_reduce_init_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_root, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Allreduce_init)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_allreduce_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_allreduce_init__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_allreduce_init_")));
+TIERS_EXPORT void mpix_allreduce_init(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_allreduce_init_")));
+TIERS_EXPORT void MPIX_ALLREDUCE_INIT(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_allreduce_init_")));
+void mpix_allreduce_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Allreduce_init tiers_real_ = (tiers_ft_Allreduce_init)tiers_trace_freal(&tiers_slot_, "pmpix_allreduce_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Allreduce_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLREDUCE, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Allreduce_init);
+}
+TIERS_EXPORT void mpix_allreduce_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_allreduce_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_allreduce_init_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Scan_init)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_scan_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_scan_init__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_scan_init_")));
+TIERS_EXPORT void mpix_scan_init(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_scan_init_")));
+TIERS_EXPORT void MPIX_SCAN_INIT(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_scan_init_")));
+void mpix_scan_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Scan_init tiers_real_ = (tiers_ft_Scan_init)tiers_trace_freal(&tiers_slot_, "pmpix_scan_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Scan_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_SCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Scan_init);
+}
+TIERS_EXPORT void mpix_scan_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_scan_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_scan_init_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Exscan_init)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_exscan_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_exscan_init__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_exscan_init_")));
+TIERS_EXPORT void mpix_exscan_init(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_exscan_init_")));
+TIERS_EXPORT void MPIX_EXSCAN_INIT(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_exscan_init_")));
+void mpix_exscan_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Exscan_init tiers_real_ = (tiers_ft_Exscan_init)tiers_trace_freal(&tiers_slot_, "pmpix_exscan_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Exscan_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_>0?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_EXSCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Exscan_init);
+}
+TIERS_EXPORT void mpix_exscan_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_exscan_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_exscan_init_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Gather_init)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_gather_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_gather_init__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_gather_init_")));
+TIERS_EXPORT void mpix_gather_init(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_gather_init_")));
+TIERS_EXPORT void MPIX_GATHER_INIT(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_gather_init_")));
+void mpix_gather_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Gather_init tiers_real_ = (tiers_ft_Gather_init)tiers_trace_freal(&tiers_slot_, "pmpix_gather_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Gather_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):0);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_GATHER, comm, root, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Gather_init);
+}
+TIERS_EXPORT void mpix_gather_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_gather_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_gather_init_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Gatherv_init)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_gatherv_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_gatherv_init__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_gatherv_init_")));
+TIERS_EXPORT void mpix_gatherv_init(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_gatherv_init_")));
+TIERS_EXPORT void MPIX_GATHERV_INIT(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_gatherv_init_")));
+void mpix_gatherv_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Gatherv_init tiers_real_ = (tiers_ft_Gatherv_init)tiers_trace_freal(&tiers_slot_, "pmpix_gatherv_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Gatherv_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (tiers_me_==root?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):0);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_GATHERV, comm, root, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Gatherv_init);
+}
+TIERS_EXPORT void mpix_gatherv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_gatherv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_gatherv_init_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_root, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Scatter_init)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_scatter_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_scatter_init__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_scatter_init_")));
+TIERS_EXPORT void mpix_scatter_init(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_scatter_init_")));
+TIERS_EXPORT void MPIX_SCATTER_INIT(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_scatter_init_")));
+void mpix_scatter_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Scatter_init tiers_real_ = (tiers_ft_Scatter_init)tiers_trace_freal(&tiers_slot_, "pmpix_scatter_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Scatter_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const void *recvbuf = tiers_trace_fbuf(f_recvbuf);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcount*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_SCATTER, comm, root, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Scatter_init);
+}
+TIERS_EXPORT void mpix_scatter_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_scatter_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_scatter_init_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Scatterv_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_scatterv_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_scatterv_init__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_scatterv_init_")));
+TIERS_EXPORT void mpix_scatterv_init(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_scatterv_init_")));
+TIERS_EXPORT void MPIX_SCATTERV_INIT(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_scatterv_init_")));
+void mpix_scatterv_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Scatterv_init tiers_real_ = (tiers_ft_Scatterv_init)tiers_trace_freal(&tiers_slot_, "pmpix_scatterv_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Scatterv_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const int *sendcounts = (const int *)f_sendcounts;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const void *recvbuf = tiers_trace_fbuf(f_recvbuf);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  int root = (int)*f_root;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (tiers_me_==root?tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype):0);
+  uint64_t tiers_recv_ = (recvbuf==MPI_IN_PLACE?(uint64_t)sendcounts[tiers_me_]*tiers_trace_type_size(sendtype):(uint64_t)recvcount*tiers_trace_type_size(recvtype));
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_SCATTERV, comm, root, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Scatterv_init);
+}
+TIERS_EXPORT void mpix_scatterv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_scatterv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_displs, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_scatterv_init_(f_sendbuf, f_sendcounts, f_displs, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_root, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Allgather_init)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_allgather_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_allgather_init__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_allgather_init_")));
+TIERS_EXPORT void mpix_allgather_init(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_allgather_init_")));
+TIERS_EXPORT void MPIX_ALLGATHER_INIT(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_allgather_init_")));
+void mpix_allgather_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Allgather_init tiers_real_ = (tiers_ft_Allgather_init)tiers_trace_freal(&tiers_slot_, "pmpix_allgather_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Allgather_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcount*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Allgather_init);
+}
+TIERS_EXPORT void mpix_allgather_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_allgather_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_allgather_init_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Allgatherv_init)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_allgatherv_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_allgatherv_init__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_allgatherv_init_")));
+TIERS_EXPORT void mpix_allgatherv_init(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_allgatherv_init_")));
+TIERS_EXPORT void MPIX_ALLGATHERV_INIT(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_allgatherv_init_")));
+void mpix_allgatherv_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Allgatherv_init tiers_real_ = (tiers_ft_Allgatherv_init)tiers_trace_freal(&tiers_slot_, "pmpix_allgatherv_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Allgatherv_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(recvtype):(uint64_t)sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Allgatherv_init);
+}
+TIERS_EXPORT void mpix_allgatherv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_allgatherv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_allgatherv_init_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Alltoall_init)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_alltoall_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_alltoall_init__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_alltoall_init_")));
+TIERS_EXPORT void mpix_alltoall_init(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_alltoall_init_")));
+TIERS_EXPORT void MPIX_ALLTOALL_INIT(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_alltoall_init_")));
+void mpix_alltoall_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Alltoall_init tiers_real_ = (tiers_ft_Alltoall_init)tiers_trace_freal(&tiers_slot_, "pmpix_alltoall_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Alltoall_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?(uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype):(uint64_t)tiers_np_*sendcount*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(recvtype);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Alltoall_init);
+}
+TIERS_EXPORT void mpix_alltoall_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_alltoall_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_alltoall_init_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Alltoallv_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_alltoallv_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_alltoallv_init__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_alltoallv_init_")));
+TIERS_EXPORT void mpix_alltoallv_init(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_alltoallv_init_")));
+TIERS_EXPORT void MPIX_ALLTOALLV_INIT(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_alltoallv_init_")));
+void mpix_alltoallv_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Alltoallv_init tiers_real_ = (tiers_ft_Alltoallv_init)tiers_trace_freal(&tiers_slot_, "pmpix_alltoallv_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Alltoallv_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  const int *sendcounts = (const int *)f_sendcounts;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype):tiers_trace_sum(sendcounts, comm)*tiers_trace_type_size(sendtype));
+  uint64_t tiers_recv_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(recvtype);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Alltoallv_init);
+}
+TIERS_EXPORT void mpix_alltoallv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_alltoallv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_alltoallv_init_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Reduce_scatter_init)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_reduce_scatter_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_reduce_scatter_init__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_reduce_scatter_init_")));
+TIERS_EXPORT void mpix_reduce_scatter_init(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_reduce_scatter_init_")));
+TIERS_EXPORT void MPIX_REDUCE_SCATTER_INIT(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_reduce_scatter_init_")));
+void mpix_reduce_scatter_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Reduce_scatter_init tiers_real_ = (tiers_ft_Reduce_scatter_init)tiers_trace_freal(&tiers_slot_, "pmpix_reduce_scatter_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = tiers_trace_sum(recvcounts, comm)*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcounts[tiers_me_]*tiers_trace_type_size(datatype);
+  (void)tiers_np_;
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE_SCATTER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Reduce_scatter_init);
+}
+TIERS_EXPORT void mpix_reduce_scatter_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_reduce_scatter_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_reduce_scatter_init_(f_sendbuf, f_recvbuf, f_recvcounts, f_datatype, f_op, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Reduce_scatter_block_init)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_reduce_scatter_block_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_reduce_scatter_block_init__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_reduce_scatter_block_init_")));
+TIERS_EXPORT void mpix_reduce_scatter_block_init(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_reduce_scatter_block_init_")));
+TIERS_EXPORT void MPIX_REDUCE_SCATTER_BLOCK_INIT(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_reduce_scatter_block_init_")));
+void mpix_reduce_scatter_block_init_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Reduce_scatter_block_init tiers_real_ = (tiers_ft_Reduce_scatter_block_init)tiers_trace_freal(&tiers_slot_, "pmpix_reduce_scatter_block_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Reduce_scatter_block_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  int tiers_np_ = tiers_trace_comm_size(comm);
+  uint64_t tiers_sent_ = (uint64_t)tiers_np_*recvcount*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)recvcount*tiers_trace_type_size(datatype);
+  tiers_real_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Reduce_scatter_block_init);
+}
+TIERS_EXPORT void mpix_reduce_scatter_block_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_reduce_scatter_block_init_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_reduce_scatter_block_init_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+#endif /* OMPI_HAVE_MPI_EXT_PCOLLREQ */
 #elif TIERS_FORTRAN_ENTRIES == 2
 /* the mpi_f08 module's MPI_STATUS(ES)_IGNORE become mpif.h's (MPI-4 names) */
 static MPI_Fint *tiers_f08_status_(MPI_Fint *st, int many)
