@@ -103,10 +103,15 @@ typedef struct tiers_mbc_options {
   int request_slots;       /**< entries of each send-request FIFO; default 64, at least 4 */
   size_t direct_min_bytes; /**< messages at least this long go by direct
                                 remote write when the receiver asked for
-                                them; shorter answers to a send request go
-                                through the FIFO (a copy is cheaper than a
-                                system call), and receives with less room
-                                than this send no request; default 16384 */
+                                them, and unasked ones to a process of the
+                                node are left in the send buffer for the
+                                receiver to copy (single-copy rendezvous;
+                                $TIERS_MBC_SINGLE_COPY=0 turns it off,
+                                $TIERS_MBC_SINGLE_COPY_MIN moves it); shorter
+                                answers to a send request go through the
+                                FIFO (a copy is cheaper than a system call),
+                                and receives with less room than this send
+                                no request; default 16384 */
   double timeout_s;        /**< time limit of every wait, in seconds; 0: no
                                 limit (a wait still ends when a process it
                                 waits on has exited); default 0, or
