@@ -57,21 +57,22 @@ static int count_of(MPI_Status *st)
   return n;
 }
 
-/* ping-pong at every size around the one-line (32 B) and two-slot (63 B)
- * limits: data, source, tag and count */
+/* ping-pong at every size up to 70 B (one FIFO line holds 32) and around
+ * the fast send's largest (4 KiB): data, source, tag and count */
 static void test_sizes(void)
 {
-  unsigned char s[80], r[80];
-  for (int n = 0; n <= 70; n++) {
-    int tag = 100 + n;
+  enum { CAP = 4200 };
+  static unsigned char s[CAP], r[CAP];
+  for (int k = 0; k <= 73; k++) {
+    int n = k <= 70 ? k : k == 71 ? 1024 : k == 72 ? 4096 : 4097, tag = 100 + k;
     fill(s, (size_t)n, rank, tag);
     memset(r, 0xee, sizeof r);
     MPI_Status st;
     if (even) {
       send(s, n, tag);
-      MPI_Recv(r, 80, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
+      MPI_Recv(r, CAP, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
     } else {
-      MPI_Recv(r, 80, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
+      MPI_Recv(r, CAP, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
       send(s, n, tag);
     }
     CHECK(same(r, (size_t)n, peer, tag) && r[n] == 0xee, "data of %d bytes", n);

@@ -31,17 +31,17 @@
 
 #include "mbcmpi.h"
 
-/* Largest message of the fast send: below the smallest single-copy
- * threshold (64 B), so that a message the general path would leave in the
- * sender's buffer (MBC_E_READ) never goes this way; two FIFO slots. */
-#define FAST_SEND_MAX 63
+/* Largest message of the fast send (it must also be shorter than the
+ * single-copy threshold: longer ones stay in the sender's buffer,
+ * MBC_E_READ, on the general path). */
+#define FAST_SEND_MAX 4096
 
 int mbcmpi_fast_send(tiers_mbc_t m, const void *buf, size_t bytes, int dest, int tag)
 {
   struct peer *p = &m->peers[dest];
   struct mbc_transport *t = p->tp;
-  if (bytes > FAST_SEND_MAX || p->sq_head || m->fifo_first_left > 0 || m->fatal ||
-      t->put != shm_put)
+  if (bytes > FAST_SEND_MAX || bytes >= m->read_min || p->sq_head || m->fifo_first_left > 0 ||
+      m->fatal || t->put != shm_put)
     return 0;
   /* the send requests this destination sent me come first (they may ask
    * for this very message); an empty request FIFO is one load of a line

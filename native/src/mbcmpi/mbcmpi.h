@@ -101,7 +101,8 @@ int mbcmpi_wait_real(MPI_Request *req, MPI_Status *status);
  * state.  Neither waits for anything beyond `spin` polls, neither fails:
  * 0 means "take the general path" (tiers_mbc_isend / tiers_mbc_irecv),
  * which then does the same the long way.
- *  - mbcmpi_fast_send: a message of up to 63 bytes to dest (valid rank,
+ *  - mbcmpi_fast_send: a message of up to 4 KiB (and below the
+ *    single-copy threshold) to dest (valid rank,
  *    tag >= 0, buf valid for `bytes`) written into the FIFO at once, when
  *    no send to dest is queued and no send request of dest waits; 1: sent
  *    and complete.  It does not call mbc_sent_hook: the caller counts it
