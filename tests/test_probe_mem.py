@@ -352,3 +352,21 @@ def test_auto_stores_report_each_kernels_faster_variant(tmp_path):
     rows = doc["summary"]["rows"]
     assert all(row["mean_rate_mbps"] is not None for row in rows)
     assert {row["variant"] for row in rows if row["kernel"] == "triad"} <= {"regular", "nt"}
+
+
+def test_slices_follow_huge_pages_when_every_thread_gets_eight(tmp_path):
+    # 4 MiB arrays are two huge pages: 4 KiB slices; 64 MiB are 32: 2 MiB
+    # slices at 1 and 2 threads (8 or more each), 4 KiB at 8 threads
+    for size, want in (("4M", {1: 4096, 2: 4096}), ("64M", {1: 2 << 20, 2: 2 << 20, 8: 4096})):
+        doc = _doc(tmp_path, "--threads", ",".join(map(str, want)), "--pin", "none",
+                   "--placement", "first-touch", "--kernels", "copy,read", "--size", size,
+                   "--ntimes", "2")
+        p = doc["params"]
+        assert p["array_alignment_bytes"] == 2 << 20
+        assert p["huge_pages"] in ("advised", "unavailable")
+        got = {cfg["threads"]: cfg["slice_unit_bytes"] for cfg in doc["samples"]}
+        assert got == want
+        for cfg in doc["samples"]:
+            assert cfg["validation"]["passed"] is True
+            hp = cfg["huge_page_bytes"]
+            assert hp is None or (isinstance(hp, int) and hp >= 0)

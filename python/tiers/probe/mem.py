@@ -5,8 +5,10 @@ add, triad, counted as STREAM counts them: 16, 16, 24, 24 bytes per element)
 and the read-only sum, write-only fill and ``memcpy`` of the COMPaS paper
 for every combination of thread count, pinning policy (``none``,
 ``compact``, ``scatter``) and data placement (``first-touch`` by each thread,
-or ``master`` initialisation by thread 0).  Each kernel runs ``ntimes``
-times; the first run is dropped; the best rate is bytes / minimum time in
+or ``master`` initialisation by thread 0).  Each kernel runs its ``ntimes``
+repetitions back to back, as likwid-bench runs its iterations, on arrays
+2 MiB aligned and advised for transparent huge pages; the first run is
+dropped; the best rate is bytes / minimum time in
 MB/s (MB = 10**6 bytes), and the arrays are validated against the scalar
 recurrence as STREAM's checker does.
 
@@ -190,9 +192,16 @@ def render(doc: dict, console: Console) -> None:
                   f"{p['llc_total_bytes'] / 2**20:,.1f} MiB.")
     console.print(f"Each kernel ran {p['ntimes']} times, the first dropped; stores: "
                   f"{p['stores']} ({p['isa']} kernels); MB = 10^6 bytes."
-                  + (" auto: every repetition ran both regular and non-temporal stores; each "
-                     "kernel shows the variant (in brackets) with the shorter mean time."
-                     if p["stores"] == "auto" else ""))
+                  + (" auto: each kernel ran its repetitions with regular, then with "
+                     "non-temporal stores, and shows the variant (in brackets) with the shorter "
+                     "mean time." if p["stores"] == "auto" else ""))
+    if p.get("huge_pages"):
+        backed = [cfg.get("huge_page_bytes") for cfg in doc["samples"]]
+        known = [b for b in backed if b is not None]
+        console.print(f"Arrays {p['array_alignment_bytes'] // 2**20} MiB aligned, huge pages "
+                      f"{p['huge_pages']}" + (
+                          f"; backed by huge pages: {min(known) / 2**20:,.0f} MiB or more per "
+                          "configuration." if known else "."))
     if not p.get("size_meets_stream_rule", True):
         console.print("[yellow]Arrays are smaller than 4x the last-level caches: the rates "
                       "include cache bandwidth.[/yellow]")
