@@ -727,10 +727,14 @@ AVX512 static void gemv_n_avx512(long m, long ncol, const double *restrict A, lo
 AVX512 static inline void gemv_t_finish512(__m512d p, __m512d q, int conj, const double *alpha,
                                            const double *beta, double *yj)
 {
-  const __m512d alt = _mm512_setr_pd(1, -1, 1, -1, 1, -1, 1, -1);
-  double ps = _mm512_reduce_add_pd(p), pd = _mm512_reduce_add_pd(_mm512_mul_pd(p, alt));
-  double qs = _mm512_reduce_add_pd(q), qd = _mm512_reduce_add_pd(_mm512_mul_pd(q, alt));
-  double sr = conj ? ps : pd, si = conj ? qd : qs;
+  /* fold each register to [sum of its even lanes, sum of its odd lanes] */
+  __m256d p4 = _mm256_add_pd(_mm512_castpd512_pd256(p), _mm512_extractf64x4_pd(p, 1));
+  __m256d q4 = _mm256_add_pd(_mm512_castpd512_pd256(q), _mm512_extractf64x4_pd(q, 1));
+  __m128d p2 = _mm_add_pd(_mm256_castpd256_pd128(p4), _mm256_extractf128_pd(p4, 1));
+  __m128d q2 = _mm_add_pd(_mm256_castpd256_pd128(q4), _mm256_extractf128_pd(q4, 1));
+  double pe = _mm_cvtsd_f64(p2), po = _mm_cvtsd_f64(_mm_unpackhi_pd(p2, p2));
+  double qe = _mm_cvtsd_f64(q2), qo = _mm_cvtsd_f64(_mm_unpackhi_pd(q2, q2));
+  double sr = conj ? pe + po : pe - po, si = conj ? qe - qo : qe + qo;
   double yr = yj[0], yi = yj[1];
   yj[0] = alpha[0] * sr - alpha[1] * si + beta[0] * yr - beta[1] * yi;
   yj[1] = alpha[0] * si + alpha[1] * sr + beta[0] * yi + beta[1] * yr;
