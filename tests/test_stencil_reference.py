@@ -133,20 +133,38 @@ def _llc_bytes() -> int:
         return 0
 
 
+def _l1_bytes() -> int:
+    try:
+        out = subprocess.run(["getconf", "LEVEL1_DCACHE_SIZE"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        return int(out) if out.isdigit() else 0
+    except (OSError, subprocess.SubprocessError):
+        return 0
+
+
+def _stores(tmp_path, app, size):
+    out = tmp_path / f"{app}-{size}.json"
+    run = run_tiers("bench", app, "--ranks", "1", "--threads", "1", "--size", size,
+                    "--iters", "2", "--json", str(out), timeout=300,
+                    env={"TIERS_STENCIL_STORES": ""})
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(out.read_text())["samples"][0]["doc"]
+    assert doc["verification"]["passed"] is True
+    return doc["params"]["stores"]
+
+
 def test_grids_beyond_the_last_level_cache_get_non_temporal_stores(tmp_path):
-    llc = _llc_bytes()
-    if not 0 < llc <= 1 << 30:
-        pytest.skip(f"last-level cache size {llc} B unknown or too large for a test grid")
-    # two grids of (n + 2)^2 doubles just beyond the cache, and a small one
-    n = int(math.sqrt(1.1 * llc / 16)) + 2
-    kinds = {}
-    for size in (str(n), "64"):
-        out = tmp_path / f"l{size}.json"
-        run = run_tiers("bench", "laplace2d", "--ranks", "1", "--threads", "1", "--size", size,
-                        "--iters", "2", "--json", str(out), timeout=300,
-                        env={"TIERS_STENCIL_STORES": ""})
-        assert run.returncode == 0, run.stderr
-        doc = json.loads(out.read_text())["samples"][0]["doc"]
-        assert doc["verification"]["passed"] is True
-        kinds[size] = doc["params"]["stores"]
-    assert kinds == {str(n): "nt", "64": "regular"}
+    llc, l1 = _llc_bytes(), _l1_bytes()
+    if not (0 < llc <= 1 << 30 and l1 >= 8192):
+        pytest.skip(f"cache sizes unknown or too large for a test grid (L3 {llc}, L1 {l1})")
+    # jacobi3d: two grids of (n + 2)^3 doubles just beyond the cache, rows
+    # far below a quarter of L1: non-temporal; a small grid: regular
+    n = int((1.1 * llc / 16) ** (1 / 3)) + 2
+    assert 8 * n <= l1 // 4
+    assert _stores(tmp_path, "jacobi3d", str(n)) == "nt"
+    assert _stores(tmp_path, "jacobi3d", "24") == "regular"
+    # laplace2d beyond the cache with rows longer than a quarter of L1: a row
+    # buffer would push the rows the stencil reads out of L1, so regular
+    m = int(math.sqrt(1.1 * llc / 16)) + 2
+    if 8 * m > l1 // 4:
+        assert _stores(tmp_path, "laplace2d", str(m)) == "regular"

@@ -490,7 +490,7 @@ void app_grid_free(double *x, size_t n)
     munmap(x, grid_bytes(n));
 }
 
-int app_stencil_nt(size_t bytes)
+int app_stencil_nt(size_t bytes, size_t row_bytes)
 {
   const char *force = getenv("TIERS_STENCIL_STORES");
   int local = 1;
@@ -504,11 +504,13 @@ int app_stencil_nt(size_t bytes)
     return 1;
   if (force && strcmp(force, "regular") == 0)
     return 0;
-  long llc = 0;
-#ifdef _SC_LEVEL3_CACHE_SIZE
+  long llc = 0, l1 = 0;
+#if defined(_SC_LEVEL3_CACHE_SIZE) && defined(_SC_LEVEL1_DCACHE_SIZE)
   llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
 #endif
-  return llc > 0 && (double)bytes * local > (double)llc;
+  return llc > 0 && l1 > 0 && (double)bytes * local > (double)llc &&
+         row_bytes <= (size_t)l1 / 4;
 }
 
 #if defined(__x86_64__)

@@ -157,13 +157,16 @@ int app_parse_triple(const char *text, long *out, int max);
 double *app_grid_alloc(size_t n);
 void app_grid_free(double *x, size_t n);
 
-/* 1 when a stencil's sweeps should write with non-temporal stores: when the
- * grids of all this node's processes (@p bytes each) exceed the last-level
- * cache, so that the written grid would not stay in cache anyway and the
- * read-for-ownership of every written line is traffic saved.  The
- * environment variable TIERS_STENCIL_STORES=nt|regular overrides it.
- * Collective over MPI_COMM_WORLD. */
-int app_stencil_nt(size_t bytes);
+/* 1 when a stencil's sweeps should write with non-temporal stores through
+ * a row buffer of @p row_bytes: when the grids of all this node's processes
+ * (@p bytes each) exceed the last-level cache, so that the written grid
+ * would not stay in cache anyway and the read-for-ownership of every
+ * written line is traffic saved, and the row buffer takes at most a
+ * quarter of the L1 data cache (a larger one would push the rows the
+ * stencil reads out of L1).  The environment variable
+ * TIERS_STENCIL_STORES=nt|regular overrides it.  Collective over
+ * MPI_COMM_WORLD. */
+int app_stencil_nt(size_t bytes, size_t row_bytes);
 
 /* Copies n doubles from @p src (a row just computed, in L1) to @p dst with
  * non-temporal stores where the CPU has them (AVX-512F, AVX2, SSE2).  Call

@@ -43,8 +43,8 @@
  * (written): 16 bytes per update as STREAM counts.  The grids are 2 MiB
  * aligned and advised for transparent huge pages (fewer TLB misses on the
  * seven streams of the update).  When the grids exceed the last-level cache
- * (app_stencil_nt) each row is computed into a row buffer and copied to u'
- * with non-temporal stores, which saves the read-for-ownership of every
+ * and a row fits in a quarter of L1 (app_stencil_nt) each row is computed
+ * into a row buffer and copied to u' with non-temporal stores, which saves the read-for-ownership of every
  * written line: 16 bytes per update move instead of 24.  params.stores
  * says which.
  *
@@ -364,7 +364,7 @@ int main(int argc, char **argv)
   R.iters = iters;
   R.overlap = app.opts.overlap;
   size_t n = (size_t)(R.g.sxy * (R.g.nz + 2));
-  R.nt = app_stencil_nt(2 * n * sizeof(double));
+  R.nt = app_stencil_nt(2 * n * sizeof(double), (size_t)R.g.nx * sizeof(double));
   R.u = app_grid_alloc(n);
   R.un = app_grid_alloc(n);
   app_check(&app, !R.u || !R.un || source_tables(&R.src, d.local, d.lo, R.h) != 0,

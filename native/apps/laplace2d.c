@@ -28,8 +28,8 @@
  * A sweep streams u (read) and u' (written), 16 bytes per update as STREAM
  * counts; the grids are 2 MiB aligned and advised for transparent huge
  * pages (app_grid_alloc).  When the grids exceed the last-level cache
- * (app_stencil_nt) each row is computed into a row buffer and copied to u'
- * with non-temporal stores, saving the read-for-ownership of every written
+ * and a row fits in a quarter of L1 (app_stencil_nt) each row is computed
+ * into a row buffer and copied to u' with non-temporal stores, saving the read-for-ownership of every written
  * line (16 bytes per update instead of 24); params.stores says which.
  *
  * Output: the tiers.app/1 document of hybrid_app.h; "result" holds
@@ -233,7 +233,7 @@ int main(int argc, char **argv)
   R.iters = iters;
   R.overlap = app.opts.overlap;
   size_t n = (size_t)(R.g.sx * (R.g.ny + 2));
-  R.nt = app_stencil_nt(2 * n * sizeof(double));
+  R.nt = app_stencil_nt(2 * n * sizeof(double), (size_t)R.g.nx * sizeof(double));
   R.u = app_grid_alloc(n);
   R.un = app_grid_alloc(n);
   app_check(&app, !R.u || !R.un, "cannot allocate %zu points", n);
