@@ -5,13 +5,14 @@
  * For every configuration (threads x pin x placement) the tool allocates
  * three arrays a, b, c of --size bytes each, initialises them (each thread
  * its own slice for first-touch, thread 0 alone for master), then runs
- * --ntimes repetitions of the selected kernels in STREAM's order
- * (copy, scale, add, triad, then read, write, memcpy).  Each kernel is timed
- * by thread 0 from before any thread starts (the clock is read between two
- * barriers) to after all have finished; the first repetition is dropped; the
+ * the selected kernels in STREAM's order (copy, scale, add, triad, then
+ * read, write, memcpy), each one --ntimes repetitions back to back as
+ * likwid-bench runs its iterations.  Each repetition is timed by thread 0
+ * from before any thread starts (the clock is read between two barriers)
+ * to after all have finished; the first repetition is dropped; the
  * best rate is bytes / minimum time with STREAM's byte counts (16, 16, 24,
  * 24 B per element; 8 for read and write, 16 for memcpy), in MB/s where
- * MB = 10^6 B.  Afterwards the scalar recurrence is replayed and every
+ * MB = 10^6 B.  Afterwards the kernels are replayed on scalars and every
  * array's average is checked against it (STREAM's checkSTREAMresults), and
  * every repetition's sum from the read kernel against n times the expected
  * value.
@@ -408,7 +409,8 @@ static void slice(size_t n, int t, int nthreads, size_t *lo, size_t *hi)
  * huge pages (MADV_HUGEPAGE): with 4 KiB pages a streaming kernel takes a
  * TLB miss every 64 cache lines, and a guest's nested page walks make
  * those dear.  The advice is best effort; params.huge_pages says whether
- * it was taken, and each configuration how many bytes huge pages back.
+ * the kernel takes it, and each configuration how many bytes huge pages
+ * back.
  */
 struct array_map {
   void *base;
