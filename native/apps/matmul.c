@@ -321,6 +321,26 @@ __attribute__((target("avx512f"))) static void pack_a12(long kc, const double *A
       out[p * 12 + i] = A[i * lda + p];
 }
 
+/* One whole 16-column micro-panel of a column-major B (element (k, j) at
+ * B[k + j*ldb]), depth [0, kc): two 8 x 8 transposes per 8 steps. */
+__attribute__((target("avx512f"))) static void pack_b16_cm(long kc, const double *B, long ldb,
+                                                           double *out)
+{
+  long p = 0;
+  for (; p + 8 <= kc; p += 8)
+    for (int h = 0; h < 2; h++) {
+      __m512d r[8], t[8];
+      for (int j = 0; j < 8; j++)
+        r[j] = _mm512_loadu_pd(B + (h * 8 + j) * ldb + p);
+      transpose8(r, t);
+      for (int q = 0; q < 8; q++)
+        _mm512_storeu_pd(out + (p + q) * 16 + h * 8, t[q]);
+    }
+  for (; p < kc; p++)
+    for (int j = 0; j < 16; j++)
+      out[p * 16 + j] = B[j * ldb + p];
+}
+
 /* Packs rows [0, mc) x depth [0, kc) of A (row-major, lda) into
  * micro-panels of mr rows: panel r, step p holds A(r*mr + i, p), i < mr,
  * zero past mc. */
@@ -355,6 +375,11 @@ static void pack_b(const kernel_t *K, long kc, long nc, const double *B, long rs
     if (cs == 1 && cols == 16 && nr == 16) { /* rows of B: 16 contiguous doubles */
       for (long p = 0; p < kc; p++, out += 16)
         memcpy(out, B + p * rs + c0, 16 * sizeof(double));
+      continue;
+    }
+    if (rs == 1 && cols == 16 && K->full == ukernel_avx512) { /* column-major (bcast) */
+      pack_b16_cm(kc, B + c0 * cs, cs, out);
+      out += 16 * kc;
       continue;
     }
     for (long p = 0; p < kc; p++) {
