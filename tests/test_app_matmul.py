@@ -210,18 +210,21 @@ def test_vector_kernels_with_edge_blocks(simd, tile, ranks, threads):
     assert r["kernel"] == {"avx2": "avx2-fma", "avx512": "avx512"}[simd]
 
 
+@pytest.mark.parametrize("algo", ["tiled", "bcast"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_avx512_kernel_past_one_packed_block_of_b(threads):
+def test_avx512_kernel_past_one_packed_block_of_b(threads, algo):
     # N = 2052 > NC = 2048: a second block of B only 4 columns wide (narrower
     # than the 16-column tile, so its next-panel prefetch wraps to the
     # block's first panel), a last panel of depth 2052 - 5 * 384 = 132
     # (not a multiple of the 8 x 8 transposes that pack A) and, at 2
     # threads, 1026 rows each (1026 mod 12 = 6: an edge tile on every
-    # thread); every row, column and 64 entries are checked exactly
+    # thread); bcast packs its column-major chunks of B (64 columns, the
+    # last 4) by 8 x 8 transposes with the same ragged depth; every row,
+    # column and 64 entries are checked exactly
     if not {"avx2", "fma", "avx512f"} <= _cpu_flags():
         pytest.skip("this CPU cannot run the avx512 kernel")
     n = 2052
-    doc = _run(1, threads, "--size", str(n), "--algo", "tiled", "--simd", "avx512")
+    doc = _run(1, threads, "--size", str(n), "--algo", algo, "--simd", "avx512")
     _assert_verified(doc, n, 1)
-    assert doc["threads"] == threads
+    assert doc["threads"] == threads and doc["result"]["algo"] == algo
     assert (doc["result"]["mr"], doc["result"]["nr"]) == (12, 16)
