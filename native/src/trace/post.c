@@ -81,7 +81,8 @@ static const char *const stop_reasons[] = {NULL, "write error",
                                            "another rank stopped"};
 static const char *const policies[] = {"sync", "full", "off", "auto"};
 static const char *const xfer_kinds[] = {NULL, "put", "get", "accumulate", "get_accumulate",
-                                         "fetch_and_op", "compare_and_swap", "read", "write"};
+                                         "fetch_and_op", "compare_and_swap", "read", "write",
+                                         "neighbor"};
 static const char *const bucket_labels[NBUCKET] = {"0 B", "1-64 B", "65 B-1 KiB", "1-64 KiB",
                                                    "64 KiB-1 MiB", "> 1 MiB"};
 
@@ -414,6 +415,7 @@ typedef struct rank_s {
   imap_t rma_to;           /* target -> bytes */
   uint64_t rma_ops[9];
   uint64_t io_read_bytes, io_write_bytes, io_reads, io_writes, io_coll;
+  uint64_t nbr_bytes, nbr_msgs; /* neighbourhood collectives' blocks in the matrix */
   uint64_t coll_bytes;
   int64_t first_g, last_g;
   int have_time;
@@ -1267,12 +1269,20 @@ static int write_rank(rank_t *r) {
       uint32_t xflags = rd32(b + 8);
       nbytes = rd64(b + 16);
       if (ch) {
-        ch_head(ch, "i", what >= 1 && what <= 8 ? xfer_kinds[what] : "transfer",
-                what == 7 || what == 8 ? "io" : "rma", r->rank, th, ts);
+        ch_head(ch, "i", what >= 1 && what <= 9 ? xfer_kinds[what] : "transfer",
+                what == 7 || what == 8 ? "io" : what == 9 ? "coll" : "rma", r->rank, th, ts);
         fprintf(ch, ", \"s\": \"t\", \"args\": {\"target\": %d, \"bytes\": %" PRIu64
                     ", \"collective\": %s}}", target, nbytes, xflags & 1 ? "true" : "false");
       }
-      if (what == 7 || what == 8) {
+      if (what == 9) { /* a neighbourhood collective's block to one destination */
+        if (target >= 0 && target < g_n) {
+          g_mbytes[(size_t)r->rank * g_n + target] += nbytes;
+          g_mmsgs[(size_t)r->rank * g_n + target] += 1;
+          r->nbr_bytes += nbytes;
+          r->nbr_msgs++;
+        }
+        nbytes = 0; /* the function's bytes are the collective's, counted at COLL_END */
+      } else if (what == 7 || what == 8) {
         if (what == 7) { r->io_read_bytes += nbytes; r->io_reads++; }
         else { r->io_write_bytes += nbytes; r->io_writes++; }
         r->io_coll += xflags & 1;
@@ -2144,12 +2154,21 @@ int main(int argc, char **argv) {
     p2p_bytes += g_mbytes[k];
     p2p_msgs += g_mmsgs[k];
   }
-  for (int i = 0; i < g_nranks; i++) total_events += g_ranks[i].otf2_events;
+  uint64_t nbr_bytes = 0, nbr_msgs = 0; /* in the matrix, but collective bytes */
+  for (int i = 0; i < g_nranks; i++) {
+    total_events += g_ranks[i].otf2_events;
+    nbr_bytes += g_ranks[i].nbr_bytes;
+    nbr_msgs += g_ranks[i].nbr_msgs;
+  }
+  p2p_bytes -= nbr_bytes;
+  p2p_msgs -= nbr_msgs;
   fprintf(o, "{\"summary\": {\"ranks\": %d, \"events\": %" PRIu64 ", \"duration_s\": ", g_n,
           total_events);
   json_num(o, duration);
   fprintf(o, ", \"p2p_bytes\": %" PRIu64 ", \"p2p_messages\": %" PRIu64
-             ", \"coll_bytes\": %" PRIu64, p2p_bytes, p2p_msgs, coll_bytes);
+             ", \"coll_bytes\": %" PRIu64 ", \"neighbor_bytes\": %" PRIu64
+             ", \"neighbor_messages\": %" PRIu64,
+          p2p_bytes, p2p_msgs, coll_bytes, nbr_bytes, nbr_msgs);
   uint64_t rma_total = 0, io_r = 0, io_w = 0;
   for (int i = 0; i < g_nranks; i++) {
     rank_t *r = &g_ranks[i];

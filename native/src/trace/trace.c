@@ -1832,6 +1832,171 @@ void tiers_trace_spawn_refused(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* Alltoallw and the neighbourhood collectives */
+
+uint64_t tiers_trace_sumw(const int *counts, const MPI_Datatype *types, MPI_Comm comm)
+{
+  uint64_t s = 0;
+  int n = tiers_trace_comm_size(comm);
+  for (int i = 0; counts && types && i < n; i++)
+    if (counts[i] > 0)
+      s += (uint64_t)counts[i] * tiers_trace_type_size(types[i]);
+  return s;
+}
+
+/* The neighbours of a process topology communicator (comm ranks) in the
+ * order the neighbourhood collectives use them: the destinations (out = 1)
+ * or the sources (out = 0).  Cartesian: for each dimension the -1 then the
+ * +1 neighbour of MPI_Cart_shift (MPI_PROC_NULL at an open edge); graph:
+ * MPI_Graph_neighbors either way; distributed graph: its sources and
+ * destinations.  Returns the count (0 without a topology) and a malloc'd
+ * array in *nb (NULL when the count is 0 or on failure). */
+static int topo_neighbours(MPI_Comm comm, int out, int **nb)
+{
+  int kind = MPI_UNDEFINED, n = 0;
+  *nb = NULL;
+  if (PMPI_Topo_test(comm, &kind) != MPI_SUCCESS)
+    return 0;
+  if (kind == MPI_CART) {
+    int nd = 0;
+    PMPI_Cartdim_get(comm, &nd);
+    if (nd <= 0 || !(*nb = malloc(sizeof(int) * 2 * (size_t)nd)))
+      return 0;
+    for (int d = 0; d < nd; d++)
+      PMPI_Cart_shift(comm, d, 1, &(*nb)[2 * d], &(*nb)[2 * d + 1]);
+    return 2 * nd;
+  }
+  if (kind == MPI_GRAPH) {
+    int me = 0;
+    PMPI_Comm_rank(comm, &me);
+    PMPI_Graph_neighbors_count(comm, me, &n);
+    if (n <= 0 || !(*nb = malloc(sizeof(int) * (size_t)n)))
+      return 0;
+    PMPI_Graph_neighbors(comm, me, n, *nb);
+    return n;
+  }
+  if (kind == MPI_DIST_GRAPH) {
+    int in = 0, outd = 0, weighted = 0;
+    PMPI_Dist_graph_neighbors_count(comm, &in, &outd, &weighted);
+    size_t m = (size_t)(in > 0 ? in : 0) + (size_t)(outd > 0 ? outd : 0) + 1;
+    int *all = malloc(sizeof(int) * 2 * m);
+    if (!all)
+      return 0;
+    int *src = all, *dst = all + (in > 0 ? in : 0), *w = all + m;
+    PMPI_Dist_graph_neighbors(comm, in, src, w, outd, dst, w + (in > 0 ? in : 0));
+    n = out ? outd : in;
+    if (n <= 0 || !(*nb = malloc(sizeof(int) * (size_t)n))) {
+      free(all);
+      return 0;
+    }
+    memcpy(*nb, out ? dst : src, sizeof(int) * (size_t)n);
+    free(all);
+    return n;
+  }
+  return 0;
+}
+
+/* Bytes of block j of a neighbourhood collective's buffer: count x type
+ * (allgather, alltoall), counts[j] x type (v forms) or counts[j] x
+ * types[j] (w forms) */
+static uint64_t nbr_block(int j, int count, MPI_Datatype type, const int *counts,
+                          const MPI_Datatype *types)
+{
+  int c = counts ? counts[j] : count;
+  if (c <= 0)
+    return 0;
+  return (uint64_t)c * tiers_trace_type_size(types ? types[j] : type);
+}
+
+uint64_t tiers_trace_nbr_bytes(MPI_Comm comm, int out, int count, MPI_Datatype type,
+                               const int *counts, const MPI_Datatype *types)
+{
+  int *nb;
+  int n = topo_neighbours(comm, out, &nb);
+  uint64_t s = 0;
+  for (int j = 0; j < n; j++)
+    if (nb[j] != MPI_PROC_NULL)
+      s += nbr_block(j, count, type, counts, types);
+  free(nb);
+  return s;
+}
+
+void tiers_trace_nbr_xfer(MPI_Comm comm, int count, MPI_Datatype type, const int *counts,
+                          const MPI_Datatype *types)
+{
+  if (T.depth != 1)
+    return;
+  int *nb;
+  int n = topo_neighbours(comm, 1, &nb);
+  if (n <= 0)
+    return;
+  int *world = malloc(sizeof(int) * (size_t)n);
+  MPI_Group g, wg;
+  if (world && PMPI_Comm_group(comm, &g) == MPI_SUCCESS) {
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    PMPI_Group_translate_ranks(g, n, nb, wg, world);
+    PMPI_Group_free(&wg);
+    PMPI_Group_free(&g);
+    for (int j = 0; j < n; j++)
+      if (nb[j] != MPI_PROC_NULL)
+        xfer(TIERS_XFER_NBR, world[j] == MPI_UNDEFINED ? -1 : world[j],
+             nbr_block(j, count, type, counts, types), 0);
+  }
+  free(world);
+  free(nb);
+}
+
+MPI_Datatype *tiers_trace_ftypes(const MPI_Fint *f, MPI_Comm comm, int which)
+{
+  int n = 0;
+  if (which == 0) {
+    n = tiers_trace_comm_size(comm);
+  } else {
+    int *nb;
+    n = topo_neighbours(comm, which == 1, &nb);
+    free(nb);
+  }
+  if (!f || n <= 0)
+    return NULL;
+  MPI_Datatype *t = malloc(sizeof *t * (size_t)n);
+  for (int i = 0; t && i < n; i++)
+    t[i] = PMPI_Type_f2c(f[i]);
+  return t;
+}
+
+void tiers_trace_ffree(void *p) { free(p); }
+
+/* Matched probes: the communicator of a message handle from MPI_Mprobe or
+ * MPI_Improbe, kept until MPI_Mrecv or MPI_Imrecv takes the message */
+static map_t messages;
+
+void tiers_trace_message(MPI_Message msg_, MPI_Comm comm)
+{
+  if (T.depth != 1 || msg_ == MPI_MESSAGE_NULL || msg_ == MPI_MESSAGE_NO_PROC)
+    return;
+  uint64_t c = 0;
+  memcpy(&c, &comm, sizeof comm < sizeof c ? sizeof comm : sizeof c);
+  lock();
+  map_put(&messages, hkey(&msg_, sizeof msg_), c, 0);
+  unlock();
+}
+
+MPI_Comm tiers_trace_message_comm(MPI_Message msg_)
+{
+  MPI_Comm comm = MPI_COMM_NULL;
+  if (T.depth != 1 || msg_ == MPI_MESSAGE_NULL || msg_ == MPI_MESSAGE_NO_PROC)
+    return comm;
+  lock();
+  slot_t *s = map_find(&messages, hkey(&msg_, sizeof msg_));
+  if (s) {
+    memcpy(&comm, &s->a, sizeof comm < sizeof s->a ? sizeof comm : sizeof s->a);
+    map_remove(&messages, s);
+  }
+  unlock();
+  return comm;
+}
+
+/* ------------------------------------------------------------------ */
 /* Public control API (tiers/trace.h) */
 
 void tiers_trace_pause(void) { __atomic_store_n(&S.paused, 1, __ATOMIC_RELAXED); }

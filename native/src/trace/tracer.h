@@ -52,7 +52,8 @@ TIERS_HIDDEN void tiers_trace_start(MPI_Request req);
 TIERS_HIDDEN void tiers_trace_request_free(MPI_Request req);
 /* what: the TIERS_XFER_ kinds of one-sided and file transfers */
 enum { TIERS_XFER_PUT = 1, TIERS_XFER_GET = 2, TIERS_XFER_ACC = 3, TIERS_XFER_GET_ACC = 4,
-       TIERS_XFER_FETCH_OP = 5, TIERS_XFER_CAS = 6, TIERS_XFER_READ = 7, TIERS_XFER_WRITE = 8 };
+       TIERS_XFER_FETCH_OP = 5, TIERS_XFER_CAS = 6, TIERS_XFER_READ = 7, TIERS_XFER_WRITE = 8,
+       TIERS_XFER_NBR = 9 /* a neighbourhood collective's block to one neighbour */ };
 TIERS_HIDDEN void tiers_trace_rma(int what, MPI_Win win, int target, uint64_t bytes);
 TIERS_HIDDEN void tiers_trace_io(int what, int collective, uint64_t bytes);
 TIERS_HIDDEN void tiers_trace_spawn_refused(void);
@@ -81,6 +82,28 @@ TIERS_HIDDEN void tiers_trace_at_abort(void);
 TIERS_HIDDEN uint64_t tiers_trace_type_size(MPI_Datatype t);
 TIERS_HIDDEN uint64_t tiers_trace_sum(const int *a, MPI_Comm comm);
 TIERS_HIDDEN int tiers_trace_comm_size(MPI_Comm comm);
+/* Alltoallw: sum of counts[i] x size of types[i] over the communicator */
+TIERS_HIDDEN uint64_t tiers_trace_sumw(const int *counts, const MPI_Datatype *types,
+                                       MPI_Comm comm);
+/* Neighbourhood collectives on a process topology communicator: the bytes
+ * to all destinations (out = 1) or from all sources (out = 0), block j being
+ * count x type, counts[j] x type (counts given) or counts[j] x types[j]
+ * (types given); MPI_PROC_NULL neighbours carry nothing.  nbr_xfer records
+ * one TIERS_XFER_NBR transfer per destination (its world rank, its bytes). */
+TIERS_HIDDEN uint64_t tiers_trace_nbr_bytes(MPI_Comm comm, int out, int count,
+                                            MPI_Datatype type, const int *counts,
+                                            const MPI_Datatype *types);
+TIERS_HIDDEN void tiers_trace_nbr_xfer(MPI_Comm comm, int count, MPI_Datatype type,
+                                       const int *counts, const MPI_Datatype *types);
+/* Matched probes: MPI_Mprobe/Improbe keep the message's communicator,
+ * MPI_Mrecv/Imrecv take it back (MPI_COMM_NULL: unknown) */
+TIERS_HIDDEN void tiers_trace_message(MPI_Message msg, MPI_Comm comm);
+TIERS_HIDDEN MPI_Comm tiers_trace_message_comm(MPI_Message msg);
+/* Fortran datatype arrays (Alltoallw, Neighbor_alltoallw): the C handles of
+ * the first n (which = 0: the communicator's size, 1: its destinations,
+ * 2: its sources), malloc'd (tiers_trace_ffree frees), NULL on failure */
+TIERS_HIDDEN MPI_Datatype *tiers_trace_ftypes(const MPI_Fint *f, MPI_Comm comm, int which);
+TIERS_HIDDEN void tiers_trace_ffree(void *p);
 TIERS_HIDDEN int tiers_trace_comm_rank(MPI_Comm comm);
 
 /* Fortran support (the mpi_*_ entry points of wrappers.c).

@@ -61,7 +61,20 @@ def call_args(params) -> str:
     return ", ".join(n for _, n, _ in params)
 
 
+# Bytes of Alltoallw and of the neighbourhood collectives (their C helpers
+# in trace.c): SUMW(counts,types) over the communicator; NOUT/NIN over the
+# topology's destinations/sources with one count and type, the V forms with
+# counts[] and one type, the W forms with counts[] and types[].
+NBR_FORMS = {"NOUT": "1, {0}, {1}, NULL, NULL", "NOUTV": "1, 0, {1}, {0}, NULL",
+             "NOUTW": "1, 0, MPI_DATATYPE_NULL, {0}, {1}", "NIN": "0, {0}, {1}, NULL, NULL",
+             "NINV": "0, 0, {1}, {0}, NULL", "NINW": "0, 0, MPI_DATATYPE_NULL, {0}, {1}"}
+
+
 def coll_expr(expr: str, comm: str) -> str:
+    expr = re.sub(r"\bSUMW\((\w+),(\w+)\)", rf"tiers_trace_sumw(\1, \2, {comm})", expr)
+    expr = re.sub(r"\b(NOUTV|NOUTW|NOUT|NINV|NINW|NIN)\((\w+),(\w+)\)",
+                  lambda m: f"tiers_trace_nbr_bytes({comm}, "
+                            f"{NBR_FORMS[m.group(1)].format(m.group(2), m.group(3))})", expr)
     expr = expr.replace("NP", "tiers_np_").replace("ME", "tiers_me_")
     expr = re.sub(r"\bTS\((\w+)\)", r"tiers_trace_type_size(\1)", expr)
     expr = re.sub(r"\bSUM\((\w+)\)", rf"tiers_trace_sum(\1, {comm})", expr)
@@ -105,7 +118,13 @@ def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -
     ``req`` is the C expression of the request made (``*request``),
     ``reqs`` that of the i-th request of an array.  Return False for other
     kinds."""
-    if kind == "icoll":
+    if kind in ("ncoll", "incoll"):
+        # a neighbourhood collective: the collective with its totals, and
+        # one transfer per destination for the communication matrix
+        coll_code(o, pre, post, nonblocking=kind == "incoll")
+        c, t, cs, ts = o["nbr"].split(",")
+        post.insert(0, f"  if (rc == MPI_SUCCESS)\n    tiers_trace_nbr_xfer(comm, {c}, {t}, {cs}, {ts});")
+    elif kind == "icoll":
         coll_code(o, pre, post, nonblocking=True)
     elif kind == "pcoll":
         coll_code(o, pre, post, persistent=True, req=req)
@@ -132,6 +151,13 @@ def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -
         post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_comm_name(comm, comm_name);")
     elif kind == "comm_idup":
         post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_comm_idup(comm, newcomm, *request);")
+    elif kind == "mprobe":
+        cond = "rc == MPI_SUCCESS" + (" && *flag" if o.get("flag") == "1" else "")
+        post.append(f"  if ({cond})\n    tiers_trace_message(*message, comm);")
+    elif kind == "imrecv":
+        pre.append("  MPI_Comm tiers_mc_ = tiers_trace_message_comm(*message);")
+        post.append("  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL)\n"
+                    "    tiers_trace_irecv(tiers_mc_, *request);")
     else:
         return False
     return True
@@ -213,11 +239,16 @@ def body(e: dict, fid: str) -> str:
         coll_code(o, pre, post)
     elif kind == "comm_new":
         out = o["out"]
-        parent = params[0][1]
+        parent = o.get("parent", params[0][1])
         post.append(f"  if (rc == MPI_SUCCESS && *{out} != MPI_COMM_NULL)\n"
                     f"    tiers_trace_comm_new({parent}, *{out});")
     elif kind == "comm_free":
         pre.append("  tiers_trace_comm_free(*comm);")
+    elif kind == "mrecv":  # the message's communicator, kept at its probe
+        status_fix = "status"
+        pre.append("  MPI_Comm tiers_mc_ = tiers_trace_message_comm(*message);")
+        post.append("  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL)\n"
+                    "    tiers_trace_recv(status, tiers_mc_);")
     elif kind == "plain":
         pass
     elif extra_code(kind, o, pre, post, "*request", "array_of_requests[tiers_i_]"):
@@ -359,7 +390,7 @@ def fdecl(fps) -> str:
     return ", ".join(f"{t}{n}" for t, n in fps)
 
 
-def flocals(params, code: str) -> list[str]:
+def flocals(params, code: str, nbr: bool = False) -> list[str]:
     """C-typed copies of the input arguments that the recording code uses,
     under their C names (so the table's sent=/recv= formulas apply as they are)."""
     out = []
@@ -381,6 +412,13 @@ def flocals(params, code: str) -> list[str]:
             out.append(f"  MPI_Comm {n} = PMPI_Comm_f2c(*f_{n});")
         elif t == "MPI_Win":
             out.append(f"  MPI_Win {n} = PMPI_Win_f2c(*f_{n});")
+    # datatype arrays (Alltoallw & co.): converted once the communicator is
+    # known, freed by fbody; as many as the communicator's size or, for a
+    # neighbourhood collective, its destinations (sendtypes) or sources
+    for t, n, arr in params:
+        if arr and "MPI_Datatype" in t and re.search(rf"\b{n}\b", code):
+            which = 0 if not nbr else (1 if n.startswith("send") else 2)
+            out.append(f"  MPI_Datatype *{n} = tiers_trace_ftypes(f_{n}, comm, {which});")
     return out
 
 
@@ -475,7 +513,7 @@ def fbody(e: dict, fid: str) -> str:
         coll_code(o, pre, post)
     elif kind == "comm_new":
         out = o["out"]
-        parent = params[0][1]
+        parent = o.get("parent", params[0][1])
         post.append(f"  if (rc == MPI_SUCCESS) {{\n"
                     f"    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_{out});\n"
                     f"    if (tiers_new_ != MPI_COMM_NULL)\n"
@@ -495,7 +533,10 @@ def fbody(e: dict, fid: str) -> str:
     elif kind != "plain":
         raise SystemExit(f"{TABLE.name}: unknown kind '{kind}' for {name}")
     code = "\n".join(pre + post)
-    lines += flocals(params, code)
+    lines += flocals(params, code, nbr="nbr" in o)
+    frees = [n for t, n, arr in params
+             if arr and "MPI_Datatype" in t and re.search(rf"\b{n}\b", code)]
+    post += [f"  tiers_trace_ffree({n});" for n in frees]
     lines += pre
     w(f"  {real};")
     w("  int rc = (int)*ierr;")

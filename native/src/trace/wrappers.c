@@ -149,6 +149,62 @@ enum {
   TIERS_FN_Comm_set_name = 139,
   TIERS_FN_Comm_idup = 140,
   TIERS_FN_Comm_get_name = 141,
+  TIERS_FN_Alltoallw = 142,
+  TIERS_FN_Ialltoallw = 143,
+  TIERS_FN_Alltoallw_init = 144,
+  TIERS_FN_Iscan = 145,
+  TIERS_FN_Iexscan = 146,
+  TIERS_FN_Neighbor_allgather = 147,
+  TIERS_FN_Neighbor_allgatherv = 148,
+  TIERS_FN_Neighbor_alltoall = 149,
+  TIERS_FN_Neighbor_alltoallv = 150,
+  TIERS_FN_Neighbor_alltoallw = 151,
+  TIERS_FN_Ineighbor_allgather = 152,
+  TIERS_FN_Ineighbor_allgatherv = 153,
+  TIERS_FN_Ineighbor_alltoall = 154,
+  TIERS_FN_Ineighbor_alltoallv = 155,
+  TIERS_FN_Ineighbor_alltoallw = 156,
+  TIERS_FN_Neighbor_allgather_init = 157,
+  TIERS_FN_Neighbor_allgatherv_init = 158,
+  TIERS_FN_Neighbor_alltoall_init = 159,
+  TIERS_FN_Neighbor_alltoallv_init = 160,
+  TIERS_FN_Neighbor_alltoallw_init = 161,
+  TIERS_FN_Mprobe = 162,
+  TIERS_FN_Improbe = 163,
+  TIERS_FN_Mrecv = 164,
+  TIERS_FN_Imrecv = 165,
+  TIERS_FN_Raccumulate = 166,
+  TIERS_FN_Rget_accumulate = 167,
+  TIERS_FN_Win_test = 168,
+  TIERS_FN_File_iread_all = 169,
+  TIERS_FN_File_iread_at_all = 170,
+  TIERS_FN_File_iwrite_all = 171,
+  TIERS_FN_File_iwrite_at_all = 172,
+  TIERS_FN_File_read_shared = 173,
+  TIERS_FN_File_write_shared = 174,
+  TIERS_FN_File_iread_shared = 175,
+  TIERS_FN_File_iwrite_shared = 176,
+  TIERS_FN_File_read_ordered = 177,
+  TIERS_FN_File_write_ordered = 178,
+  TIERS_FN_File_read_all_begin = 179,
+  TIERS_FN_File_read_at_all_begin = 180,
+  TIERS_FN_File_read_ordered_begin = 181,
+  TIERS_FN_File_write_all_begin = 182,
+  TIERS_FN_File_write_at_all_begin = 183,
+  TIERS_FN_File_write_ordered_begin = 184,
+  TIERS_FN_File_read_all_end = 185,
+  TIERS_FN_File_read_at_all_end = 186,
+  TIERS_FN_File_read_ordered_end = 187,
+  TIERS_FN_File_write_all_end = 188,
+  TIERS_FN_File_write_at_all_end = 189,
+  TIERS_FN_File_write_ordered_end = 190,
+  TIERS_FN_File_delete = 191,
+  TIERS_FN_File_set_size = 192,
+  TIERS_FN_File_preallocate = 193,
+  TIERS_FN_Comm_accept = 194,
+  TIERS_FN_Comm_connect = 195,
+  TIERS_FN_Comm_disconnect = 196,
+  TIERS_FN_Comm_spawn_multiple = 197,
 };
 
 const char *const tiers_trace_fn_names[] = {
@@ -294,8 +350,64 @@ const char *const tiers_trace_fn_names[] = {
   "MPI_Comm_set_name",
   "MPI_Comm_idup",
   "MPI_Comm_get_name",
+  "MPI_Alltoallw",
+  "MPI_Ialltoallw",
+  "MPI_Alltoallw_init",
+  "MPI_Iscan",
+  "MPI_Iexscan",
+  "MPI_Neighbor_allgather",
+  "MPI_Neighbor_allgatherv",
+  "MPI_Neighbor_alltoall",
+  "MPI_Neighbor_alltoallv",
+  "MPI_Neighbor_alltoallw",
+  "MPI_Ineighbor_allgather",
+  "MPI_Ineighbor_allgatherv",
+  "MPI_Ineighbor_alltoall",
+  "MPI_Ineighbor_alltoallv",
+  "MPI_Ineighbor_alltoallw",
+  "MPI_Neighbor_allgather_init",
+  "MPI_Neighbor_allgatherv_init",
+  "MPI_Neighbor_alltoall_init",
+  "MPI_Neighbor_alltoallv_init",
+  "MPI_Neighbor_alltoallw_init",
+  "MPI_Mprobe",
+  "MPI_Improbe",
+  "MPI_Mrecv",
+  "MPI_Imrecv",
+  "MPI_Raccumulate",
+  "MPI_Rget_accumulate",
+  "MPI_Win_test",
+  "MPI_File_iread_all",
+  "MPI_File_iread_at_all",
+  "MPI_File_iwrite_all",
+  "MPI_File_iwrite_at_all",
+  "MPI_File_read_shared",
+  "MPI_File_write_shared",
+  "MPI_File_iread_shared",
+  "MPI_File_iwrite_shared",
+  "MPI_File_read_ordered",
+  "MPI_File_write_ordered",
+  "MPI_File_read_all_begin",
+  "MPI_File_read_at_all_begin",
+  "MPI_File_read_ordered_begin",
+  "MPI_File_write_all_begin",
+  "MPI_File_write_at_all_begin",
+  "MPI_File_write_ordered_begin",
+  "MPI_File_read_all_end",
+  "MPI_File_read_at_all_end",
+  "MPI_File_read_ordered_end",
+  "MPI_File_write_all_end",
+  "MPI_File_write_at_all_end",
+  "MPI_File_write_ordered_end",
+  "MPI_File_delete",
+  "MPI_File_set_size",
+  "MPI_File_preallocate",
+  "MPI_Comm_accept",
+  "MPI_Comm_connect",
+  "MPI_Comm_disconnect",
+  "MPI_Comm_spawn_multiple",
 };
-const int tiers_trace_fn_count = 142;
+const int tiers_trace_fn_count = 198;
 
 TIERS_EXPORT int MPI_Init(int *argc, char ***argv)
 {
@@ -1768,6 +1880,588 @@ TIERS_EXPORT int MPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultle
   return rc;
 }
 
+TIERS_EXPORT int MPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Alltoallw, __builtin_return_address(0)))
+    return PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sumw(recvcounts, recvtypes, comm):tiers_trace_sumw(sendcounts, sendtypes, comm));
+  uint64_t tiers_recv_ = tiers_trace_sumw(recvcounts, recvtypes, comm);
+  int rc = PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Alltoallw);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ialltoallw, __builtin_return_address(0)))
+    return PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sumw(recvcounts, recvtypes, comm):tiers_trace_sumw(sendcounts, sendtypes, comm));
+  uint64_t tiers_recv_ = tiers_trace_sumw(recvcounts, recvtypes, comm);
+  int rc = PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ialltoallw);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Iscan, __builtin_return_address(0)))
+    return PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  int rc = PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_SCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iscan);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Iexscan, __builtin_return_address(0)))
+    return PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+  tiers_trace_coll_begin();
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_>0?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  int rc = PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_EXSCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iexscan);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgather, __builtin_return_address(0)))
+    return PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  int rc = PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Neighbor_allgather);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgatherv, __builtin_return_address(0)))
+    return PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  int rc = PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Neighbor_allgatherv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoall, __builtin_return_address(0)))
+    return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  int rc = PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoall);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallv, __builtin_return_address(0)))
+    return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, sendtype, sendcounts, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  int rc = PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, 0, sendtype, sendcounts, NULL);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallw, __builtin_return_address(0)))
+    return PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, MPI_DATATYPE_NULL, recvcounts, recvtypes);
+  int rc = PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallw);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_allgather, __builtin_return_address(0)))
+    return PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  int rc = PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ineighbor_allgather);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_allgatherv, __builtin_return_address(0)))
+    return PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  int rc = PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ineighbor_allgatherv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_alltoall, __builtin_return_address(0)))
+    return PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  int rc = PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ineighbor_alltoall);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_alltoallv, __builtin_return_address(0)))
+    return PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, sendtype, sendcounts, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  int rc = PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, 0, sendtype, sendcounts, NULL);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ineighbor_alltoallv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_alltoallw, __builtin_return_address(0)))
+    return PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, MPI_DATATYPE_NULL, recvcounts, recvtypes);
+  int rc = PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ineighbor_alltoallw);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_Mprobe, __builtin_return_address(0)))
+    return PMPI_Mprobe(source, tag, comm, message, status);
+  int rc = PMPI_Mprobe(source, tag, comm, message, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_message(*message, comm);
+  tiers_trace_end(TIERS_FN_Mprobe);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_Improbe, __builtin_return_address(0)))
+    return PMPI_Improbe(source, tag, comm, flag, message, status);
+  int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
+  if (rc == MPI_SUCCESS && *flag)
+    tiers_trace_message(*message, comm);
+  tiers_trace_end(TIERS_FN_Improbe);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_Mrecv, __builtin_return_address(0)))
+    return PMPI_Mrecv(buf, count, datatype, message, status);
+  MPI_Status tiers_status_;
+  if (status == MPI_STATUS_IGNORE)
+    status = &tiers_status_;
+  MPI_Comm tiers_mc_ = tiers_trace_message_comm(*message);
+  int rc = PMPI_Mrecv(buf, count, datatype, message, status);
+  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL)
+    tiers_trace_recv(status, tiers_mc_);
+  tiers_trace_end(TIERS_FN_Mrecv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Imrecv, __builtin_return_address(0)))
+    return PMPI_Imrecv(buf, count, datatype, message, request);
+  MPI_Comm tiers_mc_ = tiers_trace_message_comm(*message);
+  int rc = PMPI_Imrecv(buf, count, datatype, message, request);
+  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL)
+    tiers_trace_irecv(tiers_mc_, *request);
+  tiers_trace_end(TIERS_FN_Imrecv);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Raccumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Raccumulate, __builtin_return_address(0)))
+    return PMPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
+  int rc = PMPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_ACC, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Raccumulate);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Rget_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr, int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Rget_accumulate, __builtin_return_address(0)))
+    return PMPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
+  int rc = PMPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_GET_ACC, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype)+(uint64_t)result_count*tiers_trace_type_size(result_datatype));
+  tiers_trace_end(TIERS_FN_Rget_accumulate);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Win_test(MPI_Win win, int *flag)
+{
+  if (!tiers_trace_begin(TIERS_FN_Win_test, __builtin_return_address(0)))
+    return PMPI_Win_test(win, flag);
+  int rc = PMPI_Win_test(win, flag);
+  tiers_trace_end(TIERS_FN_Win_test);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iread_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iread_all, __builtin_return_address(0)))
+    return PMPI_File_iread_all(fh, buf, count, datatype, request);
+  int rc = PMPI_File_iread_all(fh, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iread_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iread_at_all, __builtin_return_address(0)))
+    return PMPI_File_iread_at_all(fh, offset, buf, count, datatype, request);
+  int rc = PMPI_File_iread_at_all(fh, offset, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread_at_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iwrite_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_all, __builtin_return_address(0)))
+    return PMPI_File_iwrite_all(fh, buf, count, datatype, request);
+  int rc = PMPI_File_iwrite_all(fh, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iwrite_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_at_all, __builtin_return_address(0)))
+    return PMPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request);
+  int rc = PMPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite_at_all);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_shared, __builtin_return_address(0)))
+    return PMPI_File_read_shared(fh, buf, count, datatype, status);
+  int rc = PMPI_File_read_shared(fh, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_shared);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_shared, __builtin_return_address(0)))
+    return PMPI_File_write_shared(fh, buf, count, datatype, status);
+  int rc = PMPI_File_write_shared(fh, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_shared);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iread_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iread_shared, __builtin_return_address(0)))
+    return PMPI_File_iread_shared(fh, buf, count, datatype, request);
+  int rc = PMPI_File_iread_shared(fh, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread_shared);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_iwrite_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_shared, __builtin_return_address(0)))
+    return PMPI_File_iwrite_shared(fh, buf, count, datatype, request);
+  int rc = PMPI_File_iwrite_shared(fh, buf, count, datatype, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite_shared);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_ordered(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_ordered, __builtin_return_address(0)))
+    return PMPI_File_read_ordered(fh, buf, count, datatype, status);
+  int rc = PMPI_File_read_ordered(fh, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_ordered);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_ordered(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_ordered, __builtin_return_address(0)))
+    return PMPI_File_write_ordered(fh, buf, count, datatype, status);
+  int rc = PMPI_File_write_ordered(fh, buf, count, datatype, status);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_ordered);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_all_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_all_begin, __builtin_return_address(0)))
+    return PMPI_File_read_all_begin(fh, buf, count, datatype);
+  int rc = PMPI_File_read_all_begin(fh, buf, count, datatype);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_all_begin);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_at_all_begin(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_at_all_begin, __builtin_return_address(0)))
+    return PMPI_File_read_at_all_begin(fh, offset, buf, count, datatype);
+  int rc = PMPI_File_read_at_all_begin(fh, offset, buf, count, datatype);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_at_all_begin);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_ordered_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_ordered_begin, __builtin_return_address(0)))
+    return PMPI_File_read_ordered_begin(fh, buf, count, datatype);
+  int rc = PMPI_File_read_ordered_begin(fh, buf, count, datatype);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_ordered_begin);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_all_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_all_begin, __builtin_return_address(0)))
+    return PMPI_File_write_all_begin(fh, buf, count, datatype);
+  int rc = PMPI_File_write_all_begin(fh, buf, count, datatype);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_all_begin);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_at_all_begin(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_at_all_begin, __builtin_return_address(0)))
+    return PMPI_File_write_at_all_begin(fh, offset, buf, count, datatype);
+  int rc = PMPI_File_write_at_all_begin(fh, offset, buf, count, datatype);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_at_all_begin);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_ordered_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_ordered_begin, __builtin_return_address(0)))
+    return PMPI_File_write_ordered_begin(fh, buf, count, datatype);
+  int rc = PMPI_File_write_ordered_begin(fh, buf, count, datatype);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_ordered_begin);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_all_end(MPI_File fh, void *buf, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_all_end, __builtin_return_address(0)))
+    return PMPI_File_read_all_end(fh, buf, status);
+  int rc = PMPI_File_read_all_end(fh, buf, status);
+  tiers_trace_end(TIERS_FN_File_read_all_end);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_at_all_end(MPI_File fh, void *buf, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_at_all_end, __builtin_return_address(0)))
+    return PMPI_File_read_at_all_end(fh, buf, status);
+  int rc = PMPI_File_read_at_all_end(fh, buf, status);
+  tiers_trace_end(TIERS_FN_File_read_at_all_end);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_read_ordered_end(MPI_File fh, void *buf, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_read_ordered_end, __builtin_return_address(0)))
+    return PMPI_File_read_ordered_end(fh, buf, status);
+  int rc = PMPI_File_read_ordered_end(fh, buf, status);
+  tiers_trace_end(TIERS_FN_File_read_ordered_end);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_all_end(MPI_File fh, const void *buf, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_all_end, __builtin_return_address(0)))
+    return PMPI_File_write_all_end(fh, buf, status);
+  int rc = PMPI_File_write_all_end(fh, buf, status);
+  tiers_trace_end(TIERS_FN_File_write_all_end);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_at_all_end(MPI_File fh, const void *buf, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_at_all_end, __builtin_return_address(0)))
+    return PMPI_File_write_at_all_end(fh, buf, status);
+  int rc = PMPI_File_write_at_all_end(fh, buf, status);
+  tiers_trace_end(TIERS_FN_File_write_at_all_end);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_write_ordered_end(MPI_File fh, const void *buf, MPI_Status *status)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_write_ordered_end, __builtin_return_address(0)))
+    return PMPI_File_write_ordered_end(fh, buf, status);
+  int rc = PMPI_File_write_ordered_end(fh, buf, status);
+  tiers_trace_end(TIERS_FN_File_write_ordered_end);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_delete(const char *filename, MPI_Info info)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_delete, __builtin_return_address(0)))
+    return PMPI_File_delete(filename, info);
+  int rc = PMPI_File_delete(filename, info);
+  tiers_trace_end(TIERS_FN_File_delete);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_set_size(MPI_File fh, MPI_Offset size)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_set_size, __builtin_return_address(0)))
+    return PMPI_File_set_size(fh, size);
+  int rc = PMPI_File_set_size(fh, size);
+  tiers_trace_end(TIERS_FN_File_set_size);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_File_preallocate(MPI_File fh, MPI_Offset size)
+{
+  if (!tiers_trace_begin(TIERS_FN_File_preallocate, __builtin_return_address(0)))
+    return PMPI_File_preallocate(fh, size);
+  int rc = PMPI_File_preallocate(fh, size);
+  tiers_trace_end(TIERS_FN_File_preallocate);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_accept(const char *port_name, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *newcomm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_accept, __builtin_return_address(0)))
+    return PMPI_Comm_accept(port_name, info, root, comm, newcomm);
+  int rc = PMPI_Comm_accept(port_name, info, root, comm, newcomm);
+  if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
+    tiers_trace_comm_new(comm, *newcomm);
+  tiers_trace_end(TIERS_FN_Comm_accept);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_connect(const char *port_name, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *newcomm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_connect, __builtin_return_address(0)))
+    return PMPI_Comm_connect(port_name, info, root, comm, newcomm);
+  int rc = PMPI_Comm_connect(port_name, info, root, comm, newcomm);
+  if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL)
+    tiers_trace_comm_new(comm, *newcomm);
+  tiers_trace_end(TIERS_FN_Comm_connect);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_disconnect, __builtin_return_address(0)))
+    return PMPI_Comm_disconnect(comm);
+  tiers_trace_comm_free(*comm);
+  int rc = PMPI_Comm_disconnect(comm);
+  tiers_trace_end(TIERS_FN_Comm_disconnect);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Comm_spawn_multiple(int count, char *array_of_commands[], char **array_of_argv[], const int array_of_maxprocs[], const MPI_Info array_of_info[], int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[])
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_spawn_multiple, __builtin_return_address(0)))
+    return PMPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
+  tiers_trace_spawn_refused();
+  int rc = PMPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
+  tiers_trace_end(TIERS_FN_Comm_spawn_multiple);
+  return rc;
+}
+
 /* Persistent collectives (see wrapgen.py, PCOLL_PREFIXES) */
 #if defined(OPEN_MPI) && !defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
 #include <mpi-ext.h>
@@ -2021,6 +2715,90 @@ int MPI_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvco
   tiers_trace_end(TIERS_FN_Reduce_scatter_block_init);
   return rc;
 }
+
+TIERS_EXPORT int MPI_Alltoallw_init(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Alltoallw_init(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Alltoallw_init, __builtin_return_address(0)))
+    return PMPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sumw(recvcounts, recvtypes, comm):tiers_trace_sumw(sendcounts, sendtypes, comm));
+  uint64_t tiers_recv_ = tiers_trace_sumw(recvcounts, recvtypes, comm);
+  int rc = PMPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Alltoallw_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgather_init, __builtin_return_address(0)))
+    return PMPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  int rc = PMPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_allgather_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgatherv_init, __builtin_return_address(0)))
+    return PMPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  int rc = PMPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_allgatherv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoall_init, __builtin_return_address(0)))
+    return PMPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  int rc = PMPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoall_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallv_init, __builtin_return_address(0)))
+    return PMPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, sendtype, sendcounts, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  int rc = PMPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPI_Neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallw_init, __builtin_return_address(0)))
+    return PMPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, MPI_DATATYPE_NULL, recvcounts, recvtypes);
+  int rc = PMPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallw_init);
+  return rc;
+}
 #endif /* MPI_VERSION >= 4 */
 #if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
 
@@ -2269,6 +3047,90 @@ int MPIX_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvc
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
   tiers_trace_end(TIERS_FN_Reduce_scatter_block_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Alltoallw_init(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Alltoallw_init(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Alltoallw_init, __builtin_return_address(0)))
+    return PMPIX_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sumw(recvcounts, recvtypes, comm):tiers_trace_sumw(sendcounts, sendtypes, comm));
+  uint64_t tiers_recv_ = tiers_trace_sumw(recvcounts, recvtypes, comm);
+  int rc = PMPIX_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Alltoallw_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgather_init, __builtin_return_address(0)))
+    return PMPIX_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  int rc = PMPIX_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_allgather_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgatherv_init, __builtin_return_address(0)))
+    return PMPIX_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  int rc = PMPIX_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_allgatherv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoall_init, __builtin_return_address(0)))
+    return PMPIX_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  int rc = PMPIX_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoall_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallv_init, __builtin_return_address(0)))
+    return PMPIX_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, sendtype, sendcounts, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  int rc = PMPIX_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallv_init);
+  return rc;
+}
+
+TIERS_EXPORT int MPIX_Neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPIX_Neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallw_init, __builtin_return_address(0)))
+    return PMPIX_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, MPI_DATATYPE_NULL, recvcounts, recvtypes);
+  int rc = PMPIX_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallw_init);
   return rc;
 }
 #endif /* defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) */
@@ -6565,6 +7427,1525 @@ void mpi_comm_get_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_res
   mpi_comm_get_name_(f_comm, f_comm_name, f_resultlen, ierr ? ierr : &tiers_ierr_, f_comm_name_len);
 }
 
+typedef void (*tiers_ft_Alltoallw)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_alltoallw_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_alltoallw__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_alltoallw_")));
+TIERS_EXPORT void mpi_alltoallw(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_alltoallw_")));
+TIERS_EXPORT void MPI_ALLTOALLW(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_alltoallw_")));
+void mpi_alltoallw_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Alltoallw tiers_real_ = (tiers_ft_Alltoallw)tiers_trace_freal(&tiers_slot_, "pmpi_alltoallw");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Alltoallw, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  const int *sendcounts = (const int *)f_sendcounts;
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  MPI_Datatype *sendtypes = tiers_trace_ftypes(f_sendtypes, comm, 0);
+  MPI_Datatype *recvtypes = tiers_trace_ftypes(f_recvtypes, comm, 0);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sumw(recvcounts, recvtypes, comm):tiers_trace_sumw(sendcounts, sendtypes, comm));
+  uint64_t tiers_recv_ = tiers_trace_sumw(recvcounts, recvtypes, comm);
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_ffree(sendtypes);
+  tiers_trace_ffree(recvtypes);
+  tiers_trace_end(TIERS_FN_Alltoallw);
+}
+TIERS_EXPORT void mpi_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_alltoallw_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ialltoallw)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ialltoallw_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ialltoallw__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ialltoallw_")));
+TIERS_EXPORT void mpi_ialltoallw(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ialltoallw_")));
+TIERS_EXPORT void MPI_IALLTOALLW(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ialltoallw_")));
+void mpi_ialltoallw_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ialltoallw tiers_real_ = (tiers_ft_Ialltoallw)tiers_trace_freal(&tiers_slot_, "pmpi_ialltoallw");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ialltoallw, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  const int *sendcounts = (const int *)f_sendcounts;
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  MPI_Datatype *sendtypes = tiers_trace_ftypes(f_sendtypes, comm, 0);
+  MPI_Datatype *recvtypes = tiers_trace_ftypes(f_recvtypes, comm, 0);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sumw(recvcounts, recvtypes, comm):tiers_trace_sumw(sendcounts, sendtypes, comm));
+  uint64_t tiers_recv_ = tiers_trace_sumw(recvcounts, recvtypes, comm);
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_ffree(sendtypes);
+  tiers_trace_ffree(recvtypes);
+  tiers_trace_end(TIERS_FN_Ialltoallw);
+}
+TIERS_EXPORT void mpi_ialltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ialltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ialltoallw_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Iscan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iscan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_iscan__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iscan_")));
+TIERS_EXPORT void mpi_iscan(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iscan_")));
+TIERS_EXPORT void MPI_ISCAN(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iscan_")));
+void mpi_iscan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iscan tiers_real_ = (tiers_ft_Iscan)tiers_trace_freal(&tiers_slot_, "pmpi_iscan");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Iscan, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_SCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iscan);
+}
+TIERS_EXPORT void mpi_iscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_iscan_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Iexscan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iexscan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_iexscan__(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iexscan_")));
+TIERS_EXPORT void mpi_iexscan(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iexscan_")));
+TIERS_EXPORT void MPI_IEXSCAN(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_iexscan_")));
+void mpi_iexscan_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iexscan tiers_real_ = (tiers_ft_Iexscan)tiers_trace_freal(&tiers_slot_, "pmpi_iexscan");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Iexscan, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  int tiers_me_ = tiers_trace_comm_rank(comm);
+  uint64_t tiers_sent_ = (uint64_t)count*tiers_trace_type_size(datatype);
+  uint64_t tiers_recv_ = (tiers_me_>0?(uint64_t)count*tiers_trace_type_size(datatype):0);
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_EXSCAN, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Iexscan);
+}
+TIERS_EXPORT void mpi_iexscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iexscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_iexscan_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_allgather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_allgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_neighbor_allgather__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_allgather_")));
+TIERS_EXPORT void mpi_neighbor_allgather(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_allgather_")));
+TIERS_EXPORT void MPI_NEIGHBOR_ALLGATHER(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_allgather_")));
+void mpi_neighbor_allgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_allgather tiers_real_ = (tiers_ft_Neighbor_allgather)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_allgather");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgather, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Neighbor_allgather);
+}
+TIERS_EXPORT void mpi_neighbor_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_neighbor_allgather_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_allgatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_allgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_neighbor_allgatherv__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_allgatherv_")));
+TIERS_EXPORT void mpi_neighbor_allgatherv(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_allgatherv_")));
+TIERS_EXPORT void MPI_NEIGHBOR_ALLGATHERV(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_allgatherv_")));
+void mpi_neighbor_allgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_allgatherv tiers_real_ = (tiers_ft_Neighbor_allgatherv)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_allgatherv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgatherv, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Neighbor_allgatherv);
+}
+TIERS_EXPORT void mpi_neighbor_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_neighbor_allgatherv_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_alltoall)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_alltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_neighbor_alltoall__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_alltoall_")));
+TIERS_EXPORT void mpi_neighbor_alltoall(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_alltoall_")));
+TIERS_EXPORT void MPI_NEIGHBOR_ALLTOALL(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_alltoall_")));
+void mpi_neighbor_alltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_alltoall tiers_real_ = (tiers_ft_Neighbor_alltoall)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_alltoall");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoall, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoall);
+}
+TIERS_EXPORT void mpi_neighbor_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_neighbor_alltoall_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_alltoallv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_alltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_neighbor_alltoallv__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_alltoallv_")));
+TIERS_EXPORT void mpi_neighbor_alltoallv(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_alltoallv_")));
+TIERS_EXPORT void MPI_NEIGHBOR_ALLTOALLV(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_alltoallv_")));
+void mpi_neighbor_alltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_alltoallv tiers_real_ = (tiers_ft_Neighbor_alltoallv)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_alltoallv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallv, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, ierr);
+    return;
+  }
+  const int *sendcounts = (const int *)f_sendcounts;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, sendtype, sendcounts, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, 0, sendtype, sendcounts, NULL);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallv);
+}
+TIERS_EXPORT void mpi_neighbor_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_neighbor_alltoallv_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_alltoallw)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_alltoallw_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_neighbor_alltoallw__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_alltoallw_")));
+TIERS_EXPORT void mpi_neighbor_alltoallw(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_alltoallw_")));
+TIERS_EXPORT void MPI_NEIGHBOR_ALLTOALLW(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_neighbor_alltoallw_")));
+void mpi_neighbor_alltoallw_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_alltoallw tiers_real_ = (tiers_ft_Neighbor_alltoallw)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_alltoallw");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallw, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, ierr);
+    return;
+  }
+  const int *sendcounts = (const int *)f_sendcounts;
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  MPI_Datatype *sendtypes = tiers_trace_ftypes(f_sendtypes, comm, 1);
+  MPI_Datatype *recvtypes = tiers_trace_ftypes(f_recvtypes, comm, 2);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, MPI_DATATYPE_NULL, recvcounts, recvtypes);
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  tiers_trace_coll_end(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_ffree(sendtypes);
+  tiers_trace_ffree(recvtypes);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallw);
+}
+TIERS_EXPORT void mpi_neighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_neighbor_alltoallw_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ineighbor_allgather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_allgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ineighbor_allgather__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_allgather_")));
+TIERS_EXPORT void mpi_ineighbor_allgather(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_allgather_")));
+TIERS_EXPORT void MPI_INEIGHBOR_ALLGATHER(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_allgather_")));
+void mpi_ineighbor_allgather_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_allgather tiers_real_ = (tiers_ft_Ineighbor_allgather)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_allgather");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_allgather, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ineighbor_allgather);
+}
+TIERS_EXPORT void mpi_ineighbor_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ineighbor_allgather_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ineighbor_allgatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_allgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ineighbor_allgatherv__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_allgatherv_")));
+TIERS_EXPORT void mpi_ineighbor_allgatherv(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_allgatherv_")));
+TIERS_EXPORT void MPI_INEIGHBOR_ALLGATHERV(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_allgatherv_")));
+void mpi_ineighbor_allgatherv_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_allgatherv tiers_real_ = (tiers_ft_Ineighbor_allgatherv)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_allgatherv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_allgatherv, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_request, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ineighbor_allgatherv);
+}
+TIERS_EXPORT void mpi_ineighbor_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ineighbor_allgatherv_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ineighbor_alltoall)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_alltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ineighbor_alltoall__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_alltoall_")));
+TIERS_EXPORT void mpi_ineighbor_alltoall(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_alltoall_")));
+TIERS_EXPORT void MPI_INEIGHBOR_ALLTOALL(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_alltoall_")));
+void mpi_ineighbor_alltoall_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_alltoall tiers_real_ = (tiers_ft_Ineighbor_alltoall)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_alltoall");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_alltoall, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, sendcount, sendtype, NULL, NULL);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ineighbor_alltoall);
+}
+TIERS_EXPORT void mpi_ineighbor_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ineighbor_alltoall_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ineighbor_alltoallv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_alltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ineighbor_alltoallv__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_alltoallv_")));
+TIERS_EXPORT void mpi_ineighbor_alltoallv(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_alltoallv_")));
+TIERS_EXPORT void MPI_INEIGHBOR_ALLTOALLV(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_alltoallv_")));
+void mpi_ineighbor_alltoallv_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_alltoallv tiers_real_ = (tiers_ft_Ineighbor_alltoallv)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_alltoallv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_alltoallv, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_request, ierr);
+    return;
+  }
+  const int *sendcounts = (const int *)f_sendcounts;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, sendtype, sendcounts, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, 0, sendtype, sendcounts, NULL);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_end(TIERS_FN_Ineighbor_alltoallv);
+}
+TIERS_EXPORT void mpi_ineighbor_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ineighbor_alltoallv_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Ineighbor_alltoallw)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_alltoallw_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_ineighbor_alltoallw__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_alltoallw_")));
+TIERS_EXPORT void mpi_ineighbor_alltoallw(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_alltoallw_")));
+TIERS_EXPORT void MPI_INEIGHBOR_ALLTOALLW(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_ineighbor_alltoallw_")));
+void mpi_ineighbor_alltoallw_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_alltoallw tiers_real_ = (tiers_ft_Ineighbor_alltoallw)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_alltoallw");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Ineighbor_alltoallw, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr);
+    return;
+  }
+  const int *sendcounts = (const int *)f_sendcounts;
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  MPI_Datatype *sendtypes = tiers_trace_ftypes(f_sendtypes, comm, 1);
+  MPI_Datatype *recvtypes = tiers_trace_ftypes(f_recvtypes, comm, 2);
+  tiers_trace_coll_begin();
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, MPI_DATATYPE_NULL, recvcounts, recvtypes);
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_nbr_xfer(comm, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  tiers_trace_icoll_end(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_);
+  tiers_trace_ffree(sendtypes);
+  tiers_trace_ffree(recvtypes);
+  tiers_trace_end(TIERS_FN_Ineighbor_alltoallw);
+}
+TIERS_EXPORT void mpi_ineighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_ineighbor_alltoallw_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Raccumulate)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_raccumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_raccumulate__(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_raccumulate_")));
+TIERS_EXPORT void mpi_raccumulate(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_raccumulate_")));
+TIERS_EXPORT void MPI_RACCUMULATE(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_raccumulate_")));
+void mpi_raccumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Raccumulate tiers_real_ = (tiers_ft_Raccumulate)tiers_trace_freal(&tiers_slot_, "pmpi_raccumulate");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Raccumulate, __builtin_return_address(0))) {
+    tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, f_request, ierr);
+    return;
+  }
+  int origin_count = (int)*f_origin_count;
+  MPI_Datatype origin_datatype = PMPI_Type_f2c(*f_origin_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_ACC, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype));
+  tiers_trace_end(TIERS_FN_Raccumulate);
+}
+TIERS_EXPORT void mpi_raccumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_raccumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_raccumulate_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Rget_accumulate)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rget_accumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_rget_accumulate__(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rget_accumulate_")));
+TIERS_EXPORT void mpi_rget_accumulate(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rget_accumulate_")));
+TIERS_EXPORT void MPI_RGET_ACCUMULATE(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_rget_accumulate_")));
+void mpi_rget_accumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rget_accumulate tiers_real_ = (tiers_ft_Rget_accumulate)tiers_trace_freal(&tiers_slot_, "pmpi_rget_accumulate");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Rget_accumulate, __builtin_return_address(0))) {
+    tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_result_addr, f_result_count, f_result_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, f_request, ierr);
+    return;
+  }
+  int origin_count = (int)*f_origin_count;
+  MPI_Datatype origin_datatype = PMPI_Type_f2c(*f_origin_datatype);
+  int result_count = (int)*f_result_count;
+  MPI_Datatype result_datatype = PMPI_Type_f2c(*f_result_datatype);
+  int target_rank = (int)*f_target_rank;
+  MPI_Win win = PMPI_Win_f2c(*f_win);
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_result_addr, f_result_count, f_result_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_rma(TIERS_XFER_GET_ACC, win, target_rank, (uint64_t)origin_count*tiers_trace_type_size(origin_datatype)+(uint64_t)result_count*tiers_trace_type_size(result_datatype));
+  tiers_trace_end(TIERS_FN_Rget_accumulate);
+}
+TIERS_EXPORT void mpi_rget_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_rget_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_rget_accumulate_(f_origin_addr, f_origin_count, f_origin_datatype, f_result_addr, f_result_count, f_result_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Win_test)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_test_(MPI_Fint *f_win, MPI_Fint *f_flag, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_win_test__(MPI_Fint *f_win, MPI_Fint *f_flag, MPI_Fint *ierr) __attribute__((alias("mpi_win_test_")));
+TIERS_EXPORT void mpi_win_test(MPI_Fint *f_win, MPI_Fint *f_flag, MPI_Fint *ierr) __attribute__((alias("mpi_win_test_")));
+TIERS_EXPORT void MPI_WIN_TEST(MPI_Fint *f_win, MPI_Fint *f_flag, MPI_Fint *ierr) __attribute__((alias("mpi_win_test_")));
+void mpi_win_test_(MPI_Fint *f_win, MPI_Fint *f_flag, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_test tiers_real_ = (tiers_ft_Win_test)tiers_trace_freal(&tiers_slot_, "pmpi_win_test");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Win_test, __builtin_return_address(0))) {
+    tiers_real_(f_win, f_flag, ierr);
+    return;
+  }
+  tiers_real_(f_win, f_flag, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Win_test);
+}
+TIERS_EXPORT void mpi_win_test_f08_(MPI_Fint *f_win, MPI_Fint *f_flag, MPI_Fint *ierr);
+void mpi_win_test_f08_(MPI_Fint *f_win, MPI_Fint *f_flag, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_win_test_(f_win, f_flag, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iread_all)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_all_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iread_all__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_all_")));
+TIERS_EXPORT void mpi_file_iread_all(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_all_")));
+TIERS_EXPORT void MPI_FILE_IREAD_ALL(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_all_")));
+void mpi_file_iread_all_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread_all tiers_real_ = (tiers_ft_File_iread_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iread_all, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread_all);
+}
+TIERS_EXPORT void mpi_file_iread_all_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_all_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iread_all_(f_fh, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iread_at_all)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iread_at_all__(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_at_all_")));
+TIERS_EXPORT void mpi_file_iread_at_all(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_at_all_")));
+TIERS_EXPORT void MPI_FILE_IREAD_AT_ALL(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_at_all_")));
+void mpi_file_iread_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread_at_all tiers_real_ = (tiers_ft_File_iread_at_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread_at_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iread_at_all, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread_at_all);
+}
+TIERS_EXPORT void mpi_file_iread_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iread_at_all_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iwrite_all)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_all_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iwrite_all__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_all_")));
+TIERS_EXPORT void mpi_file_iwrite_all(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_all_")));
+TIERS_EXPORT void MPI_FILE_IWRITE_ALL(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_all_")));
+void mpi_file_iwrite_all_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite_all tiers_real_ = (tiers_ft_File_iwrite_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_all, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite_all);
+}
+TIERS_EXPORT void mpi_file_iwrite_all_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_all_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iwrite_all_(f_fh, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iwrite_at_all)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iwrite_at_all__(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_at_all_")));
+TIERS_EXPORT void mpi_file_iwrite_at_all(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_at_all_")));
+TIERS_EXPORT void MPI_FILE_IWRITE_AT_ALL(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_at_all_")));
+void mpi_file_iwrite_at_all_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite_at_all tiers_real_ = (tiers_ft_File_iwrite_at_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite_at_all");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_at_all, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite_at_all);
+}
+TIERS_EXPORT void mpi_file_iwrite_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iwrite_at_all_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_shared)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_shared_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_shared__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_shared_")));
+TIERS_EXPORT void mpi_file_read_shared(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_shared_")));
+TIERS_EXPORT void MPI_FILE_READ_SHARED(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_shared_")));
+void mpi_file_read_shared_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_shared tiers_real_ = (tiers_ft_File_read_shared)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_shared");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_shared, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_shared);
+}
+TIERS_EXPORT void mpi_file_read_shared_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_shared_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_shared_(f_fh, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_shared)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_shared_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_shared__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_shared_")));
+TIERS_EXPORT void mpi_file_write_shared(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_shared_")));
+TIERS_EXPORT void MPI_FILE_WRITE_SHARED(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_shared_")));
+void mpi_file_write_shared_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_shared tiers_real_ = (tiers_ft_File_write_shared)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_shared");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_shared, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_shared);
+}
+TIERS_EXPORT void mpi_file_write_shared_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_shared_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_shared_(f_fh, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iread_shared)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_shared_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iread_shared__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_shared_")));
+TIERS_EXPORT void mpi_file_iread_shared(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_shared_")));
+TIERS_EXPORT void MPI_FILE_IREAD_SHARED(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iread_shared_")));
+void mpi_file_iread_shared_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread_shared tiers_real_ = (tiers_ft_File_iread_shared)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread_shared");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iread_shared, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iread_shared);
+}
+TIERS_EXPORT void mpi_file_iread_shared_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_shared_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iread_shared_(f_fh, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_iwrite_shared)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_shared_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_iwrite_shared__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_shared_")));
+TIERS_EXPORT void mpi_file_iwrite_shared(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_shared_")));
+TIERS_EXPORT void MPI_FILE_IWRITE_SHARED(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_file_iwrite_shared_")));
+void mpi_file_iwrite_shared_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite_shared tiers_real_ = (tiers_ft_File_iwrite_shared)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite_shared");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_iwrite_shared, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 0, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_iwrite_shared);
+}
+TIERS_EXPORT void mpi_file_iwrite_shared_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_shared_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_iwrite_shared_(f_fh, f_buf, f_count, f_datatype, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_ordered)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_ordered_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_ordered__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_ordered_")));
+TIERS_EXPORT void mpi_file_read_ordered(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_ordered_")));
+TIERS_EXPORT void MPI_FILE_READ_ORDERED(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_ordered_")));
+void mpi_file_read_ordered_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_ordered tiers_real_ = (tiers_ft_File_read_ordered)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_ordered");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_ordered, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_ordered);
+}
+TIERS_EXPORT void mpi_file_read_ordered_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_ordered_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_ordered_(f_fh, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_ordered)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_ordered_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_ordered__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_ordered_")));
+TIERS_EXPORT void mpi_file_write_ordered(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_ordered_")));
+TIERS_EXPORT void MPI_FILE_WRITE_ORDERED(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_ordered_")));
+void mpi_file_write_ordered_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_ordered tiers_real_ = (tiers_ft_File_write_ordered)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_ordered");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_ordered, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_ordered);
+}
+TIERS_EXPORT void mpi_file_write_ordered_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_ordered_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_ordered_(f_fh, f_buf, f_count, f_datatype, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_all_begin)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_all_begin_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_all_begin__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_all_begin_")));
+TIERS_EXPORT void mpi_file_read_all_begin(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_all_begin_")));
+TIERS_EXPORT void MPI_FILE_READ_ALL_BEGIN(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_all_begin_")));
+void mpi_file_read_all_begin_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_all_begin tiers_real_ = (tiers_ft_File_read_all_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_all_begin");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_all_begin, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_all_begin);
+}
+TIERS_EXPORT void mpi_file_read_all_begin_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_read_all_begin_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_all_begin_(f_fh, f_buf, f_count, f_datatype, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_at_all_begin)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_at_all_begin_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_at_all_begin__(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_all_begin_")));
+TIERS_EXPORT void mpi_file_read_at_all_begin(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_all_begin_")));
+TIERS_EXPORT void MPI_FILE_READ_AT_ALL_BEGIN(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_all_begin_")));
+void mpi_file_read_at_all_begin_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_at_all_begin tiers_real_ = (tiers_ft_File_read_at_all_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_at_all_begin");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_at_all_begin, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_at_all_begin);
+}
+TIERS_EXPORT void mpi_file_read_at_all_begin_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_read_at_all_begin_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_at_all_begin_(f_fh, f_offset, f_buf, f_count, f_datatype, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_ordered_begin)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_ordered_begin_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_ordered_begin__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_ordered_begin_")));
+TIERS_EXPORT void mpi_file_read_ordered_begin(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_ordered_begin_")));
+TIERS_EXPORT void MPI_FILE_READ_ORDERED_BEGIN(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_ordered_begin_")));
+void mpi_file_read_ordered_begin_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_ordered_begin tiers_real_ = (tiers_ft_File_read_ordered_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_ordered_begin");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_ordered_begin, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_READ, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_read_ordered_begin);
+}
+TIERS_EXPORT void mpi_file_read_ordered_begin_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_read_ordered_begin_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_ordered_begin_(f_fh, f_buf, f_count, f_datatype, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_all_begin)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_all_begin_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_all_begin__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_all_begin_")));
+TIERS_EXPORT void mpi_file_write_all_begin(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_all_begin_")));
+TIERS_EXPORT void MPI_FILE_WRITE_ALL_BEGIN(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_all_begin_")));
+void mpi_file_write_all_begin_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_all_begin tiers_real_ = (tiers_ft_File_write_all_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_all_begin");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_all_begin, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_all_begin);
+}
+TIERS_EXPORT void mpi_file_write_all_begin_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_write_all_begin_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_all_begin_(f_fh, f_buf, f_count, f_datatype, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_at_all_begin)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_at_all_begin_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_at_all_begin__(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_all_begin_")));
+TIERS_EXPORT void mpi_file_write_at_all_begin(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_all_begin_")));
+TIERS_EXPORT void MPI_FILE_WRITE_AT_ALL_BEGIN(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_all_begin_")));
+void mpi_file_write_at_all_begin_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_at_all_begin tiers_real_ = (tiers_ft_File_write_at_all_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_at_all_begin");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_at_all_begin, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_at_all_begin);
+}
+TIERS_EXPORT void mpi_file_write_at_all_begin_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_write_at_all_begin_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_at_all_begin_(f_fh, f_offset, f_buf, f_count, f_datatype, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_ordered_begin)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_ordered_begin_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_ordered_begin__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_ordered_begin_")));
+TIERS_EXPORT void mpi_file_write_ordered_begin(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_ordered_begin_")));
+TIERS_EXPORT void MPI_FILE_WRITE_ORDERED_BEGIN(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_ordered_begin_")));
+void mpi_file_write_ordered_begin_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_ordered_begin tiers_real_ = (tiers_ft_File_write_ordered_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_ordered_begin");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_ordered_begin, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+    return;
+  }
+  int count = (int)*f_count;
+  MPI_Datatype datatype = PMPI_Type_f2c(*f_datatype);
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_io(TIERS_XFER_WRITE, 1, (uint64_t)count*tiers_trace_type_size(datatype));
+  tiers_trace_end(TIERS_FN_File_write_ordered_begin);
+}
+TIERS_EXPORT void mpi_file_write_ordered_begin_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_write_ordered_begin_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_ordered_begin_(f_fh, f_buf, f_count, f_datatype, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_all_end)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_all_end_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_all_end__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_all_end_")));
+TIERS_EXPORT void mpi_file_read_all_end(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_all_end_")));
+TIERS_EXPORT void MPI_FILE_READ_ALL_END(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_all_end_")));
+void mpi_file_read_all_end_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_all_end tiers_real_ = (tiers_ft_File_read_all_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_all_end");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_all_end, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_status, ierr);
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_status, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_read_all_end);
+}
+TIERS_EXPORT void mpi_file_read_all_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_all_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_all_end_(f_fh, f_buf, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_at_all_end)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_at_all_end_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_at_all_end__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_all_end_")));
+TIERS_EXPORT void mpi_file_read_at_all_end(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_all_end_")));
+TIERS_EXPORT void MPI_FILE_READ_AT_ALL_END(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_at_all_end_")));
+void mpi_file_read_at_all_end_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_at_all_end tiers_real_ = (tiers_ft_File_read_at_all_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_at_all_end");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_at_all_end, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_status, ierr);
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_status, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_read_at_all_end);
+}
+TIERS_EXPORT void mpi_file_read_at_all_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_at_all_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_at_all_end_(f_fh, f_buf, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_read_ordered_end)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_ordered_end_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_read_ordered_end__(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_ordered_end_")));
+TIERS_EXPORT void mpi_file_read_ordered_end(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_ordered_end_")));
+TIERS_EXPORT void MPI_FILE_READ_ORDERED_END(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_read_ordered_end_")));
+void mpi_file_read_ordered_end_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_ordered_end tiers_real_ = (tiers_ft_File_read_ordered_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_ordered_end");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_read_ordered_end, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_status, ierr);
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_status, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_read_ordered_end);
+}
+TIERS_EXPORT void mpi_file_read_ordered_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_ordered_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_read_ordered_end_(f_fh, f_buf, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_all_end)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_all_end_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_all_end__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_all_end_")));
+TIERS_EXPORT void mpi_file_write_all_end(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_all_end_")));
+TIERS_EXPORT void MPI_FILE_WRITE_ALL_END(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_all_end_")));
+void mpi_file_write_all_end_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_all_end tiers_real_ = (tiers_ft_File_write_all_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_all_end");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_all_end, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_status, ierr);
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_status, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_write_all_end);
+}
+TIERS_EXPORT void mpi_file_write_all_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_all_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_all_end_(f_fh, f_buf, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_at_all_end)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_at_all_end_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_at_all_end__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_all_end_")));
+TIERS_EXPORT void mpi_file_write_at_all_end(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_all_end_")));
+TIERS_EXPORT void MPI_FILE_WRITE_AT_ALL_END(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_at_all_end_")));
+void mpi_file_write_at_all_end_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_at_all_end tiers_real_ = (tiers_ft_File_write_at_all_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_at_all_end");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_at_all_end, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_status, ierr);
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_status, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_write_at_all_end);
+}
+TIERS_EXPORT void mpi_file_write_at_all_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_at_all_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_at_all_end_(f_fh, f_buf, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_write_ordered_end)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_ordered_end_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_write_ordered_end__(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_ordered_end_")));
+TIERS_EXPORT void mpi_file_write_ordered_end(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_ordered_end_")));
+TIERS_EXPORT void MPI_FILE_WRITE_ORDERED_END(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_file_write_ordered_end_")));
+void mpi_file_write_ordered_end_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_ordered_end tiers_real_ = (tiers_ft_File_write_ordered_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_ordered_end");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_write_ordered_end, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_buf, f_status, ierr);
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_status, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_write_ordered_end);
+}
+TIERS_EXPORT void mpi_file_write_ordered_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_ordered_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_write_ordered_end_(f_fh, f_buf, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_delete)(char *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_file_delete_(char *f_filename, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_filename_len);
+TIERS_EXPORT void mpi_file_delete__(char *f_filename, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_filename_len) __attribute__((alias("mpi_file_delete_")));
+TIERS_EXPORT void mpi_file_delete(char *f_filename, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_filename_len) __attribute__((alias("mpi_file_delete_")));
+TIERS_EXPORT void MPI_FILE_DELETE(char *f_filename, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_filename_len) __attribute__((alias("mpi_file_delete_")));
+void mpi_file_delete_(char *f_filename, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_filename_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_delete tiers_real_ = (tiers_ft_File_delete)tiers_trace_freal(&tiers_slot_, "pmpi_file_delete");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_delete, __builtin_return_address(0))) {
+    tiers_real_(f_filename, f_info, ierr, f_filename_len);
+    return;
+  }
+  tiers_real_(f_filename, f_info, ierr, f_filename_len);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_delete);
+}
+TIERS_EXPORT void mpi_file_delete_f08_(char *f_filename, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_filename_len);
+void mpi_file_delete_f08_(char *f_filename, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_filename_len)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_delete_(f_filename, f_info, ierr ? ierr : &tiers_ierr_, f_filename_len);
+}
+
+typedef void (*tiers_ft_File_set_size)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_set_size_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_set_size__(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr) __attribute__((alias("mpi_file_set_size_")));
+TIERS_EXPORT void mpi_file_set_size(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr) __attribute__((alias("mpi_file_set_size_")));
+TIERS_EXPORT void MPI_FILE_SET_SIZE(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr) __attribute__((alias("mpi_file_set_size_")));
+void mpi_file_set_size_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_set_size tiers_real_ = (tiers_ft_File_set_size)tiers_trace_freal(&tiers_slot_, "pmpi_file_set_size");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_set_size, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_size, ierr);
+    return;
+  }
+  tiers_real_(f_fh, f_size, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_set_size);
+}
+TIERS_EXPORT void mpi_file_set_size_f08_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr);
+void mpi_file_set_size_f08_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_set_size_(f_fh, f_size, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_File_preallocate)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_preallocate_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_file_preallocate__(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr) __attribute__((alias("mpi_file_preallocate_")));
+TIERS_EXPORT void mpi_file_preallocate(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr) __attribute__((alias("mpi_file_preallocate_")));
+TIERS_EXPORT void MPI_FILE_PREALLOCATE(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr) __attribute__((alias("mpi_file_preallocate_")));
+void mpi_file_preallocate_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_preallocate tiers_real_ = (tiers_ft_File_preallocate)tiers_trace_freal(&tiers_slot_, "pmpi_file_preallocate");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_File_preallocate, __builtin_return_address(0))) {
+    tiers_real_(f_fh, f_size, ierr);
+    return;
+  }
+  tiers_real_(f_fh, f_size, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_File_preallocate);
+}
+TIERS_EXPORT void mpi_file_preallocate_f08_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr);
+void mpi_file_preallocate_f08_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_file_preallocate_(f_fh, f_size, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Comm_accept)(char *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_comm_accept_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len);
+TIERS_EXPORT void mpi_comm_accept__(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len) __attribute__((alias("mpi_comm_accept_")));
+TIERS_EXPORT void mpi_comm_accept(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len) __attribute__((alias("mpi_comm_accept_")));
+TIERS_EXPORT void MPI_COMM_ACCEPT(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len) __attribute__((alias("mpi_comm_accept_")));
+void mpi_comm_accept_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_accept tiers_real_ = (tiers_ft_Comm_accept)tiers_trace_freal(&tiers_slot_, "pmpi_comm_accept");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_accept, __builtin_return_address(0))) {
+    tiers_real_(f_port_name, f_info, f_root, f_comm, f_newcomm, ierr, f_port_name_len);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_port_name, f_info, f_root, f_comm, f_newcomm, ierr, f_port_name_len);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newcomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Comm_accept);
+}
+TIERS_EXPORT void mpi_comm_accept_f08_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len);
+void mpi_comm_accept_f08_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_accept_(f_port_name, f_info, f_root, f_comm, f_newcomm, ierr ? ierr : &tiers_ierr_, f_port_name_len);
+}
+
+typedef void (*tiers_ft_Comm_connect)(char *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_comm_connect_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len);
+TIERS_EXPORT void mpi_comm_connect__(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len) __attribute__((alias("mpi_comm_connect_")));
+TIERS_EXPORT void mpi_comm_connect(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len) __attribute__((alias("mpi_comm_connect_")));
+TIERS_EXPORT void MPI_COMM_CONNECT(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len) __attribute__((alias("mpi_comm_connect_")));
+void mpi_comm_connect_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_connect tiers_real_ = (tiers_ft_Comm_connect)tiers_trace_freal(&tiers_slot_, "pmpi_comm_connect");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_connect, __builtin_return_address(0))) {
+    tiers_real_(f_port_name, f_info, f_root, f_comm, f_newcomm, ierr, f_port_name_len);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_port_name, f_info, f_root, f_comm, f_newcomm, ierr, f_port_name_len);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm tiers_new_ = PMPI_Comm_f2c(*f_newcomm);
+    if (tiers_new_ != MPI_COMM_NULL)
+      tiers_trace_comm_new(comm, tiers_new_);
+  }
+  tiers_trace_end(TIERS_FN_Comm_connect);
+}
+TIERS_EXPORT void mpi_comm_connect_f08_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len);
+void mpi_comm_connect_f08_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_connect_(f_port_name, f_info, f_root, f_comm, f_newcomm, ierr ? ierr : &tiers_ierr_, f_port_name_len);
+}
+
+typedef void (*tiers_ft_Comm_disconnect)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_disconnect_(MPI_Fint *f_comm, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_comm_disconnect__(MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_disconnect_")));
+TIERS_EXPORT void mpi_comm_disconnect(MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_disconnect_")));
+TIERS_EXPORT void MPI_COMM_DISCONNECT(MPI_Fint *f_comm, MPI_Fint *ierr) __attribute__((alias("mpi_comm_disconnect_")));
+void mpi_comm_disconnect_(MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_disconnect tiers_real_ = (tiers_ft_Comm_disconnect)tiers_trace_freal(&tiers_slot_, "pmpi_comm_disconnect");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Comm_disconnect, __builtin_return_address(0))) {
+    tiers_real_(f_comm, ierr);
+    return;
+  }
+  tiers_trace_comm_free(PMPI_Comm_f2c(*f_comm));
+  tiers_real_(f_comm, ierr);
+  int rc = (int)*ierr;
+  (void)rc;
+  tiers_trace_end(TIERS_FN_Comm_disconnect);
+}
+TIERS_EXPORT void mpi_comm_disconnect_f08_(MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_comm_disconnect_f08_(MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_comm_disconnect_(f_comm, ierr ? ierr : &tiers_ierr_);
+}
+
 #if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
 
 typedef void (*tiers_ft_Barrier_init)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
@@ -7177,6 +9558,233 @@ void mpix_reduce_scatter_block_init_f08_(const void *f_sendbuf, void *f_recvbuf,
 {
   MPI_Fint tiers_ierr_;
   mpix_reduce_scatter_block_init_(f_sendbuf, f_recvbuf, f_recvcount, f_datatype, f_op, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Alltoallw_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_alltoallw_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_alltoallw_init__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_alltoallw_init_")));
+TIERS_EXPORT void mpix_alltoallw_init(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_alltoallw_init_")));
+TIERS_EXPORT void MPIX_ALLTOALLW_INIT(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_alltoallw_init_")));
+void mpix_alltoallw_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Alltoallw_init tiers_real_ = (tiers_ft_Alltoallw_init)tiers_trace_freal(&tiers_slot_, "pmpix_alltoallw_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Alltoallw_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const void *sendbuf = tiers_trace_fbuf(f_sendbuf);
+  const int *sendcounts = (const int *)f_sendcounts;
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  MPI_Datatype *sendtypes = tiers_trace_ftypes(f_sendtypes, comm, 0);
+  MPI_Datatype *recvtypes = tiers_trace_ftypes(f_recvtypes, comm, 0);
+  uint64_t tiers_sent_ = (sendbuf==MPI_IN_PLACE?tiers_trace_sumw(recvcounts, recvtypes, comm):tiers_trace_sumw(sendcounts, sendtypes, comm));
+  uint64_t tiers_recv_ = tiers_trace_sumw(recvcounts, recvtypes, comm);
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_ffree(sendtypes);
+  tiers_trace_ffree(recvtypes);
+  tiers_trace_end(TIERS_FN_Alltoallw_init);
+}
+TIERS_EXPORT void mpix_alltoallw_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_alltoallw_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_alltoallw_init_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_allgather_init)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_neighbor_allgather_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_neighbor_allgather_init__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_allgather_init_")));
+TIERS_EXPORT void mpix_neighbor_allgather_init(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_allgather_init_")));
+TIERS_EXPORT void MPIX_NEIGHBOR_ALLGATHER_INIT(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_allgather_init_")));
+void mpix_neighbor_allgather_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_allgather_init tiers_real_ = (tiers_ft_Neighbor_allgather_init)tiers_trace_freal(&tiers_slot_, "pmpix_neighbor_allgather_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgather_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Neighbor_allgather_init);
+}
+TIERS_EXPORT void mpix_neighbor_allgather_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_neighbor_allgather_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_neighbor_allgather_init_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_allgatherv_init)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_neighbor_allgatherv_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_neighbor_allgatherv_init__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_allgatherv_init_")));
+TIERS_EXPORT void mpix_neighbor_allgatherv_init(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_allgatherv_init_")));
+TIERS_EXPORT void MPIX_NEIGHBOR_ALLGATHERV_INIT(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_allgatherv_init_")));
+void mpix_neighbor_allgatherv_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_allgatherv_init tiers_real_ = (tiers_ft_Neighbor_allgatherv_init)tiers_trace_freal(&tiers_slot_, "pmpix_neighbor_allgatherv_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_allgatherv_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Neighbor_allgatherv_init);
+}
+TIERS_EXPORT void mpix_neighbor_allgatherv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_neighbor_allgatherv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_neighbor_allgatherv_init_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_alltoall_init)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_neighbor_alltoall_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_neighbor_alltoall_init__(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_alltoall_init_")));
+TIERS_EXPORT void mpix_neighbor_alltoall_init(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_alltoall_init_")));
+TIERS_EXPORT void MPIX_NEIGHBOR_ALLTOALL_INIT(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_alltoall_init_")));
+void mpix_neighbor_alltoall_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_alltoall_init tiers_real_ = (tiers_ft_Neighbor_alltoall_init)tiers_trace_freal(&tiers_slot_, "pmpix_neighbor_alltoall_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoall_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  int sendcount = (int)*f_sendcount;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  int recvcount = (int)*f_recvcount;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, sendcount, sendtype, NULL, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, recvcount, recvtype, NULL, NULL);
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Neighbor_alltoall_init);
+}
+TIERS_EXPORT void mpix_neighbor_alltoall_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_neighbor_alltoall_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_neighbor_alltoall_init_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_alltoallv_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_neighbor_alltoallv_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_neighbor_alltoallv_init__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_alltoallv_init_")));
+TIERS_EXPORT void mpix_neighbor_alltoallv_init(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_alltoallv_init_")));
+TIERS_EXPORT void MPIX_NEIGHBOR_ALLTOALLV_INIT(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_alltoallv_init_")));
+void mpix_neighbor_alltoallv_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_alltoallv_init tiers_real_ = (tiers_ft_Neighbor_alltoallv_init)tiers_trace_freal(&tiers_slot_, "pmpix_neighbor_alltoallv_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallv_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const int *sendcounts = (const int *)f_sendcounts;
+  MPI_Datatype sendtype = PMPI_Type_f2c(*f_sendtype);
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Datatype recvtype = PMPI_Type_f2c(*f_recvtype);
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, sendtype, sendcounts, NULL);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, recvtype, recvcounts, NULL);
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallv_init);
+}
+TIERS_EXPORT void mpix_neighbor_alltoallv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_neighbor_alltoallv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_neighbor_alltoallv_init_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Neighbor_alltoallw_init)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpix_neighbor_alltoallw_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpix_neighbor_alltoallw_init__(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_alltoallw_init_")));
+TIERS_EXPORT void mpix_neighbor_alltoallw_init(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_alltoallw_init_")));
+TIERS_EXPORT void MPIX_NEIGHBOR_ALLTOALLW_INIT(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpix_neighbor_alltoallw_init_")));
+void mpix_neighbor_alltoallw_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_alltoallw_init tiers_real_ = (tiers_ft_Neighbor_alltoallw_init)tiers_trace_freal(&tiers_slot_, "pmpix_neighbor_alltoallw_init");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Neighbor_alltoallw_init, __builtin_return_address(0))) {
+    tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_info, f_request, ierr);
+    return;
+  }
+  const int *sendcounts = (const int *)f_sendcounts;
+  const int *recvcounts = (const int *)f_recvcounts;
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  MPI_Datatype *sendtypes = tiers_trace_ftypes(f_sendtypes, comm, 1);
+  MPI_Datatype *recvtypes = tiers_trace_ftypes(f_recvtypes, comm, 2);
+  uint64_t tiers_sent_ = tiers_trace_nbr_bytes(comm, 1, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
+  uint64_t tiers_recv_ = tiers_trace_nbr_bytes(comm, 0, 0, MPI_DATATYPE_NULL, recvcounts, recvtypes);
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_info, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  tiers_trace_ffree(sendtypes);
+  tiers_trace_ffree(recvtypes);
+  tiers_trace_end(TIERS_FN_Neighbor_alltoallw_init);
+}
+TIERS_EXPORT void mpix_neighbor_alltoallw_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpix_neighbor_alltoallw_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpix_neighbor_alltoallw_init_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_info, f_request, ierr ? ierr : &tiers_ierr_);
 }
 #endif /* OMPI_HAVE_MPI_EXT_PCOLLREQ */
 #elif TIERS_FORTRAN_ENTRIES == 2
@@ -9187,5 +11795,725 @@ void mpi_comm_get_name_f08_(MPI_Fint *f_comm, char *f_comm_name, MPI_Fint *f_res
     return;
   }
   tiers_real_(f_comm, f_comm_name, f_resultlen, ierr, f_comm_name_len);
+}
+
+typedef void (*tiers_ft_Alltoallw)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Alltoallw tiers_real_ = (tiers_ft_Alltoallw)tiers_trace_freal(&tiers_slot_, "pmpi_alltoallw");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Ialltoallw)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ialltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ialltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ialltoallw tiers_real_ = (tiers_ft_Ialltoallw)tiers_trace_freal(&tiers_slot_, "pmpi_ialltoallw");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Iscan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iscan tiers_real_ = (tiers_ft_Iscan)tiers_trace_freal(&tiers_slot_, "pmpi_iscan");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Iexscan)(const void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_iexscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_iexscan_f08_(const void *f_sendbuf, void *f_recvbuf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_op, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Iexscan tiers_real_ = (tiers_ft_Iexscan)tiers_trace_freal(&tiers_slot_, "pmpi_iexscan");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_recvbuf, f_count, f_datatype, f_op, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Neighbor_allgather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_allgather tiers_real_ = (tiers_ft_Neighbor_allgather)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_allgather");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Neighbor_allgatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_allgatherv tiers_real_ = (tiers_ft_Neighbor_allgatherv)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_allgatherv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Neighbor_alltoall)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_alltoall tiers_real_ = (tiers_ft_Neighbor_alltoall)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_alltoall");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Neighbor_alltoallv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_alltoallv tiers_real_ = (tiers_ft_Neighbor_alltoallv)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_alltoallv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Neighbor_alltoallw)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_neighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_neighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Neighbor_alltoallw tiers_real_ = (tiers_ft_Neighbor_alltoallw)tiers_trace_freal(&tiers_slot_, "pmpi_neighbor_alltoallw");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, ierr);
+}
+
+typedef void (*tiers_ft_Ineighbor_allgather)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_allgather_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_allgather tiers_real_ = (tiers_ft_Ineighbor_allgather)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_allgather");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ineighbor_allgatherv)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_allgatherv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_allgatherv tiers_real_ = (tiers_ft_Ineighbor_allgatherv)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_allgatherv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcounts, f_displs, f_recvtype, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ineighbor_alltoall)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_alltoall_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_alltoall tiers_real_ = (tiers_ft_Ineighbor_alltoall)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_alltoall");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcount, f_sendtype, f_recvbuf, f_recvcount, f_recvtype, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ineighbor_alltoallv)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_alltoallv_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_alltoallv tiers_real_ = (tiers_ft_Ineighbor_alltoallv)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_alltoallv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtype, f_recvbuf, f_recvcounts, f_rdispls, f_recvtype, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Ineighbor_alltoallw)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_ineighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_ineighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtypes, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtypes, MPI_Fint *f_comm, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Ineighbor_alltoallw tiers_real_ = (tiers_ft_Ineighbor_alltoallw)tiers_trace_freal(&tiers_slot_, "pmpi_ineighbor_alltoallw");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Raccumulate)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_raccumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_raccumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Raccumulate tiers_real_ = (tiers_ft_Raccumulate)tiers_trace_freal(&tiers_slot_, "pmpi_raccumulate");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Rget_accumulate)(const void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_rget_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_rget_accumulate_f08_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, void *f_result_addr, MPI_Fint *f_result_count, MPI_Fint *f_result_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Rget_accumulate tiers_real_ = (tiers_ft_Rget_accumulate)tiers_trace_freal(&tiers_slot_, "pmpi_rget_accumulate");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_origin_addr, f_origin_count, f_origin_datatype, f_result_addr, f_result_count, f_result_datatype, f_target_rank, f_target_disp, f_target_count, f_target_datatype, f_op, f_win, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Win_test)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_win_test_f08_(MPI_Fint *f_win, MPI_Fint *f_flag, MPI_Fint *ierr);
+void mpi_win_test_f08_(MPI_Fint *f_win, MPI_Fint *f_flag, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Win_test tiers_real_ = (tiers_ft_Win_test)tiers_trace_freal(&tiers_slot_, "pmpi_win_test");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_win, f_flag, ierr);
+}
+
+typedef void (*tiers_ft_File_iread_all)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_all_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_all_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread_all tiers_real_ = (tiers_ft_File_iread_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_iread_at_all)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread_at_all tiers_real_ = (tiers_ft_File_iread_at_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread_at_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_iwrite_all)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_all_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_all_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite_all tiers_real_ = (tiers_ft_File_iwrite_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_iwrite_at_all)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_at_all_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite_at_all tiers_real_ = (tiers_ft_File_iwrite_at_all)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite_at_all");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_read_shared)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_shared_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_shared_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_shared tiers_real_ = (tiers_ft_File_read_shared)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_shared");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_write_shared)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_shared_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_shared_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_shared tiers_real_ = (tiers_ft_File_write_shared)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_shared");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_iread_shared)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iread_shared_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iread_shared_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iread_shared tiers_real_ = (tiers_ft_File_iread_shared)tiers_trace_freal(&tiers_slot_, "pmpi_file_iread_shared");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_iwrite_shared)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_iwrite_shared_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_file_iwrite_shared_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_iwrite_shared tiers_real_ = (tiers_ft_File_iwrite_shared)tiers_trace_freal(&tiers_slot_, "pmpi_file_iwrite_shared");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, f_request, ierr);
+}
+
+typedef void (*tiers_ft_File_read_ordered)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_ordered_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_ordered_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_ordered tiers_real_ = (tiers_ft_File_read_ordered)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_ordered");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_write_ordered)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_ordered_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_ordered_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_ordered tiers_real_ = (tiers_ft_File_write_ordered)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_ordered");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_read_all_begin)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_all_begin_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_read_all_begin_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_all_begin tiers_real_ = (tiers_ft_File_read_all_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_all_begin");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+}
+
+typedef void (*tiers_ft_File_read_at_all_begin)(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_at_all_begin_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_read_at_all_begin_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_at_all_begin tiers_real_ = (tiers_ft_File_read_at_all_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_at_all_begin");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, ierr);
+}
+
+typedef void (*tiers_ft_File_read_ordered_begin)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_ordered_begin_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_read_ordered_begin_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_ordered_begin tiers_real_ = (tiers_ft_File_read_ordered_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_ordered_begin");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+}
+
+typedef void (*tiers_ft_File_write_all_begin)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_all_begin_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_write_all_begin_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_all_begin tiers_real_ = (tiers_ft_File_write_all_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_all_begin");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+}
+
+typedef void (*tiers_ft_File_write_at_all_begin)(MPI_Fint *, MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_at_all_begin_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_write_at_all_begin_f08_(MPI_Fint *f_fh, MPI_Fint *f_offset, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_at_all_begin tiers_real_ = (tiers_ft_File_write_at_all_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_at_all_begin");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_offset, f_buf, f_count, f_datatype, ierr);
+}
+
+typedef void (*tiers_ft_File_write_ordered_begin)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_ordered_begin_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr);
+void mpi_file_write_ordered_begin_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_ordered_begin tiers_real_ = (tiers_ft_File_write_ordered_begin)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_ordered_begin");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, f_count, f_datatype, ierr);
+}
+
+typedef void (*tiers_ft_File_read_all_end)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_all_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_all_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_all_end tiers_real_ = (tiers_ft_File_read_all_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_all_end");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_read_at_all_end)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_at_all_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_at_all_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_at_all_end tiers_real_ = (tiers_ft_File_read_at_all_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_at_all_end");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_read_ordered_end)(MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_read_ordered_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_read_ordered_end_f08_(MPI_Fint *f_fh, void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_read_ordered_end tiers_real_ = (tiers_ft_File_read_ordered_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_read_ordered_end");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_write_all_end)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_all_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_all_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_all_end tiers_real_ = (tiers_ft_File_write_all_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_all_end");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_write_at_all_end)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_at_all_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_at_all_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_at_all_end tiers_real_ = (tiers_ft_File_write_at_all_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_at_all_end");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_write_ordered_end)(MPI_Fint *, const void *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_write_ordered_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_file_write_ordered_end_f08_(MPI_Fint *f_fh, const void *f_buf, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_write_ordered_end tiers_real_ = (tiers_ft_File_write_ordered_end)tiers_trace_freal(&tiers_slot_, "pmpi_file_write_ordered_end");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_buf, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_File_delete)(char *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_file_delete_f08_(char *f_filename, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_filename_len);
+void mpi_file_delete_f08_(char *f_filename, MPI_Fint *f_info, MPI_Fint *ierr, size_t f_filename_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_delete tiers_real_ = (tiers_ft_File_delete)tiers_trace_freal(&tiers_slot_, "pmpi_file_delete");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_filename, f_info, ierr, f_filename_len);
+}
+
+typedef void (*tiers_ft_File_set_size)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_set_size_f08_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr);
+void mpi_file_set_size_f08_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_set_size tiers_real_ = (tiers_ft_File_set_size)tiers_trace_freal(&tiers_slot_, "pmpi_file_set_size");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_size, ierr);
+}
+
+typedef void (*tiers_ft_File_preallocate)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_file_preallocate_f08_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr);
+void mpi_file_preallocate_f08_(MPI_Fint *f_fh, MPI_Fint *f_size, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_File_preallocate tiers_real_ = (tiers_ft_File_preallocate)tiers_trace_freal(&tiers_slot_, "pmpi_file_preallocate");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_fh, f_size, ierr);
+}
+
+typedef void (*tiers_ft_Comm_accept)(char *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_comm_accept_f08_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len);
+void mpi_comm_accept_f08_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_accept tiers_real_ = (tiers_ft_Comm_accept)tiers_trace_freal(&tiers_slot_, "pmpi_comm_accept");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_port_name, f_info, f_root, f_comm, f_newcomm, ierr, f_port_name_len);
+}
+
+typedef void (*tiers_ft_Comm_connect)(char *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, size_t);
+TIERS_EXPORT void mpi_comm_connect_f08_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len);
+void mpi_comm_connect_f08_(char *f_port_name, MPI_Fint *f_info, MPI_Fint *f_root, MPI_Fint *f_comm, MPI_Fint *f_newcomm, MPI_Fint *ierr, size_t f_port_name_len)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_connect tiers_real_ = (tiers_ft_Comm_connect)tiers_trace_freal(&tiers_slot_, "pmpi_comm_connect");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_port_name, f_info, f_root, f_comm, f_newcomm, ierr, f_port_name_len);
+}
+
+typedef void (*tiers_ft_Comm_disconnect)(MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_comm_disconnect_f08_(MPI_Fint *f_comm, MPI_Fint *ierr);
+void mpi_comm_disconnect_f08_(MPI_Fint *f_comm, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Comm_disconnect tiers_real_ = (tiers_ft_Comm_disconnect)tiers_trace_freal(&tiers_slot_, "pmpi_comm_disconnect");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_comm, ierr);
 }
 #endif /* TIERS_FORTRAN_ENTRIES */

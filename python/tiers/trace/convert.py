@@ -301,6 +301,7 @@ def summarize(logs: list[raw.RankLog]) -> dict:
     recvs = collections.defaultdict(list)   # (src, dst, gid, tag) -> [posted]
     first, last = None, None
     coll_bytes = 0
+    nbr = [0, 0]                            # neighbourhood collectives' blocks in the matrix
     accumulated = {}                        # rank -> swap-out time so far, at each swap-out
     for log in logs:
         g = log.to_global
@@ -354,7 +355,14 @@ def summarize(logs: list[raw.RankLog]) -> dict:
             elif kind == XFER:
                 what = raw.XFER_KINDS.get(p[0], str(p[0]))
                 nbytes = p[2]
-                if what in ("read", "write"):
+                if what == "neighbor":      # a neighbourhood collective's block
+                    if 0 <= p[1] < n:
+                        mbytes[log.rank][p[1]] += nbytes
+                        mmsgs[log.rank][p[1]] += 1
+                        nbr[0] += nbytes
+                        nbr[1] += 1
+                    nbytes = 0                 # counted at its COLL_END
+                elif what in ("read", "write"):
                     io[f"{what}_bytes"] += nbytes
                     io[f"{what}s"] += 1
                     io["collective_calls"] += p[3] & 1
@@ -399,8 +407,8 @@ def summarize(logs: list[raw.RankLog]) -> dict:
             matched += nbytes
             if posted_at < start:
                 rf_bytes += nbytes
-    p2p_bytes = sum(map(sum, mbytes))
-    p2p_msgs = sum(map(sum, mmsgs))
+    p2p_bytes = sum(map(sum, mbytes)) - nbr[0]
+    p2p_msgs = sum(map(sum, mmsgs)) - nbr[1]
     duration = ((last - first) * 1e-9) if first is not None else 0.0
     swap_tot = {k: sum(r["swapouts"][k] for r in ranks_out)
                 for k in ("count", "bytes", "time_s", "write_s", "unsynchronised")}
@@ -412,6 +420,8 @@ def summarize(logs: list[raw.RankLog]) -> dict:
         "p2p_bytes": p2p_bytes,
         "p2p_messages": p2p_msgs,
         "coll_bytes": coll_bytes,
+        "neighbor_bytes": nbr[0],
+        "neighbor_messages": nbr[1],
         "rma_bytes": sum(sum(r["rma_bytes"].values()) for r in ranks_out),
         "io_bytes": {k: sum(r["io_bytes"][k] for r in ranks_out) for k in ("read", "write")},
         "data_rate_bytes_per_s": p2p_bytes / duration if duration > 0 else None,

@@ -40,7 +40,7 @@ _MEM = struct.Struct("<QQ")
 _XFER = struct.Struct("<iiIIQ")
 #: XFER kinds: one-sided transfers and file reads/writes
 XFER_KINDS = {1: "put", 2: "get", 3: "accumulate", 4: "get_accumulate", 5: "fetch_and_op",
-              6: "compare_and_swap", 7: "read", 8: "write"}
+              6: "compare_and_swap", 7: "read", 8: "write", 9: "neighbor"}
 
 
 @dataclass
