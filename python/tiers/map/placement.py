@@ -367,8 +367,13 @@ def geometric(graph: Graph, machine: Machine) -> Placement | None:
 
     if shape is not None:
         # every node holds the same box: split one box, apply it to all
-        in_box = [tuple(int(x) for x in np.unravel_index(i, shape[::-1])[::-1])
-                  for i in range(size)]
+        in_box = []   # position in the box of each index, the first axis fastest
+        for i in range(size):
+            pos = []
+            for extent in shape:
+                pos.append(i % extent)
+                i //= extent
+            in_box.append(tuple(pos))
         of_pos_list = [0] * size
         inside_small(in_box, list(range(size)), of_pos_list, 0, 0)
         of_pos = np.asarray(of_pos_list, dtype=np.int32)
@@ -679,7 +684,7 @@ def choose(mets: list[dict], forced: str | None = None,
 #: edge of the graph, plus a floor for small graphs (bounded so that it
 #: costs about what Scotch's own mapping costs).
 REFINE_PER_EDGE = 20
-REFINE_MIN = 20000
+REFINE_MIN = 5000
 
 
 def search_applies(graph: Graph, machine: Machine, forced: str | None = None) -> bool:
