@@ -171,3 +171,34 @@ def test_fortran_neighbour_alltoall_and_alltoallw(tmp_path, n):
         for q in line:
             matrix[r][q] = ITERS * 12
     assert doc["summary"]["comm_matrix"]["bytes"] == matrix
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_persistent_neighbourhood_and_alltoallw(tmp_path, n):
+    """tests/programs/trace_pnbr.c: a neighbour alltoall (3 ints, 1-D line),
+    a neighbour alltoallv (1 and 2 ints, the distributed graph) and an
+    alltoallw (as trace_nbr.c's) made once with *_init (MPI-4, or Open MPI's
+    MPIX_*_init, recorded under the MPI-4 names) and started together ITERS
+    times: each MPI_Startall records the three collectives' bytes, and the
+    neighbourhood ones' blocks reach the communication matrix."""
+    exe = compile_program(tmp_path, TOOLS[0], "trace_pnbr.c")
+    doc = trace(tmp_path, exe, n)
+    matrix = [[0] * n for _ in range(n)]
+    for rank_doc in doc["samples"]["ranks"]:
+        r = rank_doc["rank"]
+        got = {k: (v["calls"], v["bytes"]) for k, v in rank_doc["functions"].items()}
+        line = line_neighbours(n, r)
+        for name in ("Neighbor_alltoall", "Neighbor_alltoallv", "Alltoallw"):
+            assert got[f"MPI_{name}_init"] == (1, 0), name
+        per_start = 24 * len(line) + 24 + sum(alltoallw_bytes(n, r))
+        assert got["MPI_Startall"] == (ITERS, ITERS * per_start)
+        assert got["MPI_Waitall"] == (ITERS, 0)
+        assert got["MPI_Request_free"] == (3, 0)
+        assert not any(k.startswith("MPIX_") for k in got)
+        for q in line:
+            matrix[r][q] += ITERS * 12
+        matrix[r][(r + 1) % n] += ITERS * 4
+        matrix[r][(r + 2) % n] += ITERS * 8
+    assert doc["summary"]["comm_matrix"]["bytes"] == matrix
+    assert doc["summary"]["p2p_bytes"] == 0
+    assert doc["summary"]["neighbor_bytes"] == sum(map(sum, matrix))

@@ -1621,6 +1621,10 @@ void tiers_trace_at_abort(void)
   unlock();
 }
 
+/* a neighbourhood collective's block: the destination's world rank, bytes */
+typedef struct { int32_t world; uint64_t bytes; } nbr_t;
+static void xfer(int what, int target, uint64_t bytes, int flags);
+
 /* ------------------------------------------------------------------ */
 /* Non-blocking collectives, persistent requests, one-sided and file
  * transfers, MPI_Comm_spawn */
@@ -1653,7 +1657,16 @@ typedef struct {
   int recv, peer, tag; /* recv: 0 send, 1 receive, 2 collective (peer: root, tag: op) */
   MPI_Comm comm;
   uint64_t bytes, recvd;
+  int nnbr;            /* a neighbourhood collective: its destinations... */
+  nbr_t *nbr;          /* ...(world rank, bytes), malloc'd, or NULL */
 } persist_t;
+
+static void persist_drop(slot_t *s)
+{
+  persist_t *p = (persist_t *)(uintptr_t)s->a;
+  free(p->nbr);
+  free(p);
+}
 static map_t persist;
 
 static void persist_keep(persist_t *p, MPI_Request req)
@@ -1662,7 +1675,7 @@ static void persist_keep(persist_t *p, MPI_Request req)
   uint64_t key = hkey(&req, sizeof req);
   slot_t *old = map_find(&persist, key);
   if (old) {
-    free((void *)(uintptr_t)old->a);
+    persist_drop(old);
     map_remove(&persist, old);
   }
   if (map_put(&persist, key, (uint64_t)(uintptr_t)p, 0) != 0)
@@ -1678,6 +1691,8 @@ void tiers_trace_pcoll_init(int op, MPI_Comm comm, int root, uint64_t sent, uint
   persist_t *p = malloc(sizeof *p);
   if (!p)
     return;
+  p->nnbr = 0;
+  p->nbr = NULL;
   p->recv = 2;
   p->peer = root;
   p->tag = op;
@@ -1695,6 +1710,8 @@ void tiers_trace_persist_init(int recv, int peer, int tag, MPI_Comm comm, int co
   persist_t *p = malloc(sizeof *p);
   if (!p)
     return;
+  p->nnbr = 0;
+  p->nbr = NULL;
   p->recv = recv;
   p->peer = peer;
   p->tag = tag;
@@ -1711,12 +1728,19 @@ void tiers_trace_start(MPI_Request req)
   lock();
   slot_t *s = map_find(&persist, hkey(&req, sizeof req));
   persist_t p;
+  nbr_t *nb = NULL;
   int found = s != NULL;
-  if (found)
+  if (found) {
     p = *(persist_t *)(uintptr_t)s->a;
+    if (p.nnbr > 0 && (nb = malloc(sizeof *nb * (size_t)p.nnbr)))
+      memcpy(nb, p.nbr, sizeof *nb * (size_t)p.nnbr);
+  }
   unlock();
   if (!found)
     return;
+  for (int j = 0; nb && j < p.nnbr; j++) /* a neighbourhood collective's blocks */
+    xfer(TIERS_XFER_NBR, nb[j].world, nb[j].bytes, 0);
+  free(nb);
   if (p.recv == 2) {
     /* the collective starts here: begin and end at the Start's return,
      * so that several started by one MPI_Startall stay in time order */
@@ -1753,7 +1777,7 @@ void tiers_trace_request_free(MPI_Request req)
   uint64_t key = hkey(&req, sizeof req);
   slot_t *s = map_find(&persist, key);
   if (s) {
-    free((void *)(uintptr_t)s->a);
+    persist_drop(s);
     map_remove(&persist, s);
   }
   unlock();
@@ -1921,29 +1945,72 @@ uint64_t tiers_trace_nbr_bytes(MPI_Comm comm, int out, int count, MPI_Datatype t
   return s;
 }
 
-void tiers_trace_nbr_xfer(MPI_Comm comm, int count, MPI_Datatype type, const int *counts,
-                          const MPI_Datatype *types)
+/* The blocks a neighbourhood collective sends: (world rank, bytes) of each
+ * destination other than MPI_PROC_NULL, malloc'd in *out; returns their
+ * count (0: none, or on failure) */
+static int nbr_list(MPI_Comm comm, int count, MPI_Datatype type, const int *counts,
+                    const MPI_Datatype *types, nbr_t **out)
 {
-  if (T.depth != 1)
-    return;
-  int *nb;
+  int *nb, k = 0;
   int n = topo_neighbours(comm, 1, &nb);
+  *out = NULL;
   if (n <= 0)
-    return;
+    return 0;
   int *world = malloc(sizeof(int) * (size_t)n);
+  nbr_t *l = malloc(sizeof *l * (size_t)n);
   MPI_Group g, wg;
-  if (world && PMPI_Comm_group(comm, &g) == MPI_SUCCESS) {
+  if (world && l && PMPI_Comm_group(comm, &g) == MPI_SUCCESS) {
     PMPI_Comm_group(MPI_COMM_WORLD, &wg);
     PMPI_Group_translate_ranks(g, n, nb, wg, world);
     PMPI_Group_free(&wg);
     PMPI_Group_free(&g);
     for (int j = 0; j < n; j++)
-      if (nb[j] != MPI_PROC_NULL)
-        xfer(TIERS_XFER_NBR, world[j] == MPI_UNDEFINED ? -1 : world[j],
-             nbr_block(j, count, type, counts, types), 0);
+      if (nb[j] != MPI_PROC_NULL) {
+        l[k].world = world[j] == MPI_UNDEFINED ? -1 : world[j];
+        l[k++].bytes = nbr_block(j, count, type, counts, types);
+      }
   }
   free(world);
   free(nb);
+  if (k == 0) {
+    free(l);
+    l = NULL;
+  }
+  *out = l;
+  return k;
+}
+
+void tiers_trace_nbr_xfer(MPI_Comm comm, int count, MPI_Datatype type, const int *counts,
+                          const MPI_Datatype *types)
+{
+  if (T.depth != 1)
+    return;
+  nbr_t *l;
+  int n = nbr_list(comm, count, type, counts, types, &l);
+  for (int j = 0; j < n; j++)
+    xfer(TIERS_XFER_NBR, l[j].world, l[j].bytes, 0);
+  free(l);
+}
+
+/* A persistent neighbourhood collective: its blocks, recorded at each start */
+void tiers_trace_pcoll_nbr(MPI_Request req, MPI_Comm comm, int count, MPI_Datatype type,
+                           const int *counts, const MPI_Datatype *types)
+{
+  if (T.depth != 1 || req == MPI_REQUEST_NULL)
+    return;
+  nbr_t *l;
+  int n = nbr_list(comm, count, type, counts, types, &l);
+  lock();
+  slot_t *s = map_find(&persist, hkey(&req, sizeof req));
+  if (s) {
+    persist_t *p = (persist_t *)(uintptr_t)s->a;
+    free(p->nbr);
+    p->nbr = l;
+    p->nnbr = n;
+    l = NULL;
+  }
+  unlock();
+  free(l);
 }
 
 MPI_Datatype *tiers_trace_ftypes(const MPI_Fint *f, MPI_Comm comm, int which)

@@ -95,6 +95,11 @@ TIERS_HIDDEN uint64_t tiers_trace_nbr_bytes(MPI_Comm comm, int out, int count,
                                             const MPI_Datatype *types);
 TIERS_HIDDEN void tiers_trace_nbr_xfer(MPI_Comm comm, int count, MPI_Datatype type,
                                        const int *counts, const MPI_Datatype *types);
+/* the same blocks for a persistent one (after tiers_trace_pcoll_init of its
+ * request): recorded at each MPI_Start(all) */
+TIERS_HIDDEN void tiers_trace_pcoll_nbr(MPI_Request req, MPI_Comm comm, int count,
+                                        MPI_Datatype type, const int *counts,
+                                        const MPI_Datatype *types);
 /* Matched probes: MPI_Mprobe/Improbe keep the message's communicator,
  * MPI_Mrecv/Imrecv take it back (MPI_COMM_NULL: unknown) */
 TIERS_HIDDEN void tiers_trace_message(MPI_Message msg, MPI_Comm comm);

@@ -107,6 +107,9 @@ def coll_code(o: dict, pre: list, post: list, nonblocking: bool = False,
     if persistent:
         post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_{o['op']}, "
                     f"{comm}, {root_c}, tiers_sent_, tiers_recv_, {req});")
+        if "nbr" in o:  # a neighbourhood collective's blocks, at each start
+            post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_pcoll_nbr({req}, {comm}, "
+                        f"{', '.join(o['nbr'].split(','))});")
         return
     end = "tiers_trace_icoll_end" if nonblocking else "tiers_trace_coll_end"
     post.append(f"  {end}(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "

@@ -2740,6 +2740,8 @@ int MPI_Neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype
   int rc = PMPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, sendcount, sendtype, NULL, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_allgather_init);
   return rc;
 }
@@ -2754,6 +2756,8 @@ int MPI_Neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatyp
   int rc = PMPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, sendcount, sendtype, NULL, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_allgatherv_init);
   return rc;
 }
@@ -2768,6 +2772,8 @@ int MPI_Neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype 
   int rc = PMPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, sendcount, sendtype, NULL, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_alltoall_init);
   return rc;
 }
@@ -2782,6 +2788,8 @@ int MPI_Neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], con
   int rc = PMPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, 0, sendtype, sendcounts, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_alltoallv_init);
   return rc;
 }
@@ -2796,6 +2804,8 @@ int MPI_Neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[], con
   int rc = PMPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
   tiers_trace_end(TIERS_FN_Neighbor_alltoallw_init);
   return rc;
 }
@@ -3074,6 +3084,8 @@ int MPIX_Neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatyp
   int rc = PMPIX_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, sendcount, sendtype, NULL, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_allgather_init);
   return rc;
 }
@@ -3088,6 +3100,8 @@ int MPIX_Neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Dataty
   int rc = PMPIX_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, sendcount, sendtype, NULL, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_allgatherv_init);
   return rc;
 }
@@ -3102,6 +3116,8 @@ int MPIX_Neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype
   int rc = PMPIX_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, sendcount, sendtype, NULL, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_alltoall_init);
   return rc;
 }
@@ -3116,6 +3132,8 @@ int MPIX_Neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], co
   int rc = PMPIX_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, 0, sendtype, sendcounts, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_alltoallv_init);
   return rc;
 }
@@ -3130,6 +3148,8 @@ int MPIX_Neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[], co
   int rc = PMPIX_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, *request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(*request, comm, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
   tiers_trace_end(TIERS_FN_Neighbor_alltoallw_init);
   return rc;
 }
@@ -9628,6 +9648,8 @@ void mpix_neighbor_allgather_init_(const void *f_sendbuf, MPI_Fint *f_sendcount,
   int rc = (int)*ierr;
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHER, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(PMPI_Request_f2c(*f_request), comm, sendcount, sendtype, NULL, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_allgather_init);
 }
 TIERS_EXPORT void mpix_neighbor_allgather_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
@@ -9665,6 +9687,8 @@ void mpix_neighbor_allgatherv_init_(const void *f_sendbuf, MPI_Fint *f_sendcount
   int rc = (int)*ierr;
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLGATHERV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(PMPI_Request_f2c(*f_request), comm, sendcount, sendtype, NULL, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_allgatherv_init);
 }
 TIERS_EXPORT void mpix_neighbor_allgatherv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_displs, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
@@ -9702,6 +9726,8 @@ void mpix_neighbor_alltoall_init_(const void *f_sendbuf, MPI_Fint *f_sendcount, 
   int rc = (int)*ierr;
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALL, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(PMPI_Request_f2c(*f_request), comm, sendcount, sendtype, NULL, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_alltoall_init);
 }
 TIERS_EXPORT void mpix_neighbor_alltoall_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcount, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcount, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
@@ -9739,6 +9765,8 @@ void mpix_neighbor_alltoallv_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts
   int rc = (int)*ierr;
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLV, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(PMPI_Request_f2c(*f_request), comm, 0, sendtype, sendcounts, NULL);
   tiers_trace_end(TIERS_FN_Neighbor_alltoallv_init);
 }
 TIERS_EXPORT void mpix_neighbor_alltoallv_init_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts, MPI_Fint *f_sdispls, MPI_Fint *f_sendtype, void *f_recvbuf, MPI_Fint *f_recvcounts, MPI_Fint *f_rdispls, MPI_Fint *f_recvtype, MPI_Fint *f_comm, MPI_Fint *f_info, MPI_Fint *f_request, MPI_Fint *ierr);
@@ -9776,6 +9804,8 @@ void mpix_neighbor_alltoallw_init_(const void *f_sendbuf, MPI_Fint *f_sendcounts
   int rc = (int)*ierr;
   if (rc == MPI_SUCCESS)
     tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_ALLTOALLW, comm, OTF2_UNDEFINED_UINT32, tiers_sent_, tiers_recv_, PMPI_Request_f2c(*f_request));
+  if (rc == MPI_SUCCESS)
+    tiers_trace_pcoll_nbr(PMPI_Request_f2c(*f_request), comm, 0, MPI_DATATYPE_NULL, sendcounts, sendtypes);
   tiers_trace_ffree(sendtypes);
   tiers_trace_ffree(recvtypes);
   tiers_trace_end(TIERS_FN_Neighbor_alltoallw_init);
