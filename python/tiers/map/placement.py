@@ -716,7 +716,7 @@ def search(graph: Graph, machine: Machine, seed: int = 1, forced: str | None = N
     by the model, the best refined) and return ``(places, chosen, swaps)``:
     the candidates in table order without ``random`` (afc and afc-nb unless
     Scotch is left out, block, map-by-node, map-by-package, geometric, and
-    ``refined`` when the refinement changed the winner), the placement to
+    ``refined`` when the refined winner ranks first), the placement to
     write, and the refinement's swaps."""
     n = graph.n
     geo = geometric_cached(graph, machine)
@@ -749,9 +749,9 @@ def search(graph: Graph, machine: Machine, seed: int = 1, forced: str | None = N
         by_index[i + 2] = p
         out.append(p)
     last = len(cands) + 2
-    if swaps > 0:
-        # listed when the refinement changed the winner (written when it
-        # ranks first); its start: the same order over the others
+    if chosen == last:
+        # listed when the refined winner ranks first (so it is written);
+        # its start: the same order over the others
         mets = [{"placement": by_index[i].name,
                  "predicted_time_s": max(_costs[i].rank_s, _costs[i].link_s),
                  "max_node_sent_bytes": _costs[i].sent_max, "bytes_inter_node": _costs[i].inter}
