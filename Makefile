@@ -48,7 +48,7 @@ test-py: build
 # why: tests/test_mpich.py).  Needs `build` for the Open MPI trace compared
 # with MPICH's.
 MPICH_PREFIX := $(CURDIR)/build/mpich-inst
-MPICH_TESTS  := tests/test_mpich.py tests/test_trace_pcoll.py tests/test_trace_fortran_idup.py tests/test_trace_nbr.py tests/test_trace_coverage.py tests/test_hybrid.py tests/test_probe_net.py \
+MPICH_TESTS  := tests/test_mpich.py tests/test_trace_pcoll.py tests/test_trace_fortran_idup.py tests/test_trace_nbr.py tests/test_trace_coverage.py tests/test_trace_mpi4.py tests/test_hybrid.py tests/test_probe_net.py \
                 tests/test_mbc.py::test_check_passes
 
 test-mpich: build

@@ -856,6 +856,14 @@ void tiers_trace_recv(const MPI_Status *st, MPI_Comm comm)
   msg(REC_RECV, st->MPI_SOURCE, st->MPI_TAG, comm, status_bytes(st), 0);
 }
 
+void tiers_trace_recv_named(int source, int tag, MPI_Comm comm, int count, MPI_Datatype type)
+{
+  if (T.depth != 1 || source < 0 || tag == MPI_ANY_TAG) /* PROC_NULL, ANY_SOURCE */
+    return;
+  msg(REC_RECV, source, tag, comm,
+      (uint64_t)(count > 0 ? count : 0) * tiers_trace_type_size(type), 0);
+}
+
 /* Requests: a = our request id, b = kind (REC_ISEND or REC_IRECV_POST) << 32 | comm id */
 void tiers_trace_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type,
                        MPI_Request req)

@@ -61,6 +61,10 @@ TIERS_HIDDEN void tiers_trace_comm_name(MPI_Comm comm, const char *name);
 TIERS_HIDDEN void tiers_trace_send(int dest, int tag, MPI_Comm comm, int count,
                                    MPI_Datatype type);
 TIERS_HIDDEN void tiers_trace_recv(const MPI_Status *st, MPI_Comm comm);
+/* a receive as the call names it (MPI_Isendrecv): nothing for
+ * MPI_PROC_NULL, MPI_ANY_SOURCE or MPI_ANY_TAG */
+TIERS_HIDDEN void tiers_trace_recv_named(int source, int tag, MPI_Comm comm, int count,
+                                         MPI_Datatype type);
 TIERS_HIDDEN void tiers_trace_isend(int dest, int tag, MPI_Comm comm, int count,
                                     MPI_Datatype type, MPI_Request req);
 TIERS_HIDDEN void tiers_trace_irecv(MPI_Comm comm, MPI_Request req);

@@ -154,6 +154,11 @@ def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -
         post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_comm_name(comm, comm_name);")
     elif kind == "comm_idup":
         post.append("  if (rc == MPI_SUCCESS)\n    tiers_trace_comm_idup(comm, newcomm, *request);")
+    elif kind == "isendrecv":  # MPI-4: a send now, the receive posted with the request
+        sc, st = o.get("sendcount", "sendcount"), o.get("sendtype", "sendtype")
+        rcnt, rt = o.get("recvcount", "recvcount"), o.get("recvtype", "recvtype")
+        pre.append(f"  tiers_trace_send(dest, sendtag, comm, {sc}, {st});")
+        post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_recv_named(source, recvtag, comm, {rcnt}, {rt});")
     elif kind == "mprobe":
         cond = "rc == MPI_SUCCESS" + (" && *flag" if o.get("flag") == "1" else "")
         post.append(f"  if ({cond})\n    tiers_trace_message(*message, comm);")
@@ -679,10 +684,14 @@ def generate(entries: list[dict]) -> str:
         if e["kind"] == "pcoll":
             continue
         out.append("")
+        if e["opts"].get("mpi4") == "1":  # MPI-4 only: where mpi.h declares it
+            out.append("#if MPI_VERSION >= 4")
         out.append(f"TIERS_EXPORT int MPI_{e['name']}({decl(e['params'])})")
         out.append("{")
         out.append(body(e, f"TIERS_FN_{e['name']}"))
         out.append("}")
+        if e["opts"].get("mpi4") == "1":
+            out.append("#endif")
     out += generate_pcoll([e for e in entries if e["kind"] == "pcoll"])
     out += generate_fortran(entries)
     return "\n".join(out) + "\n"

@@ -205,6 +205,9 @@ enum {
   TIERS_FN_Comm_connect = 195,
   TIERS_FN_Comm_disconnect = 196,
   TIERS_FN_Comm_spawn_multiple = 197,
+  TIERS_FN_Isendrecv = 198,
+  TIERS_FN_Isendrecv_replace = 199,
+  TIERS_FN_Comm_idup_with_info = 200,
 };
 
 const char *const tiers_trace_fn_names[] = {
@@ -406,8 +409,11 @@ const char *const tiers_trace_fn_names[] = {
   "MPI_Comm_connect",
   "MPI_Comm_disconnect",
   "MPI_Comm_spawn_multiple",
+  "MPI_Isendrecv",
+  "MPI_Isendrecv_replace",
+  "MPI_Comm_idup_with_info",
 };
-const int tiers_trace_fn_count = 198;
+const int tiers_trace_fn_count = 201;
 
 TIERS_EXPORT int MPI_Init(int *argc, char ***argv)
 {
@@ -2461,6 +2467,47 @@ TIERS_EXPORT int MPI_Comm_spawn_multiple(int count, char *array_of_commands[], c
   tiers_trace_end(TIERS_FN_Comm_spawn_multiple);
   return rc;
 }
+
+#if MPI_VERSION >= 4
+TIERS_EXPORT int MPI_Isendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Isendrecv, __builtin_return_address(0)))
+    return PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
+  tiers_trace_send(dest, sendtag, comm, sendcount, sendtype);
+  int rc = PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_recv_named(source, recvtag, comm, recvcount, recvtype);
+  tiers_trace_end(TIERS_FN_Isendrecv);
+  return rc;
+}
+#endif
+
+#if MPI_VERSION >= 4
+TIERS_EXPORT int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Isendrecv_replace, __builtin_return_address(0)))
+    return PMPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
+  tiers_trace_send(dest, sendtag, comm, count, datatype);
+  int rc = PMPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_recv_named(source, recvtag, comm, count, datatype);
+  tiers_trace_end(TIERS_FN_Isendrecv_replace);
+  return rc;
+}
+#endif
+
+#if MPI_VERSION >= 4
+TIERS_EXPORT int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request)
+{
+  if (!tiers_trace_begin(TIERS_FN_Comm_idup_with_info, __builtin_return_address(0)))
+    return PMPI_Comm_idup_with_info(comm, info, newcomm, request);
+  int rc = PMPI_Comm_idup_with_info(comm, info, newcomm, request);
+  if (rc == MPI_SUCCESS)
+    tiers_trace_comm_idup(comm, newcomm, *request);
+  tiers_trace_end(TIERS_FN_Comm_idup_with_info);
+  return rc;
+}
+#endif
 
 /* Persistent collectives (see wrapgen.py, PCOLL_PREFIXES) */
 #if defined(OPEN_MPI) && !defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
