@@ -487,7 +487,8 @@ def run(command: list[str], *, out: str | None = None, budget: str = DEFAULT_BUD
 
 #: what a summary rebuilt from the OTF2 archive alone cannot hold
 ARCHIVE_ONLY = ("rebuilt from the OTF2 archive (the raw files are gone): call sites, one-sided "
-                "and file transfer bytes, swap-out sizes, the buffer's memory and the tracing "
+                "and file transfer bytes, the neighbourhood collectives' blocks in the "
+                "communication matrix, swap-out sizes, the buffer's memory and the tracing "
                 "settings are not in it")
 
 
