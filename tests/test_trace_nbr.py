@@ -157,7 +157,9 @@ def test_fortran_neighbour_alltoall_and_alltoallw(tmp_path, n):
     """tests/programs/trace_fnbr.f90 (`use mpi`): ITERS rounds of
     MPI_NEIGHBOR_ALLTOALL of 3 integers on a 1-D non-periodic cartesian
     communicator and MPI_ALLTOALLW on MPI_COMM_WORLD with i+1 elements of
-    MPI_INTEGER (i even) or MPI_DOUBLE_PRECISION (i odd) to rank i."""
+    MPI_INTEGER (i even) or MPI_DOUBLE_PRECISION (i odd) to rank i.  Each round
+    also has the matched probes of trace_nbr.c: MPI_MPROBE + MPI_MRECV of
+    5 integers at rank 1, MPI_IMPROBE + MPI_IMRECV of 6 doubles at rank 0."""
     exe = compile_program(tmp_path, TOOLS[1], "trace_fnbr.f90")
     doc = trace(tmp_path, exe, n)
     matrix = [[0] * n for _ in range(n)]
@@ -170,7 +172,17 @@ def test_fortran_neighbour_alltoall_and_alltoallw(tmp_path, n):
         assert got["MPI_Cart_create"] == (1, 0)
         for q in line:
             matrix[r][q] = ITERS * 12
+        if r == 0:
+            assert got["MPI_Imrecv"] == (ITERS, 0)
+            assert got["MPI_Wait"] == (ITERS, ITERS * 48)   # the Imrecv completes there
+            assert got["MPI_Improbe"][0] >= ITERS
+            matrix[0][1] += ITERS * 20
+        elif r == 1:
+            assert got["MPI_Mprobe"] == (ITERS, 0)
+            assert got["MPI_Mrecv"] == (ITERS, ITERS * 20)
+            matrix[1][0] += ITERS * 48
     assert doc["summary"]["comm_matrix"]["bytes"] == matrix
+    assert doc["summary"]["matched_p2p_bytes"] == ITERS * (20 + 48)
 
 
 @pytest.mark.parametrize("n", [2, 4])

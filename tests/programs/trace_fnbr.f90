@@ -3,7 +3,10 @@
 ! (rank r's neighbours r-1 and r+1, MPI_PROC_NULL at the ends), and of
 ! MPI_ALLTOALLW on MPI_COMM_WORLD: rank r sends rank i i+1 elements of
 ! MPI_INTEGER (i even) or MPI_DOUBLE_PRECISION (i odd).  The results are
-! checked; the program stops with code 1 on a wrong value.
+! checked; the program stops with code 1 on a wrong value.  Each round
+! also: rank 0 sends rank 1 5 integers (tag 7), taken with MPI_MPROBE +
+! MPI_MRECV; rank 1 sends rank 0 6 doubles (tag 8), taken with MPI_IMPROBE
+! (until found) + MPI_IMRECV + MPI_WAIT.
 ! tests/test_trace_nbr.py checks the trace against these figures.
 program trace_fnbr
   use mpi
@@ -14,8 +17,9 @@ program trace_fnbr
   logical :: periods(1)
   integer, allocatable :: scnt(:), sdsp(:), stypes(:), rcnt(:), rdsp(:), rtypes(:)
   character, allocatable :: sbuf(:), rbuf(:)
-  integer :: iv
-  double precision :: dv
+  integer :: iv, msg, req, five(5), st(MPI_STATUS_SIZE)
+  double precision :: dv, six(6)
+  logical :: found
 
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, r, ierr)
@@ -92,6 +96,24 @@ program trace_fnbr
       end do
     end do
     deallocate(sbuf, rbuf)
+
+    if (r == 0) then
+      five = (/ 1, 2, 3, 4, 5 + it /)
+      call MPI_Send(five, 5, MPI_INTEGER, 1, 7, MPI_COMM_WORLD, ierr)
+      found = .false.
+      do while (.not. found)
+        call MPI_Improbe(1, 8, MPI_COMM_WORLD, found, msg, st, ierr)
+      end do
+      call MPI_Imrecv(six, 6, MPI_DOUBLE_PRECISION, msg, req, ierr)
+      call MPI_Wait(req, st, ierr)
+      if (six(6) /= 6.5d0 + it .or. st(MPI_SOURCE) /= 1) bad = 1
+    else if (r == 1) then
+      call MPI_Mprobe(0, 7, MPI_COMM_WORLD, msg, st, ierr)
+      call MPI_Mrecv(five, 5, MPI_INTEGER, msg, MPI_STATUS_IGNORE, ierr)
+      if (five(5) /= 5 + it) bad = 1
+      six = (/ 1d0, 2d0, 3d0, 4d0, 5d0, 6.5d0 + it /)
+      call MPI_Send(six, 6, MPI_DOUBLE_PRECISION, 0, 8, MPI_COMM_WORLD, ierr)
+    end if
   end do
   call MPI_Comm_free(line, ierr)
   call MPI_Allreduce(bad, anybad, 1, MPI_INTEGER, MPI_MAX, MPI_COMM_WORLD, ierr)

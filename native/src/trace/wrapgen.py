@@ -530,6 +530,21 @@ def fbody(e: dict, fid: str) -> str:
         pre.append("  tiers_trace_comm_free(PMPI_Comm_f2c(*f_comm));")
     elif kind == "req_free":
         pre.append("  tiers_trace_request_free(PMPI_Request_f2c(*f_request));")
+    elif kind == "mprobe":
+        cond = "rc == MPI_SUCCESS" + (" && *f_flag" if o.get("flag") == "1" else "")
+        post.append(f"  if ({cond})\n    tiers_trace_message(PMPI_Message_f2c(*f_message), comm);")
+    elif kind in ("mrecv", "imrecv"):
+        # the message's communicator, taken before the call frees the handle
+        pre.append("  MPI_Comm tiers_mc_ = tiers_trace_message_comm(PMPI_Message_f2c(*f_message));")
+        if kind == "imrecv":
+            post.append("  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL)\n"
+                        "    tiers_trace_irecv(tiers_mc_, PMPI_Request_f2c(*f_request));")
+        else:
+            pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
+                       "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
+            post.append(f"  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL) {{\n"
+                        f"  {status.replace(chr(10), chr(10) + '  ')}\n"
+                        "    tiers_trace_recv(&tiers_cst_, tiers_mc_);\n  }")
     elif kind == "comm_idup":
         # the new communicator's Fortran handle is read when the request
         # completes (its C handle is not usable before)

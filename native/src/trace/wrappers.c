@@ -8043,6 +8043,136 @@ void mpi_ineighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts,
   mpi_ineighbor_alltoallw_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr ? ierr : &tiers_ierr_);
 }
 
+typedef void (*tiers_ft_Mprobe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_mprobe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_mprobe__(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_mprobe_")));
+TIERS_EXPORT void mpi_mprobe(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_mprobe_")));
+TIERS_EXPORT void MPI_MPROBE(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_mprobe_")));
+void mpi_mprobe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Mprobe tiers_real_ = (tiers_ft_Mprobe)tiers_trace_freal(&tiers_slot_, "pmpi_mprobe");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Mprobe, __builtin_return_address(0))) {
+    tiers_real_(f_source, f_tag, f_comm, f_message, f_status, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_source, f_tag, f_comm, f_message, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS)
+    tiers_trace_message(PMPI_Message_f2c(*f_message), comm);
+  tiers_trace_end(TIERS_FN_Mprobe);
+}
+TIERS_EXPORT void mpi_mprobe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_mprobe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_mprobe_(f_source, f_tag, f_comm, f_message, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Improbe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_improbe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_improbe__(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_improbe_")));
+TIERS_EXPORT void mpi_improbe(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_improbe_")));
+TIERS_EXPORT void MPI_IMPROBE(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_improbe_")));
+void mpi_improbe_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Improbe tiers_real_ = (tiers_ft_Improbe)tiers_trace_freal(&tiers_slot_, "pmpi_improbe");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Improbe, __builtin_return_address(0))) {
+    tiers_real_(f_source, f_tag, f_comm, f_flag, f_message, f_status, ierr);
+    return;
+  }
+  MPI_Comm comm = PMPI_Comm_f2c(*f_comm);
+  tiers_real_(f_source, f_tag, f_comm, f_flag, f_message, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS && *f_flag)
+    tiers_trace_message(PMPI_Message_f2c(*f_message), comm);
+  tiers_trace_end(TIERS_FN_Improbe);
+}
+TIERS_EXPORT void mpi_improbe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_improbe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_improbe_(f_source, f_tag, f_comm, f_flag, f_message, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Mrecv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_mrecv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_mrecv__(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_mrecv_")));
+TIERS_EXPORT void mpi_mrecv(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_mrecv_")));
+TIERS_EXPORT void MPI_MRECV(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr) __attribute__((alias("mpi_mrecv_")));
+void mpi_mrecv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Mrecv tiers_real_ = (tiers_ft_Mrecv)tiers_trace_freal(&tiers_slot_, "pmpi_mrecv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Mrecv, __builtin_return_address(0))) {
+    tiers_real_(f_buf, f_count, f_datatype, f_message, f_status, ierr);
+    return;
+  }
+  MPI_Comm tiers_mc_ = tiers_trace_message_comm(PMPI_Message_f2c(*f_message));
+  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];
+  if (tiers_trace_fstatus_ignore(f_status))
+    f_status = tiers_fst_;
+  tiers_real_(f_buf, f_count, f_datatype, f_message, f_status, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL) {
+    MPI_Status tiers_cst_;
+    PMPI_Status_f2c(f_status, &tiers_cst_);
+    tiers_trace_recv(&tiers_cst_, tiers_mc_);
+  }
+  tiers_trace_end(TIERS_FN_Mrecv);
+}
+TIERS_EXPORT void mpi_mrecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_mrecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_mrecv_(f_buf, f_count, f_datatype, f_message, f_status, ierr ? ierr : &tiers_ierr_);
+}
+
+typedef void (*tiers_ft_Imrecv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_imrecv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_request, MPI_Fint *ierr);
+TIERS_EXPORT void mpi_imrecv__(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_imrecv_")));
+TIERS_EXPORT void mpi_imrecv(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_imrecv_")));
+TIERS_EXPORT void MPI_IMRECV(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_imrecv_")));
+void mpi_imrecv_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Imrecv tiers_real_ = (tiers_ft_Imrecv)tiers_trace_freal(&tiers_slot_, "pmpi_imrecv");
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  if (!tiers_trace_begin(TIERS_FN_Imrecv, __builtin_return_address(0))) {
+    tiers_real_(f_buf, f_count, f_datatype, f_message, f_request, ierr);
+    return;
+  }
+  MPI_Comm tiers_mc_ = tiers_trace_message_comm(PMPI_Message_f2c(*f_message));
+  tiers_real_(f_buf, f_count, f_datatype, f_message, f_request, ierr);
+  int rc = (int)*ierr;
+  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL)
+    tiers_trace_irecv(tiers_mc_, PMPI_Request_f2c(*f_request));
+  tiers_trace_end(TIERS_FN_Imrecv);
+}
+TIERS_EXPORT void mpi_imrecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_imrecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  MPI_Fint tiers_ierr_;
+  mpi_imrecv_(f_buf, f_count, f_datatype, f_message, f_request, ierr ? ierr : &tiers_ierr_);
+}
+
 typedef void (*tiers_ft_Raccumulate)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
 TIERS_EXPORT void mpi_raccumulate_(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr);
 TIERS_EXPORT void mpi_raccumulate__(const void *f_origin_addr, MPI_Fint *f_origin_count, MPI_Fint *f_origin_datatype, MPI_Fint *f_target_rank, MPI_Fint *f_target_disp, MPI_Fint *f_target_count, MPI_Fint *f_target_datatype, MPI_Fint *f_op, MPI_Fint *f_win, MPI_Fint *f_request, MPI_Fint *ierr) __attribute__((alias("mpi_raccumulate_")));
@@ -12096,6 +12226,70 @@ void mpi_ineighbor_alltoallw_f08_(const void *f_sendbuf, MPI_Fint *f_sendcounts,
     return;
   }
   tiers_real_(f_sendbuf, f_sendcounts, f_sdispls, f_sendtypes, f_recvbuf, f_recvcounts, f_rdispls, f_recvtypes, f_comm, f_request, ierr);
+}
+
+typedef void (*tiers_ft_Mprobe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_mprobe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_mprobe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Mprobe tiers_real_ = (tiers_ft_Mprobe)tiers_trace_freal(&tiers_slot_, "pmpi_mprobe");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_source, f_tag, f_comm, f_message, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Improbe)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_improbe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_improbe_f08_(MPI_Fint *f_source, MPI_Fint *f_tag, MPI_Fint *f_comm, MPI_Fint *f_flag, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Improbe tiers_real_ = (tiers_ft_Improbe)tiers_trace_freal(&tiers_slot_, "pmpi_improbe");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_source, f_tag, f_comm, f_flag, f_message, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Mrecv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_mrecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr);
+void mpi_mrecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_status, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Mrecv tiers_real_ = (tiers_ft_Mrecv)tiers_trace_freal(&tiers_slot_, "pmpi_mrecv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_message, tiers_f08_status_(f_status, 0), ierr);
+}
+
+typedef void (*tiers_ft_Imrecv)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+TIERS_EXPORT void mpi_imrecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_request, MPI_Fint *ierr);
+void mpi_imrecv_f08_(void *f_buf, MPI_Fint *f_count, MPI_Fint *f_datatype, MPI_Fint *f_message, MPI_Fint *f_request, MPI_Fint *ierr)
+{
+  static void *tiers_slot_;
+  tiers_ft_Imrecv tiers_real_ = (tiers_ft_Imrecv)tiers_trace_freal(&tiers_slot_, "pmpi_imrecv");
+  MPI_Fint tiers_ierr_;
+  if (!ierr)
+    ierr = &tiers_ierr_;
+  if (!tiers_real_) {
+    *ierr = MPI_ERR_INTERN;
+    return;
+  }
+  tiers_real_(f_buf, f_count, f_datatype, f_message, f_request, ierr);
 }
 
 typedef void (*tiers_ft_Raccumulate)(const void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
