@@ -50,10 +50,20 @@ def _library():
             raise TiersError(f"cannot load the mapping core from {path}: {exc}") from None
         lib.tiers_last_error.restype = ctypes.c_char_p
         _lib = lib
+        _open_capture()   # with the library, not inside the first mapping
     return _lib
 
 
 _capture = None   # one temporary file for Scotch's messages, reused by every call
+
+
+def _open_capture() -> None:
+    global _capture
+    if _capture is None:
+        try:
+            _capture = tempfile.TemporaryFile()
+        except OSError:
+            pass
 
 
 @contextlib.contextmanager
@@ -62,10 +72,11 @@ def _stderr_captured(box: list):
     diagnostics there); the text ends up in ``box`` so that a failure can be
     reported as one line.  The file is made once per process and emptied
     before each call (a new one per call cost more than a small mapping)."""
-    global _capture
+    _open_capture()
+    if _capture is None:
+        yield
+        return
     try:
-        if _capture is None:
-            _capture = tempfile.TemporaryFile()
         _capture.seek(0)
         _capture.truncate()
         saved = os.dup(2)

@@ -769,7 +769,7 @@ def _bfs(g: Graph, start: int) -> np.ndarray:
     """Return the hop distance of every rank from ``start`` (-1: not
     reached), one frontier at a time."""
     if g.n <= BFS_PLAIN_RANKS:
-        xadj, adj = g.xadj.tolist(), g.adjncy.tolist()
+        xadj, adj = g._cached("lists", lambda: (g.xadj.tolist(), g.adjncy.tolist()))
         d = [-1] * g.n
         d[start] = 0
         front = [start]

@@ -63,6 +63,11 @@ def block(n: int, machine: Machine) -> Placement:
     """Return Open MPI's default placement (``--map-by core``/``slot``):
     ranks fill node 0's slots in order, then node 1's, and so on."""
     cap = np.asarray(machine.capacity)
+    if cap.size and np.all(cap == cap[0]) and cap[0] > 0:
+        # equal nodes: the rank's place in its node is r mod the node size
+        r = np.arange(n, dtype=np.int32)
+        return Placement("block", r // int(cap[0]), r % int(cap[0]),
+                         "mpirun's default: --map-by core --bind-to core")
     node = np.repeat(np.arange(machine.nodes), cap)[:n].astype(np.int32)
     return Placement("block", node, _fill_order(node, machine.nodes),
                      "mpirun's default: --map-by core --bind-to core")
@@ -73,9 +78,10 @@ def by_node(n: int, machine: Machine) -> Placement:
     with room), filling each node's slots in order."""
     cap = np.asarray(machine.capacity).copy()
     if cap.size and np.all(cap == cap[0]) and n <= cap[0] * cap.size:
-        # equal nodes: no node fills before the deal ends
-        node = (np.arange(n) % machine.nodes).astype(np.int32)
-        return Placement("map-by-node", node, _fill_order(node, machine.nodes),
+        # equal nodes: no node fills before the deal ends, and rank r is
+        # the (r div N)-th of its node
+        r = np.arange(n, dtype=np.int32)
+        return Placement("map-by-node", r % machine.nodes, r // machine.nodes,
                          "mpirun --map-by node --bind-to core")
     node = np.empty(n, dtype=np.int32)
     used = np.zeros_like(cap)
