@@ -346,8 +346,10 @@ def geometric(graph: Graph, machine: Machine) -> Placement | None:
 
     def inside(pos: np.ndarray, idx: np.ndarray, out: np.ndarray, level: int, base: int):
         """Give the ranks ``idx`` (grid positions ``pos[idx]``) of one node
-        the slots from ``base`` on, one bisection per level of the tree."""
-        if level >= len(machine.arity) or idx.size <= 1:
+        the slots from ``base`` on, one bisection per level of the tree.
+        The last level (one core per child) is filled in order: any two
+        cores of one parent are joined at that parent, whichever they are."""
+        if level >= len(machine.arity) or idx.size <= 1 or strides[level] == 1:
             out[idx] = base + np.arange(idx.size)
             return
         stride = strides[level]
@@ -359,7 +361,7 @@ def geometric(graph: Graph, machine: Machine) -> Placement | None:
 
     def inside_small(pos: list, idx: list, out: list, level: int, base: int):
         """:func:`inside` in plain Python, for one box."""
-        if level >= len(machine.arity) or len(idx) <= 1:
+        if level >= len(machine.arity) or len(idx) <= 1 or strides[level] == 1:
             for j, i in enumerate(idx):
                 out[i] = base + j
             return
