@@ -149,6 +149,20 @@ def test_neighbourhood_alltoallw_and_matched_probes(tmp_path, c_program, n):
     # point-to-point bytes are the sends alone: the matched receives found them
     assert s["p2p_bytes"] == ITERS * (20 + 48)
     assert s["neighbor_bytes"] == sum(map(sum, matrix)) - ITERS * (20 + 48)
+    # the Chrome export: one "neighbor" instant per block, with its target and bytes
+    out = tmp_path / "trace.json"
+    run = run_tiers("trace", "export", "--format", "chrome", "--output", str(out),
+                    str(tmp_path / "trace"))
+    assert run.returncode == 0, run.stderr
+    events = json.loads(out.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    blocks = collections.Counter()
+    for e in events:
+        if e.get("name") == "neighbor":
+            blocks[(e["pid"], e["args"]["target"])] += e["args"]["bytes"]
+    assert blocks == collections.Counter({
+        (r, q): b - (ITERS * 20 if (r, q) == (0, 1) else ITERS * 48 if (r, q) == (1, 0) else 0)
+        for r in range(n) for q, b in enumerate(matrix[r]) if b}) - collections.Counter()
 
 
 @pytest.mark.skipif(shutil.which(TOOLS[1]) is None, reason=f"needs {TOOLS[1]}")

@@ -1272,7 +1272,8 @@ static int write_rank(rank_t *r) {
         ch_head(ch, "i", what >= 1 && what <= 9 ? xfer_kinds[what] : "transfer",
                 what == 7 || what == 8 ? "io" : what == 9 ? "coll" : "rma", r->rank, th, ts);
         fprintf(ch, ", \"s\": \"t\", \"args\": {\"target\": %d, \"bytes\": %" PRIu64
-                    ", \"collective\": %s}}", target, nbytes, xflags & 1 ? "true" : "false");
+                    ", \"collective\": %s}}", target, nbytes,
+                xflags & 1 || what == 9 ? "true" : "false");
       }
       if (what == 9) { /* a neighbourhood collective's block to one destination */
         if (target >= 0 && target < g_n) {

@@ -548,7 +548,10 @@ def format_stats(doc: dict, folder: str | Path | None = None, *, sort: str = "ti
              "receiver-first share of p2p bytes: "
              + ("-" if s.get("receiver_first_share") is None
                 else f"{100 * s['receiver_first_share']:.1f} %"),
-             f"collective bytes {_human(s['coll_bytes'])}",
+             f"collective bytes {_human(s['coll_bytes'])}"
+             + (f"   (neighbourhood collectives: {_human(s['neighbor_bytes'])} in "
+                f"{s['neighbor_messages']} blocks, in the comm matrix)"
+                if s.get("neighbor_bytes") else ""),
              f"swap-outs {s['swapouts']['count']}   {_human(s['swapouts']['bytes'])}   "
              f"{s['swapouts']['time_s']:.6f} s"
              + (f"   {s['swapouts']['unsynchronised']} unsynchronised (buffer full between "
