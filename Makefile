@@ -72,22 +72,22 @@ define bench_all
 @failed=; n=0; t0=$$(date +%s); \
 for b in $(patsubst %,bench/%/run,$(BENCH)); do \
   [ -x "$$b" ] || { echo "$@: no script $$b"; failed="$$failed $$b"; continue; }; \
-  echo "== $$b $(1)"; s=$$(date +%s); n=$$((n + 1)); \
+  echo "== $$b$(if $(1), $(1))"; s=$$(date +%s); n=$$((n + 1)); \
   if PATH=$(CURDIR)/$(VENV)/bin:$$PATH $$b $(1); then r=ok; \
   else r="FAILED (exit $$?)"; failed="$$failed $$b"; fi; \
-  echo "== $$b $(1): $$r ($$(($$(date +%s) - s)) s)"; \
+  echo "== $$b$(if $(1), $(1)): $$r ($$(($$(date +%s) - s)) s)"; \
 done; \
 echo "== $@: $$n scripts in $$(($$(date +%s) - t0)) s"; \
 if [ -n "$$failed" ]; then echo "$@: failed:$$failed"; exit 1; fi
 endef
 
 bench: build
-	$(call bench_all,$(BENCH_ARGS))
+	$(call bench_all,$(strip $(BENCH_ARGS)))
 
 # The same scripts at reduced size and rounds (--quick: about a minute each,
 # under 10 minutes in all); a script that cannot run here says why and skips.
 bench-quick: build
-	$(call bench_all,--quick $(BENCH_ARGS))
+	$(call bench_all,$(strip --quick $(BENCH_ARGS)))
 
 # libFuzzer harnesses of the C parsers (native/fuzz/), FUZZ_SECONDS each,
 # starting from the corpus kept in native/fuzz/corpus; any finding fails.
