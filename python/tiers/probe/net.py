@@ -858,7 +858,7 @@ def render(doc: dict, console: Console) -> None:
                           "alone took " + ", ".join(
                               f"{r['mpi_funneled_avg_us']:,.2f} {MICRO}s ({r['ranks']})"
                               for r in fun) + ".")
-        else:
+        elif not hybrid:
             console.print("Hybrid barrier: not measured by this tiers-probe-net.")
     if "allreduce" in s:
         a = s["allreduce"]
