@@ -128,6 +128,10 @@ def cluster():
         _down()
         assert vcluster.leftovers() == []
         assert _files_in_default_places() == before
+        # the Open MPI jobs on the nodes made session folders named after
+        # them; down removes them (one left by a killed job broke a later
+        # job of the same Slurm job number)
+        assert not list(Path(os.environ.get("TMPDIR") or "/tmp").glob("ompi.tiers-n*"))
 
 
 class TestSlurmCluster:
@@ -162,6 +166,11 @@ class TestSlurmCluster:
                 assert ("/" + line.split("=/", 1)[1]).startswith(str(vcluster.state_dir())), \
                     line
         assert (os.stat(p["munge_key"]).st_mode & 0o777) == 0o600
+        # job numbers start where no earlier cluster's did: from the clock
+        first = int(next(ln for ln in conf.splitlines()
+                         if ln.startswith("FirstJobId=")).split("=")[1])
+        assert abs(first - slurm.first_job_id()) < 3600
+
 
     @pytest.mark.parametrize("mpi,how", [("openmpi", "srun"), ("mpich", "srun"),
                                          ("openmpi", "salloc"), ("mpich", "salloc")])
@@ -335,3 +344,12 @@ def test_slurm_without_the_packages_is_one_line_and_builds_nothing(tmp_path):
     assert vcluster.leftovers() == []
     run = run_tiers("vcluster", "srun", "--", "-n", "2", "true", timeout=60)
     assert_one_line_error(run, "no virtual cluster is up")
+
+
+def test_first_job_numbers_differ_between_clusters():
+    """Two clusters started a second apart, or a day apart, number their
+    first job differently, inside Slurm's default range."""
+    t = 1_795_000_000
+    ids = {slurm.first_job_id(t + d) for d in (0, 1, 2, 86_400)}
+    assert len(ids) == 4
+    assert all(1000 <= i < 67_043_328 for i in ids)

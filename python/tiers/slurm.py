@@ -164,6 +164,15 @@ def _cgroup_plugin() -> str:
     return "cgroup/v1"
 
 
+def first_job_id(now: float | None = None) -> int:
+    """The first job number of a cluster started at ``now`` (seconds since
+    the epoch): one a second, inside Slurm's default range of job numbers
+    (below MaxJobId 67,043,328), so clusters started one after another do
+    not number their jobs alike."""
+    t = int(time.time() if now is None else now)
+    return 1000 + t % 60_000_000
+
+
 def conf_text(state: Mapping, shape: Mapping, p: Mapping[str, str], *,
               controller: str | None = None) -> str:
     """Return the slurm.conf of the cluster ``state``: the controller on the
@@ -209,6 +218,11 @@ def conf_text(state: Mapping, shape: Mapping, p: Mapping[str, str], *,
         "InactiveLimit=0",
         "KillWait=2",
         "MinJobAge=30",
+        # job numbers that a restarted cluster does not hand out again: Open
+        # MPI names a directly launched job's session folder after its
+        # Slurm job and step, and a folder left by an earlier cluster's job
+        # of the same number makes the new job fail in its shared-memory set-up
+        f"FirstJobId={first_job_id()}",
     ]
     shape_words = (f"Sockets={shape['sockets']} CoresPerSocket={shape['cores_per_socket']} "
                    f"ThreadsPerCore={shape['threads_per_core']}")

@@ -682,6 +682,21 @@ def _program_of(cmdline: str, st: dict | None) -> str:
     return _launch.guess_program([w for i, w in enumerate(words) if i not in drop])
 
 
+def _remove_session_folders(st: Mapping | None) -> list[str]:
+    """Remove the session folders Open MPI's processes made on the cluster's
+    nodes (``/tmp/ompi.<node>.<uid>``): they are named after the node, so
+    only the cluster's programs made them, and one left by a killed job
+    breaks a later job that gets the same job number."""
+    removed = []
+    tmp = Path(os.environ.get("TMPDIR") or "/tmp")
+    for n in (st or {}).get("nodes", []):
+        for folder in tmp.glob(f"ompi.{n['name']}.*"):
+            if folder.is_dir() and not folder.is_symlink():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(f"Open MPI session folder {folder}")
+    return removed
+
+
 def down() -> dict:
     """Remove the virtual cluster: every namespace, link and host entry the
     state records (processes left in its namespaces are killed first), plus
@@ -733,6 +748,7 @@ def down() -> dict:
         if row.get("ifalias") == ALIAS and name.startswith(PREFIX + "-"):
             _run(["ip", "link", "delete", "dev", name], check=False)
             removed.append(f"link {name}")
+    removed += _remove_session_folders(st)
     hp = Path((st or {}).get("hosts_file") or hosts_path())
     n = _remove_hosts(hp)
     if n:
