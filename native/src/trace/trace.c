@@ -1691,27 +1691,10 @@ static void persist_keep(persist_t *p, MPI_Request req)
   unlock();
 }
 
-void tiers_trace_pcoll_init(int op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
-                            MPI_Request req)
-{
-  if (T.depth != 1 || req == MPI_REQUEST_NULL)
-    return;
-  persist_t *p = malloc(sizeof *p);
-  if (!p)
-    return;
-  p->nnbr = 0;
-  p->nbr = NULL;
-  p->recv = 2;
-  p->peer = root;
-  p->tag = op;
-  p->comm = comm;
-  p->bytes = sent;
-  p->recvd = recvd;
-  persist_keep(p, req);
-}
-
-void tiers_trace_persist_init(int recv, int peer, int tag, MPI_Comm comm, int count,
-                              MPI_Datatype type, MPI_Request req)
+/* One persistent request's record: recv 0 send, 1 receive, 2 collective
+ * (peer = root, tag = operation), kept until the request is freed. */
+static void persist_new(int recv, int peer, int tag, MPI_Comm comm, uint64_t bytes,
+                        uint64_t recvd, MPI_Request req)
 {
   if (T.depth != 1 || req == MPI_REQUEST_NULL)
     return;
@@ -1724,9 +1707,24 @@ void tiers_trace_persist_init(int recv, int peer, int tag, MPI_Comm comm, int co
   p->peer = peer;
   p->tag = tag;
   p->comm = comm;
-  p->bytes = (uint64_t)(count > 0 ? count : 0) * tiers_trace_type_size(type);
-  p->recvd = 0;
+  p->bytes = bytes;
+  p->recvd = recvd;
   persist_keep(p, req);
+}
+
+void tiers_trace_pcoll_init(int op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
+                            MPI_Request req)
+{
+  persist_new(2, root, op, comm, sent, recvd, req);
+}
+
+void tiers_trace_persist_init(int recv, int peer, int tag, MPI_Comm comm, int count,
+                              MPI_Datatype type, MPI_Request req)
+{
+  if (T.depth != 1 || req == MPI_REQUEST_NULL)
+    return;
+  persist_new(recv, peer, tag, comm,
+              (uint64_t)(count > 0 ? count : 0) * tiers_trace_type_size(type), 0, req);
 }
 
 void tiers_trace_start(MPI_Request req)

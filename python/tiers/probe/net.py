@@ -734,7 +734,7 @@ def render(doc: dict, console: Console) -> None:
                           f"({pr['iters_large']} above {pr['large_above_bytes']} B) after "
                           f"{pr['skip']} ({pr['skip_large']}) warm-up ones, the median block "
                           f"beside it; blocks repeat until the 95 % CI of the median is within "
-                          f"+-5 % or {pr['figure_time_s']:g} s pass"
+                          f"+-5 % or {pr['figure_time_s']:.2g} s pass"
                           + ("; median = the median of the launches' medians, noisy when "
                              "they disagree by more than +-5 %" if launches > 1 else "")
                           + "; latency = round trip / 2; "
