@@ -175,24 +175,40 @@ def test_overheads_are_times_minus_reference(run):
 
 
 def test_every_figure_follows_the_repeat_until_rule(run):
-    """A figure stops when its 95 % CI of the median is within +-5 %
-    (converged), or else at the time limit or the cap -- never earlier;
-    whatever the machine did, the flag says which."""
+    """In every launch, a figure stops when its 95 % CI of the median is
+    within +-5 % (converged), or else at the launch's share of the time
+    limit or of the cap -- never earlier; whatever the machine did, the flag
+    says which.  The figure is noisy when the launches, as independent
+    blocks, leave its interval wider than +-5 %."""
     from tiers import stats
 
     p = run["doc"]["params"]
-    assert p["figure_time_s"] == 0.2 and p["max_reps"] >= p["reps"]
+    n = p["launches"]
+    assert n == 3 and p["figure_time_s"] == 0.2 and p["max_reps"] >= p["reps"]
+    assert p["launch_figure_time_s"] == pytest.approx(0.2 / n)
+    assert p["launch_reps"] == max(6, -(-REPS // n))
+    each_max = p["max_reps"] // n
     for r in run["doc"]["samples"]:
         for t in r["tests"]:
-            s = stats.summarize(t["overheads_us"])
-            assert t["stats"]["noisy"] == s["noisy"]
-            if t["stopped"] == "converged":
-                assert not s["noisy"]
-            else:
-                assert t["stopped"] in ("time limit", "max samples")
-                assert t["reps"] == p["max_reps"] or t["seconds"] >= p["figure_time_s"]
-                if t["reps"] > p["reps"]:  # the one before the last was checked too
-                    assert stats.summarize(t["overheads_us"][:-1])["noisy"]
+            assert len(t["launch_reps"]) == len(t["launch_stopped"]) == n
+            assert sum(t["launch_reps"]) == t["reps"] == len(t["overheads_us"])
+            ends = [sum(t["launch_reps"][:k + 1]) for k in range(n)]
+            parts = [t["overheads_us"][e - c:e] for e, c in zip(ends, t["launch_reps"])]
+            blocks = stats.summarize_blocks(parts)
+            assert t["stats"]["noisy"] == blocks["noisy"]
+            assert t["stats"]["median_stats"]["median"] == pytest.approx(blocks["median"])
+            assert t["launch_medians_us"] == pytest.approx(
+                [stats.summarize(x)["median"] for x in parts])
+            for x, stopped, secs in zip(parts, t["launch_stopped"], t["launch_seconds"]):
+                assert len(x) >= p["launch_reps"]
+                s = stats.summarize(x)
+                if stopped == "converged":
+                    assert not s["noisy"]
+                else:
+                    assert stopped in ("time limit", "max samples")
+                    assert len(x) >= each_max or secs >= p["launch_figure_time_s"]
+                    if len(x) > p["launch_reps"]:  # the turn before the last was checked too
+                        assert stats.summarize(x[:-5])["noisy"]
 
 
 def test_statistics_agree_with_samples(run):
@@ -233,8 +249,11 @@ def test_summary_rows_and_headline(run):
                 assert row["why"].startswith("below noise") and row["noisy"]
                 assert row["value_us"] is None and row["mean_us"] is None
             if t.get("reference") is not None:
-                # EPCC's figure: the mean of the per-pair overheads, the first dropped
-                rest = t["overheads_us"][1:]
+                # EPCC's figure: the mean of the per-pair overheads, the first
+                # repetition of every launch dropped (each launch's warm-up)
+                ends = [sum(t["launch_reps"][:k + 1]) for k in range(len(t["launch_reps"]))]
+                rest = [v for e, c in zip(ends, t["launch_reps"])
+                        for v in t["overheads_us"][e - c + 1:e]]
                 mean = sum(rest) / len(rest)
                 assert t["epcc"]["n"] == len(rest)
                 if mean > 0:
@@ -249,6 +268,8 @@ def test_summary_rows_and_headline(run):
                 assert t["resolution_us"] >= 2 * iqr * (1 - 1e-9)
                 assert t["resolution_us"] == pytest.approx(max(
                     2 * iqr, 4 * doc["params"]["timer_us"] / t["innerreps"]), rel=1e-9)
+                # the timer floor of the launch with the fewest inner repetitions
+                assert t["innerreps"] == min(t["launch_innerreps"])
     head = summary["headline"]
     at = 2 if 2 in run["threads"] else 1
     assert head["threads"] == at

@@ -626,6 +626,7 @@ typedef struct options {
   long max_reps; /* repetitions at most (repeat-until cap) */
   double figure_time_s; /* repeat-until time limit per figure */
   double test_time_us, delay_time_us;
+  long delay_length; /* --delay-length: given, not calibrated (0: calibrate) */
   long iters_per_thr;
   tiers_pin_policy_t pin;
   int progress; /* print "progress DONE TOTAL" on stderr after each test */
@@ -1051,7 +1052,7 @@ static void usage(void)
   printf("usage: tiers-probe-sync [--threads LIST] [--tests LIST] [--reps N]\n"
          "         [--test-time US] [--delay-time US] [--chunks LIST]\n"
          "         [--iters-per-thread N] [--pin compact|scatter] [--progress]\n"
-         "         [--figure-time S] [--max-reps N]\n"
+         "         [--figure-time S] [--max-reps N] [--delay-length N]\n"
          "       tiers-probe-sync --stats X1,X2,...   (statistics of the numbers, as JSON)\n"
          "       tiers-probe-sync --pair-stats REFS|none TESTS   (one test's result)\n"
          "tests: groups sync, sched, barriers, or single tests:");
@@ -1265,6 +1266,14 @@ static void parse_args(int argc, char **argv)
         tiers_tool_fail("--delay-time must be a number of microseconds above 0 and at most "
                         "1e5 (got '%s')",
                         v);
+    } else if (strcmp(a, "--delay-length") == 0) {
+      /* the delay of an earlier launch of the same measurement, so that
+       * every launch times the same delay() (tiers.probe.sync's launches) */
+      const char *v = need_value(argc, argv, &i);
+      if (tiers_parse_long(v, &opt.delay_length) != 0 || opt.delay_length < 1 ||
+          opt.delay_length > INT_MAX / 2)
+        tiers_tool_fail("--delay-length must be an integer from 1 to %d (got '%s')",
+                        INT_MAX / 2, v);
     } else if (strcmp(a, "--pin") == 0) {
       const char *v = need_value(argc, argv, &i);
       if (strcmp(v, "compact") == 0)
@@ -1337,7 +1346,14 @@ int main(int argc, char **argv)
   cycle_hz = tiers_cycle_hz(0.1);
   if (!(cycle_hz > 0))
     tiers_tool_fail("cannot find the CPU clock rate to express times in cycles");
-  double delay_us = calibrate_delay(opt.delay_time_us);
+  double delay_us;
+  if (opt.delay_length > 0) {
+    delay_length = (int)opt.delay_length;
+    calibration_attempts = 0;
+    delay_us = measure_delay_us();
+  } else {
+    delay_us = calibrate_delay(opt.delay_time_us);
+  }
   timer_us = timer_cost_us();
 
   tiers_json_t j;

@@ -44,6 +44,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import native, plot as tplot, result, stats
+from ..errors import TiersError
 from ..progress import tool_progress
 from ..render import plural
 
@@ -237,6 +238,12 @@ def summarise(raw: dict) -> dict:
             row["noisy"] = bool(st.get("noisy", ms.get("noisy")))
             row["reps"] = test.get("reps", st.get("n"))
             row["stopped"] = test.get("stopped")
+            if "launch_medians_us" in test:
+                # the figure of each launch (independent blocks) and why the
+                # figure is noisy when they disagree
+                row["launch_medians_us"] = test["launch_medians_us"]
+                if test.get("noisy_why"):
+                    row["noisy_why"] = test["noisy_why"]
             row.update(_epcc(test))
             if "resolution_us" in test:
                 row["resolution_us"] = test["resolution_us"]
@@ -268,9 +275,224 @@ def summarise(raw: dict) -> dict:
     return {"cycles_per_second": hz, "threads": threads, "rows": rows, "headline": headline}
 
 
+#: Separate launches of the tool per run; every figure is the median of the
+#: launches' medians (docs/statistics.md, "Independent blocks").
+LAUNCHES = 3
+
+#: The tool's defaults that the launches share out: the least repetitions
+#: and the time per figure, {quick: value}.
+_DEFAULT_REPS = {False: 20, True: QUICK["reps"]}
+_DEFAULT_FIGURE_TIME = {False: 1.0, True: QUICK["figure_time"]}
+_DEFAULT_MAX_REPS = 2000
+
+#: Outlier filter of EPCC's statistics (the tool's OUTLIER_SIGMA).
+_SIGMA = 3.0
+
+#: Student's t, 0.975 quantile, for 1-30 degrees of freedom (the tool's table).
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def _t95(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom
+    (0 below 1): the table to 30, then a Cornish-Fisher expansion, as the
+    tool computes it."""
+    if df < 1:
+        return 0.0
+    if df <= 30:
+        return _T95[df - 1]
+    z, v = 1.959963984540054, float(df)
+    return z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v * v)
+
+
+def _mean_sd(x: list[float]) -> tuple[float, float]:
+    m = sum(x) / len(x)
+    sd = (sum((v - m) ** 2 for v in x) / (len(x) - 1)) ** 0.5 if len(x) > 1 else 0.0
+    return m, sd
+
+
+def _epcc_stats(x: list[float], blocks: list[list[float]], hz: float) -> dict:
+    """The tool's ``stats`` object for the samples ``x`` pooled from several
+    launches (``blocks``, one list per launch): EPCC's statistics of all
+    samples (one pass of the 3-sigma filter; mean, median, deviation, min,
+    max, t interval of the mean on the kept ones), in us and cycles, and
+    under ``median_stats`` the statistics layer's independent-block summary
+    (:func:`tiers.stats.summarize_blocks`: the median of the launches'
+    medians, an interval that covers every launch's median, noisy)."""
+    m_all, sd_all = _mean_sd(x)
+    kept = [v for v in x if not (sd_all > 0 and abs(v - m_all) > _SIGMA * sd_all)]
+    dropped = [v for v in x if sd_all > 0 and abs(v - m_all) > _SIGMA * sd_all]
+    mean, sd = _mean_sd(kept)
+    k = len(kept)
+    srt = sorted(kept)
+    median = srt[k // 2] if k % 2 else 0.5 * (srt[k // 2 - 1] + srt[k // 2])
+    t = _t95(k - 1)
+    half = t * sd / k ** 0.5 if k > 1 else 0.0
+    c = hz * 1e-6
+    b = stats.summarize_blocks(blocks, fmt=lambda v: f"{v:.4g} µs")
+    ms = {key: b.get(key) for key in ("min", "median", "ci_low", "ci_high", "rel_halfwidth",
+                                      "n", "kept", "noisy", "why", "blocks", "block_medians",
+                                      "block_spread")}
+    ms["median_cycles"] = b["median"] * c if b.get("median") is not None else None
+    ms["min_cycles"] = b["min"] * c if b.get("min") is not None else None
+    return {"n": len(x), "kept": k, "dropped": len(dropped), "dropped_us": dropped,
+            "mean_us": mean, "median_us": median, "stddev_us": sd, "min_us": srt[0],
+            "max_us": srt[-1], "ci95_us": [mean - half, mean + half], "t95": t,
+            "mean_cycles": mean * c, "median_cycles": median * c, "stddev_cycles": sd * c,
+            "min_cycles": srt[0] * c, "max_cycles": srt[-1] * c,
+            "ci95_cycles": [(mean - half) * c, (mean + half) * c], "median_stats": ms,
+            "noisy": bool(b.get("noisy"))}
+
+
+def _epcc_figure(blocks: list[list[float]], hz: float) -> dict:
+    """EPCC's own figure over launches: the mean of the per-pair overheads
+    with every launch's first repetition dropped (each launch has its own
+    warm-up), the deviation, and the repetitions beyond 3 deviations
+    counted and kept, as the tool's ``epcc``."""
+    rest = [v for b in blocks for v in b[1:]]
+    out = {"method": "mean over the outer repetitions of (test - reference) per inner "
+                     "repetition, the first repetition of every launch dropped",
+           "n": len(rest), "mean_us": None, "sd_us": None, "mean_cycles": None,
+           "outliers": 0, "reliable": False}
+    if not rest:
+        out["why"] = "fewer than 2 repetitions"
+        return out
+    mean, sd = _mean_sd(rest)
+    out["sd_us"] = sd if len(rest) > 1 else None
+    out["outliers"] = sum(1 for v in rest if sd > 0 and abs(v - mean) > 3 * sd)
+    if mean > 0:
+        out.update(mean_us=mean, mean_cycles=mean * hz * 1e-6, reliable=True)
+    else:
+        out["why"] = "the mean of the per-pair overheads is at or below zero: not a cost"
+    return out
+
+
+def _merge_test(parts: list[dict], hz: float, timer_us: float) -> dict:
+    """One test measured in several launches (``parts``: the tool's result
+    of that test in each launch, in order), as one result: the samples of
+    every launch pooled in launch order, the figure from the launches as
+    independent blocks, EPCC's figure, the resolution and whether the
+    figure can be given, by the tool's rules (sync_stats.h); each launch's
+    own figure, stop reason and inner repetitions beside them."""
+    first = parts[0]
+    has_ref = first.get("reference") is not None
+    blocks = [list(p["overheads_us"]) for p in parts]
+    values = [v for b in blocks for v in b]
+    out = {k: first[k] for k in ("group", "name", "label", "chunk", "reference")
+           if k in first}
+    refs = [v for p in parts for v in p.get("reference_times_us", [])] if has_ref else []
+    out["reference_us"] = stats.summarize(refs)["median"] if has_ref else 0.0
+    out["innerreps"] = min(p["innerreps"] for p in parts)
+    if has_ref:
+        out["reference_innerreps"] = min(p["reference_innerreps"] for p in parts)
+    out["launch_innerreps"] = [p["innerreps"] for p in parts]
+    out["reps"] = len(values)
+    out["times_us"] = [v for p in parts for v in p["times_us"]]
+    if has_ref:
+        out["reference_times_us"] = refs
+    out["overheads_us"] = values
+    st = _epcc_stats(values, blocks, hz)
+    out["stats"] = st
+    ms = st["median_stats"]
+    out["launch_medians_us"] = ms["block_medians"]
+    out["launch_spread"] = ms["block_spread"]
+    if ms.get("why"):
+        out["noisy_why"] = ms["why"]
+    what = "overhead (test minus reference, per pair)" if has_ref else "time"
+    med, lo = ms.get("median"), ms.get("ci_low")
+    ok, why, below_res = True, None, False
+    if med is None:
+        ok, why = False, "no finite samples"
+    elif med <= 0:
+        ok, why = False, f"below noise: the median {what} is at or below zero"
+    elif lo is not None and lo <= 0:
+        ok, why = False, (f"below noise: the 95 % CI of the median {what} includes zero (its "
+                          f"upper end: {ms['ci_high']:.4g} us)")
+    if has_ref:
+        out["epcc"] = _epcc_figure(blocks, hz)
+        # the timer floor of the launch with the fewest inner repetitions
+        res = stats.resolution(refs, 2.0 * timer_us / out["innerreps"])
+        out["resolution_us"] = res
+        if ok and stats.below_resolution(med, res):
+            ok, below_res = False, True
+            why = (f"below resolution: the median overhead {med:.4g} us is smaller than "
+                   f"{res:.4g} us, twice the spread (interquartile range) of the reference "
+                   "loop timed beside it")
+    out["reliable"] = ok
+    if not ok:
+        out["why"] = why
+        out["below_resolution"] = below_res
+    stops = [p.get("stopped") for p in parts]
+    out["stopped"] = next((x for x in stops if x != "converged"), stops[0])
+    out["launch_stopped"] = stops
+    out["launch_reps"] = [len(b) for b in blocks]
+    out["launch_seconds"] = [p.get("seconds", 0.0) for p in parts]
+    out["seconds"] = sum(p.get("seconds", 0.0) for p in parts)
+    out["blocks"] = sum(p.get("blocks", 0) for p in parts)
+    return out
+
+
+def _merge_reference(parts: list[dict], hz: float) -> dict:
+    """A reference loop timed in several launches, pooled (EPCC statistics
+    of all its repetitions; the launches' inner repetitions beside)."""
+    times = [v for p in parts for v in p["times_us"]]
+    return {"name": parts[0]["name"], "innerreps": min(p["innerreps"] for p in parts),
+            "launch_innerreps": [p["innerreps"] for p in parts], "times_us": times,
+            "stats": _epcc_stats(times, [p["times_us"] for p in parts], hz)}
+
+
+def merge_launches(raws: list[dict]) -> dict:
+    """Return one tool output from the outputs of separate launches of the
+    same measurement (``raws``, in launch order; one launch is returned as
+    it is).  Per thread count and test, the launches are independent
+    blocks: the samples are pooled, the figure (``stats.median_stats``) is
+    the median of the launches' medians with an interval that covers every
+    launch's median (:func:`tiers.stats.summarize_blocks`), noisy when they
+    disagree by more than +-5 %; EPCC's statistics and figure, the
+    resolution and the reliability are computed from the pooled pairs by
+    the tool's rules.  ``params`` are the first launch's with ``launches``;
+    ``delay_check`` runs from the first launch's start to the last one's
+    end; a team's ``pu_delay_spread`` is the largest of the launches'."""
+    if len(raws) == 1:
+        return raws[0]
+    first = raws[0]
+    p = first["params"]
+    hz, timer = p["cycles_per_second"], p["timer_us"]
+    runs = []
+    for i, run in enumerate(first["runs"]):
+        per = [r["runs"][i] for r in raws]
+        spreads = [r.get("pu_delay_spread") for r in per
+                   if isinstance(r.get("pu_delay_spread"), (int, float))]
+        worst = max(range(len(per)), key=lambda k: per[k].get("pu_delay_spread") or 0.0)
+        runs.append({
+            "threads": run["threads"], "pus": run["pus"],
+            "pu_delay_us": per[worst].get("pu_delay_us"),
+            "pu_delay_spread": max(spreads) if spreads else None,
+            "launch_pu_delay_spread": [r.get("pu_delay_spread") for r in per],
+            "references": [_merge_reference([r["references"][k] for r in per], hz)
+                           for k in range(len(run["references"]))],
+            "tests": [_merge_test([r["tests"][k] for r in per], hz, timer)
+                      for k in range(len(run["tests"]))]})
+    start = (first.get("delay_check") or {}).get("start_us")
+    end = (raws[-1].get("delay_check") or {}).get("end_us")
+    out = {k: v for k, v in first.items() if k not in ("runs", "delay_check")}
+    out["params"] = dict(p, launches=len(raws),
+                         launch_delay_measured_us=[r["params"]["delay_measured_us"]
+                                                   for r in raws],
+                         launch_delay_length=[r["params"]["delay_length"] for r in raws])
+    out["runs"] = runs
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and start > 0:
+        out["delay_check"] = {"start_us": start, "end_us": end, "drift": (end - start) / start,
+                              "launch_drifts": [(r.get("delay_check") or {}).get("drift")
+                                                for r in raws]}
+    return out
+
+
 def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=None,
             chunks=None, pin=None, iters_per_thread=None, quick: bool = False,
-            figure_time=None, max_reps=None, argv: list[str] | None = None,
+            figure_time=None, max_reps=None, launches: int | None = None,
+            argv: list[str] | None = None,
             progress: Callable[[int, int], None] | None = None) -> dict:
     """Run the synchronisation probe and return its ``tiers.probe.sync/1``
     result document.
@@ -289,16 +511,55 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
     repetitions (default 2000) were taken; ``reps`` is the least count.
     ``progress(done, total)`` is called after each test.
 
+    ``launches`` (default :data:`LAUNCHES`): the tool runs this many times,
+    one launch after the other, and each figure is the median of the
+    launches' medians, noisy when they disagree by more than +-5 %
+    (:func:`merge_launches`); the launches share the time per figure, the
+    least and the most repetitions (each at least 6, so that its own
+    interval is defined), and the later ones time the delay() length that
+    the first one calibrated.
+
     The document's ``params`` are the tool's parameters (with the measured
     delay and the cycles per second used), ``samples`` its runs (one per
     thread count, with every test's raw per-repetition times and overheads
     and their statistics), ``summary`` what :func:`summarise` returns.
     Raise TiersError (one line) on bad input."""
-    args = native_args(threads=threads, tests=tests, reps=reps, test_time=test_time,
-                       delay_time=delay_time, chunks=chunks, pin=pin,
-                       iters_per_thread=iters_per_thread, quick=quick,
-                       figure_time=figure_time, max_reps=max_reps)
-    raw = _run_tool(args, progress)
+    if launches is None:
+        launches = LAUNCHES
+    if isinstance(launches, bool) or not isinstance(launches, int) or launches < 1:
+        raise TiersError(f"--launches must be a positive integer, not {launches!r}")
+    if launches == 1:
+        raws = [_run_tool(native_args(
+            threads=threads, tests=tests, reps=reps, test_time=test_time,
+            delay_time=delay_time, chunks=chunks, pin=pin, iters_per_thread=iters_per_thread,
+            quick=quick, figure_time=figure_time, max_reps=max_reps), progress)]
+    else:
+        # the launches share the figure's time and repetitions, so that a
+        # run takes about as long as one launch with the whole of them
+        total_reps = _DEFAULT_REPS[bool(quick)] if reps is None else int(reps)
+        total_time = _DEFAULT_FIGURE_TIME[bool(quick)] if figure_time is None \
+            else float(figure_time)
+        each_reps = max(6, -(-total_reps // launches))
+        cap = _DEFAULT_MAX_REPS if max_reps is None else int(max_reps)
+        each_max = max(each_reps, -(-cap // launches))
+        raws = []
+        for k in range(launches):
+            args = native_args(threads=threads, tests=tests, reps=each_reps,
+                               test_time=test_time, delay_time=delay_time, chunks=chunks,
+                               pin=pin, iters_per_thread=iters_per_thread, quick=quick,
+                               figure_time=total_time / launches,
+                               max_reps=each_max)
+            if raws:
+                args += ["--delay-length", str(raws[0]["params"]["delay_length"])]
+            step = None
+            if progress is not None:
+                step = (lambda k: lambda d, t: progress(k * t + d, launches * t))(k)
+            raws.append(_run_tool(args, step))
+    raw = merge_launches(raws)
+    if launches > 1:
+        raw["params"].update(reps=total_reps, figure_time_s=total_time,
+                             launch_reps=each_reps, launch_figure_time_s=total_time / launches,
+                             max_reps=each_max * launches)
     summary = summarise(raw)
     noisy = sum(1 for r in summary["rows"] if r.get("noisy") and r.get("reliable", True))
     below = sum(1 for r in summary["rows"] if r.get("reliable") is False)
@@ -623,7 +884,8 @@ def main(args, argv: list[str]) -> int:
     options = dict(threads=args.threads, tests=args.tests, reps=args.reps,
                    test_time=args.test_time, delay_time=args.delay_time, chunks=args.chunks,
                    pin=args.pin, quick=args.quick,
-                   figure_time=getattr(args, "figure_time", None), argv=argv)
+                   figure_time=getattr(args, "figure_time", None),
+                   launches=getattr(args, "launches", None), argv=argv)
     with tool_progress("tests") as progress:
         doc = measure(progress=progress, **options)
     noise.attach(doc, noise_block)

@@ -1,0 +1,142 @@
+"""``tiers probe sync`` in separate launches: every figure is the median of
+the launches' medians (independent blocks, docs/statistics.md), noisy with
+the reason when the launches disagree by more than +-5 %, however steady
+each launch was on its own; EPCC's figure drops every launch's first
+repetition; the resolution and the "below noise" rule work on the pooled
+pairs.
+
+Each synthetic launch is the native tool's own result of one test
+(``--pair-stats``, the code a measurement runs), merged by
+``tiers.probe.sync.merge_launches``; the expected values are computed here
+from the samples.  One real run checks that the launches share the time and
+the delay length.  No timing thresholds."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+
+import pytest
+
+from conftest import assert_one_line_error, run_tiers
+
+HZ = 1e9
+
+
+def _pair_stats(native_bin, refs, tests) -> dict:
+    text = lambda v: "none" if v is None else ",".join(repr(float(x)) for x in v)  # noqa: E731
+    proc = subprocess.run([native_bin("tiers-probe-sync"), "--pair-stats", text(refs),
+                           text(tests)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+# a steady reference loop (about 1 us per iteration, +-1 %) of 12 pairs
+REFS = [1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.0]
+# a steady spread of overheads around 0 (+-0.5 %), added to an overhead
+WOBBLE = [0.0, 0.001, -0.001, 0.0005, -0.0005, 0.0, 0.001, -0.001, 0.0, 0.0005, -0.0005, 0.0]
+
+
+def _launch(native_bin, overhead: float, refs=REFS) -> dict:
+    """One launch's raw output holding one BARRIER test whose pairs give
+    ``overhead`` (steady within +-0.5 %)."""
+    test = _pair_stats(native_bin, refs, [r + overhead * (1 + w) for r, w in zip(refs, WOBBLE)])
+    test.update(stopped="converged", seconds=0.01, blocks=3)
+    return {"params": {"cycles_per_second": HZ, "timer_us": 0.0, "delay_length": 100,
+                       "delay_measured_us": 1.0},
+            "runs": [{"threads": 2, "pus": [0, 1], "pu_delay_us": [1.0, 1.0],
+                      "pu_delay_spread": 0.0, "references": [], "tests": [test]}],
+            "delay_check": {"start_us": 1.0, "end_us": 1.0, "drift": 0.0}}
+
+
+def _merged_row(raws: list[dict]) -> tuple[dict, dict]:
+    from tiers.probe import sync
+
+    raw = sync.merge_launches(raws)
+    (row,) = sync.summarise(raw)["rows"]
+    return raw["runs"][0]["tests"][0], row
+
+
+def test_launches_that_agree_give_a_steady_figure(native_bin):
+    test, row = _merged_row([_launch(native_bin, x) for x in (0.30, 0.302, 0.299)])
+    meds = test["launch_medians_us"]
+    assert meds == pytest.approx([0.30, 0.302, 0.299], rel=2e-3)
+    assert row["value_us"] == pytest.approx(statistics.median(meds))
+    assert row["reliable"] is True and row["noisy"] is False
+    assert "noisy_why" not in row and row["launch_medians_us"] == meds
+    # the samples of every launch are pooled, in launch order
+    assert test["reps"] == 36 and test["launch_reps"] == [12, 12, 12]
+    assert len(test["overheads_us"]) == len(test["reference_times_us"]) == 36
+
+
+def test_launches_that_disagree_are_noisy_and_say_why(native_bin):
+    """Each launch is steady (its own interval within +-5 %), but one
+    launch's figure is a third above the others': the figure is the
+    median launch's, and noisy because the launches disagree."""
+    raws = [_launch(native_bin, x) for x in (0.30, 0.40, 0.302)]
+    for r in raws:
+        assert r["runs"][0]["tests"][0]["stats"]["noisy"] is False
+    test, row = _merged_row(raws)
+    assert row["value_us"] == pytest.approx(0.302, rel=2e-3)
+    assert row["reliable"] is True and row["noisy"] is True
+    assert row["noisy_why"].startswith("3 independent blocks disagree")
+    ci = row["median_ci95_us"]
+    meds = test["launch_medians_us"]
+    assert ci[0] <= min(meds) and ci[1] >= max(meds)  # covers every launch's median
+
+
+def test_epcc_figure_drops_every_launchs_first_repetition(native_bin):
+    raws = [_launch(native_bin, x) for x in (0.30, 0.40, 0.302)]
+    test, row = _merged_row(raws)
+    rest = [v for r in raws for v in r["runs"][0]["tests"][0]["overheads_us"][1:]]
+    assert test["epcc"]["n"] == len(rest) == 33
+    assert test["epcc"]["mean_us"] == pytest.approx(sum(rest) / len(rest), rel=1e-12)
+    assert row["epcc_mean_us"] == test["epcc"]["mean_us"]
+
+
+def test_pooled_pairs_below_zero_are_below_noise(native_bin):
+    """Two launches whose median overhead is below zero and one above: the
+    median of the launches' medians is at or below zero, so no figure."""
+    test, row = _merged_row([_launch(native_bin, x) for x in (-0.05, 0.05, -0.04)])
+    assert row["reliable"] is False and row["why"].startswith("below noise")
+    assert row["value_us"] is None and row["epcc_mean_us"] is None
+
+
+def test_one_launch_is_the_tools_output(native_bin):
+    from tiers.probe import sync
+
+    raw = _launch(native_bin, 0.3)
+    assert sync.merge_launches([raw]) is raw
+
+
+def test_a_real_run_shares_time_and_delay_between_launches():
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        doc_path = Path(tmp) / "s.json"
+        r = run_tiers("probe", "sync", "--quick", "--threads", "1", "--tests",
+                      "barrier,spin", "--reps", "6", "--test-time", "50", "--figure-time",
+                      "0.06", "--launches", "2", "--json", str(doc_path))
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(doc_path.read_text())
+    p = doc["params"]
+    assert p["launches"] == 2 and p["figure_time_s"] == 0.06 and p["reps"] == 6
+    assert p["launch_figure_time_s"] == pytest.approx(0.03) and p["launch_reps"] == 6
+    assert len(p["launch_delay_measured_us"]) == 2
+    # the second launch timed the delay length the first one calibrated
+    assert p["delay_calibrations"] >= 1
+    assert p["launch_delay_length"] == [p["delay_length"]] * 2
+    for t in doc["samples"][0]["tests"]:
+        assert len(t["launch_reps"]) == 2 and all(n >= 6 for n in t["launch_reps"])
+        assert t["reps"] == sum(t["launch_reps"])
+    for row in doc["summary"]["rows"]:
+        assert len(row["launch_medians_us"]) == 2
+
+
+@pytest.mark.parametrize("value", ["0", "x", "101"])
+def test_bad_launches_is_one_line(value):
+    r = run_tiers("probe", "sync", "--launches", value)
+    assert_one_line_error(r, "--launches")
+    assert r.returncode == 2
