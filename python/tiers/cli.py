@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default 1,2,4,...,128)")
     p.add_argument("--pin", choices=["compact", "scatter"], default="compact",
                    help="pinning of the threads (default compact)")
+    p.add_argument("--launches", type=V.count("--launches", 1, 100), metavar="N",
+                   help="separate launches of the measurement (default 3); each figure is "
+                   "the median of the launches' medians, noisy when they disagree")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, ends in seconds")
     _add_output(p, plot=True)
 
