@@ -196,7 +196,10 @@ def test_every_figure_follows_the_repeat_until_rule(run):
             parts = [t["overheads_us"][e - c:e] for e, c in zip(ends, t["launch_reps"])]
             blocks = stats.summarize_blocks(parts)
             assert t["stats"]["noisy"] == blocks["noisy"]
-            assert t["stats"]["median_stats"]["median"] == pytest.approx(blocks["median"])
+            if blocks["median"] > 0:
+                assert t["stats"]["median_stats"]["median"] == pytest.approx(blocks["median"])
+            else:  # never stored as a cost (probe/sync.py)
+                assert t["stats"]["median_stats"]["median"] is None
             assert t["launch_medians_us"] == pytest.approx(
                 [stats.summarize(x)["median"] for x in parts])
             for x, stopped, secs in zip(parts, t["launch_stopped"], t["launch_seconds"]):

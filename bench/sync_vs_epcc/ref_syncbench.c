@@ -31,7 +31,8 @@
  *   NAME OVERHEAD_US MEAN_US SD_US REF_US OUTLIERS INNERREPS MEDIAN_OVERHEAD_US
  * (MEDIAN_OVERHEAD_US: the median test time minus the median reference
  * time, over the same outer repetitions -- not part of EPCC's method, for
- * comparison with a median) and first a line "delay DELAY_LENGTH MEASURED_US".
+ * comparison with a median) and first a line "delay DELAY_LENGTH MEASURED_US"
+ * (the fastest of 50 runs of about 1 ms of delay(), as tiers measures its own).
  */
 #include <math.h>
 #include <omp.h>
@@ -44,10 +45,22 @@ static long innerreps;
 static int nthreads;
 static double test_us = 1000.0;
 static int outerreps = 20;
-static omp_lock_t lock;
+/* The lock on cache lines of its own (two: adjacent-line prefetch), as
+ * tiers places it: beside the loop's parameters (innerreps, nthreads,
+ * delaylength, which every thread reads in every iteration) each set and
+ * unset would invalidate the line the other thread reads next, and
+ * LOCK/UNLOCK would hold that false sharing as well as the lock. */
+static struct {
+  _Alignas(128) omp_lock_t lock;
+  _Alignas(128) char end;
+} locked;
+#define lock (locked.lock)
 static volatile double sink;
 
-static void __attribute__((noinline)) delay(int n)
+/* Aligned to 64 bytes, as tiers' delay(): a loop that straddles a 64-byte
+ * boundary (wherever the linker happens to put it) takes longer for the
+ * same length, and both programs must time the same delay. */
+static void __attribute__((noinline, noclone, aligned(64))) delay(int n)
 {
   float a = 0.0f;
   for (int i = 0; i < n; i++)
@@ -69,6 +82,30 @@ static void calibrate(double delay_us)
       delay(delaylength);
     actual = (omp_get_wtime() - t0) * 1e6 / reps;
   }
+}
+
+/* The time of one delay(delaylength) in us, measured as tiers measures its
+ * own: the fastest of 50 runs of about 1 ms each (a single run, as this
+ * program timed it before, holds whatever disturbed it and the clock's
+ * ramp at start-up, and made the same length look 20 % longer or shorter
+ * than in tiers). */
+static double delay_time_us(void)
+{
+  double t0 = omp_get_wtime();
+  for (int i = 0; i < 16; i++)
+    delay(delaylength);
+  double per = (omp_get_wtime() - t0) / 16;
+  long calls = (long)(0.001 / (per > 0 ? per : 1e-9)) + 1;
+  double best = INFINITY;
+  for (int r = 0; r < 50; r++) {
+    t0 = omp_get_wtime();
+    for (long i = 0; i < calls; i++)
+      delay(delaylength);
+    double t = (omp_get_wtime() - t0) / (double)calls;
+    if (t < best)
+      best = t;
+  }
+  return best * 1e6;
 }
 
 /* references */
@@ -284,10 +321,7 @@ int main(int argc, char **argv)
     delaylength = fixed_length;
   else
     calibrate(delay_us);
-  double t0 = omp_get_wtime();
-  for (int i = 0; i < 10000; i++)
-    delay(delaylength);
-  printf("delay %d %.6f\n", delaylength, (omp_get_wtime() - t0) * 1e6 / 10000);
+  printf("delay %d %.6f\n", delaylength, delay_time_us());
 
   result_t ref = bench("ref_delay", refer), refatom = bench("ref_atomic", referatom),
            refred = bench("ref_reduction", referred);
