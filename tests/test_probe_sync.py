@@ -291,6 +291,7 @@ def test_printed_tables_and_headline(run):
         assert title in out
     flat = " ".join(out.split())
     assert f"At {head['threads']} threads, median:" in flat
+    assert "each figure is the median of 3 separate launches' medians" in flat
     for key in ("spin_barrier", "pthread_barrier", "condvar_barrier", "omp_barrier",
                 "omp_parallel"):
         v = head[key]

@@ -680,7 +680,10 @@ def render(doc: dict, console: Console) -> None:
                       f"{p['pin']}.")
         console.print("Cells: the median ± its 95 % confidence interval in µs, and in CPU "
                       "cycles; an overhead is the median of (test - reference) over pairs timed "
-                      "side by side.")
+                      "side by side"
+                      + (f"; each figure is the median of {p['launches']} separate launches' "
+                         "medians, noisy when they disagree by more than ±5 %"
+                         if p.get("launches", 1) > 1 else "") + ".")
 
     def table(title: str, first: str) -> Table:
         t = Table(title=title, title_justify="left")
