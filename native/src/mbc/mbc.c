@@ -110,6 +110,8 @@ struct tiers_mbc_request {
   int read;         /* left for the receiver to copy (MBC_E_READ): done on its
                        acknowledgement, after the copy */
   uint64_t fseq;    /* synchronous or read, unasked: its FIFO sequence number */
+  int split;        /* copied half by me, half by the receiver (MBC_E_SPLIT):
+                       done on its MBC_E_COPIED for send request rseq */
   /* receive */
   unsigned char *rbuf;
   size_t cap;
@@ -162,6 +164,9 @@ struct peer {
   /* as sender: withdrawn send requests still to confirm (MBC_E_WITHDRAWN) */
   uint64_t *wd_out;
   size_t nwd_out, wd_out_cap;
+  /* the receive an MBC_E_SPLIT of this peer matched, completed by the
+   * MBC_E_DIRECT that follows it */
+  tiers_mbc_request_t split_recv;
   /* the message from this peer being assembled chunk by chunk */
   int asm_active;
   tiers_mbc_request_t asm_recv;
@@ -175,7 +180,7 @@ struct counters {
       msgs_answered_fifo, bytes_answered_fifo, fifo_chunks, fifo_full_waits, requests_sent,
       requests_received, requests_used, requests_stale, requests_unsent, msgs_received,
       bytes_received, msgs_unexpected, truncations, msgs_shm, bytes_shm, msgs_rma, bytes_rma,
-      msgs_read, bytes_read;
+      msgs_read, bytes_read, msgs_split;
 };
 
 struct tiers_mbc {
@@ -188,6 +193,9 @@ struct tiers_mbc {
   size_t read_min;                              /* unasked messages at least this long to
                                                    a node peer are left to be read (single
                                                    copy); SIZE_MAX: never */
+  size_t split_min;                             /* answers to send requests at least this
+                                                   long are copied half by each side
+                                                   (MBC_E_SPLIT); SIZE_MAX: never */
   int reads_waiting;                            /* unexpected messages left to be read
                                                    (not synchronous) and not taken */
   tiers_mbc_request_t pool;                     /* free requests */
@@ -301,6 +309,38 @@ static int read_threshold(const tiers_mbc_options_t *o, size_t *min)
   return TIERS_OK;
 }
 
+/* The split copy of long messages answering a send request (MBC_E_SPLIT):
+ * on from 64 KiB wherever direct writes work; TIERS_MBC_SPLIT=0 turns it
+ * off (the sender then copies the whole message), TIERS_MBC_SPLIT_MIN=BYTES
+ * moves its threshold (never below direct_min_bytes: shorter answers go
+ * through the FIFO). */
+#define SPLIT_MIN_DEFAULT 65536
+static int split_threshold(const tiers_mbc_options_t *o, size_t *min)
+{
+  *min = SPLIT_MIN_DEFAULT;
+  const char *s = getenv("TIERS_MBC_SPLIT");
+  if (s && *s) {
+    if (!strcmp(s, "0")) {
+      *min = SIZE_MAX;
+      return TIERS_OK;
+    }
+    if (strcmp(s, "1"))
+      TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_SPLIT=%s is not 0 or 1", s);
+  }
+  s = getenv("TIERS_MBC_SPLIT_MIN");
+  if (s && *s) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || *s == '-' || v < 8192 || v > ((unsigned long long)1 << 40))
+      TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_SPLIT_MIN=%s is not a byte count in 8192..2^40", s);
+    *min = (size_t)v;
+  }
+  if (*min < o->direct_min_bytes)
+    *min = o->direct_min_bytes;
+  return TIERS_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* Live handles: a call on a destroyed communicator (a stale copy of its
  * handle) is refused instead of touching freed memory. */
@@ -390,8 +430,9 @@ int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t
     TIERS_ERROR(TIERS_ERR_ARG, "transport must be TIERS_MBC_TRANSPORT_AUTO, _SHM or _RMA, not %d",
                 o.transport);
   o.fifo_bytes = (o.fifo_bytes + 63) / 64 * 64;
-  size_t read_min;
+  size_t read_min, split_min;
   TIERS_CALL(read_threshold(&o, &read_min));
+  TIERS_CALL(split_threshold(&o, &split_min));
 
   struct tiers_mbc *m = calloc(1, sizeof *m);
   if (!m)
@@ -404,6 +445,7 @@ int tiers_mbc_create(MPI_Comm comm, const tiers_mbc_options_t *opts, tiers_mbc_t
   MPI_Comm_size(m->comm, &m->size);
   m->opt = o;
   m->read_min = read_min;
+  m->split_min = split_min;
   m->fifo_first_left = o.debug_fifo_first;
   m->peers = calloc((size_t)m->size, sizeof *m->peers);
   /* everyone must learn whether everyone could allocate */
@@ -776,8 +818,13 @@ static int req_entry_put(tiers_mbc_t m, int peer, int kind, uint64_t seq)
   return 1;
 }
 
+/* An acknowledgement: MBC_E_ACK of FIFO message seq, or, with COPIED_FLAG
+ * set in seq, MBC_E_COPIED of send request seq (held in acks_out alike). */
+#define COPIED_FLAG ((uint64_t)1 << 63)
 static int ack_put(tiers_mbc_t m, int peer, uint64_t seq)
 {
+  if (seq & COPIED_FLAG)
+    return req_entry_put(m, peer, MBC_E_COPIED, seq & ~COPIED_FLAG);
   return req_entry_put(m, peer, MBC_E_ACK, seq);
 }
 
@@ -792,7 +839,9 @@ static void flush_acks(tiers_mbc_t m, int peer)
   p->nacks_out -= k;
 }
 
-/* A receive has matched synchronous message `seq` of `peer`: tell it. */
+/* A receive has matched synchronous message `seq` of `peer` (or copied
+ * the message left to be read; with COPIED_FLAG: read its part of the
+ * split message answering send request seq): tell it. */
 static int send_ack(tiers_mbc_t m, int peer, uint64_t seq)
 {
   struct peer *p = &m->peers[peer];
@@ -1009,8 +1058,36 @@ static int msg_entry(tiers_mbc_t m, int source, int kind, int sync, const struct
       m->reads_waiting++;
     return TIERS_OK;
   }
-  case MBC_E_DIRECT: {
+  case MBC_E_SPLIT: {
+    /* my part of the split copy, while the sender writes its part */
     tiers_mbc_request_t r = posted_by_rseq(m, source, h->aux);
+    if (!r || p->asm_active || p->split_recv || h->chunk != 2 * sizeof(uint64_t) ||
+        !p->tp->direct)
+      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: bad split-copy notice");
+    uint64_t pay2[2];
+    memcpy(pay2, pay, sizeof pay2);
+    size_t n = (size_t)h->total < r->cap ? (size_t)h->total : r->cap;
+    if (pay2[1] > n)
+      FATAL(m, TIERS_ERR_STATE, "corrupt FIFO: split point beyond the message");
+    posted_remove(m, r); /* matched: no later message may match it */
+    if (pay2[1] < n) {
+      int rc = p->tp->direct_read(p->tp, source, pay2[0] + pay2[1], r->rbuf + pay2[1],
+                                  n - (size_t)pay2[1]);
+      if (rc != TIERS_OK) {
+        m->fatal = rc;
+        snprintf(m->fatal_msg, sizeof m->fatal_msg, "%s", tiers_last_error());
+        return rc;
+      }
+    }
+    p->split_recv = r;
+    return send_ack(m, source, h->aux | COPIED_FLAG);
+  }
+  case MBC_E_DIRECT: {
+    tiers_mbc_request_t r = p->split_recv;
+    if (r && r->rseq == h->aux) /* the sender's part of a split copy is written too */
+      p->split_recv = NULL;
+    else
+      r = posted_by_rseq(m, source, h->aux);
     if (!r)
       FATAL(m, TIERS_ERR_STATE, "direct-write notice for an unknown send request");
     recv_complete(m, r, source, h->tag, (size_t)h->total);
@@ -1101,6 +1178,24 @@ static int ack_arrived(tiers_mbc_t m, struct peer *p, uint64_t seq)
   FATAL(m, TIERS_ERR_STATE, "acknowledgement of an unknown synchronous send");
 }
 
+/* The receiver has read its part of my split message answering send
+ * request rseq: the send completes. */
+static int copied_arrived(tiers_mbc_t m, struct peer *p, uint64_t rseq)
+{
+  for (tiers_mbc_request_t *pp = &p->ack_head, prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
+    if ((*pp)->split && (*pp)->rseq == rseq) {
+      tiers_mbc_request_t q = *pp;
+      *pp = q->next;
+      if (p->ack_tail == q)
+        p->ack_tail = prev;
+      q->next = NULL;
+      q->done = 1;
+      p->ack_wait--;
+      return TIERS_OK;
+    }
+  FATAL(m, TIERS_ERR_STATE, "copy notice for an unknown split message");
+}
+
 /* The receiver cancels the receive of send request rseq: forget the
  * request if it is held, and confirm (flush_withdrawn) in any case. */
 static int withdraw_arrived(tiers_mbc_t m, struct peer *p, uint64_t rseq)
@@ -1152,15 +1247,16 @@ static int drain_requests(tiers_mbc_t m, int dest, int *events)
   if (!kind)
     return TIERS_OK;
   do {
-    if (kind != MBC_E_SREQ && kind != MBC_E_ACK && kind != MBC_E_WITHDRAW)
+    if (kind != MBC_E_SREQ && kind != MBC_E_ACK && kind != MBC_E_WITHDRAW &&
+        kind != MBC_E_COPIED)
       FATAL(m, TIERS_ERR_STATE, "corrupt send-request FIFO entry");
     struct mbc_sreq e;
     memcpy(&e, data + ring_off(head, cap), MBC_SREQ);
     ring_clear(data, cap, head, MBC_SREQ);
     head += MBC_SREQ;
     (*events)++;
-    if (kind == MBC_E_ACK) {
-      TIERS_CALL(ack_arrived(m, p, e.rseq));
+    if (kind == MBC_E_ACK || kind == MBC_E_COPIED) {
+      TIERS_CALL(kind == MBC_E_ACK ? ack_arrived(m, p, e.rseq) : copied_arrived(m, p, e.rseq));
       kind = ring_peek(data, cap, head);
       continue;
     }
@@ -1211,9 +1307,9 @@ static void send_complete(tiers_mbc_t m, struct peer *p, tiers_mbc_request_t q)
   if (!p->sq_head)
     p->sq_tail = NULL;
   q->next = NULL;
-  if ((q->sync || q->read) && q->fseq && !q->acked) {
-    /* written, unasked (synchronous), or left to be read: done when the
-     * receiver acknowledges the match (the copy) */
+  if (((q->sync || q->read) && q->fseq && !q->acked) || q->split) {
+    /* written, unasked (synchronous), or left to be read (whole or in
+     * part): done when the receiver acknowledges the match (the copy) */
     if (p->ack_tail)
       p->ack_tail->next = q;
     else
@@ -1260,11 +1356,43 @@ static int advance_sends(tiers_mbc_t m, int dest, int *events)
           mark_blocked(m, q);
           return TIERS_OK;
         }
+        size_t n = q->len < h.cap ? q->len : (size_t)h.cap;
+        /* long, to another process: the split copy, one half each; room
+         * for both notices (one after the other, no padding between) */
+        int split = direct && n >= m->split_min && dest != m->rank && t->direct_read;
+        if (split && !ring_place(m, dest, MBC_RING_MSG, 2 * MBC_SLOT)) {
+          mark_blocked(m, q);
+          return TIERS_OK;
+        }
         memmove(&p->held[k], &p->held[k + 1], (p->nheld - k - 1) * sizeof *p->held);
         p->nheld--;
         m->c.requests_used++;
+        if (split) {
+          /* the receiver reads [lo, n) while I write [0, lo); lo on a page */
+          uint64_t pay[2] = {(uint64_t)(uintptr_t)q->sbuf, (uint64_t)(n / 2 & ~(size_t)4095)};
+          q->split = 1;
+          q->rseq = h.rseq;
+          p->ack_wait++;
+          msg_write(m, dest, MBC_E_SPLIT, q->tag, q->len, h.rseq, (const unsigned char *)pay,
+                    sizeof pay);
+          int rc = t->direct_write(t, dest, h.addr, q->sbuf, (size_t)pay[1]);
+          if (rc != TIERS_OK) {
+            m->fatal = rc;
+            snprintf(m->fatal_msg, sizeof m->fatal_msg, "%s", tiers_last_error());
+            return rc;
+          }
+          msg_write(m, dest, MBC_E_DIRECT, q->tag, q->len, h.rseq, NULL, 0);
+          m->c.msgs_direct++;
+          m->c.bytes_direct += q->len;
+          m->c.msgs_split++;
+          if (mbc_sent_hook)
+            mbc_sent_hook(q->len, q->tag, 1);
+          (*events)++;
+          q->blocked = 0;
+          send_complete(m, p, q);
+          continue;
+        }
         if (direct) {
-          size_t n = q->len < h.cap ? q->len : (size_t)h.cap;
           int rc = t->direct_write(t, dest, h.addr, q->sbuf, n);
           if (rc != TIERS_OK) {
             m->fatal = rc;
@@ -1936,6 +2064,22 @@ int tiers_mbc_destroy(tiers_mbc_t *mp)
   if (!live_has(m))
     TIERS_ERROR(TIERS_ERR_STATE, "memory-based communicator was already destroyed (stale handle)");
   live_remove(m);
+  /* TIERS_MBC_DEBUG_COUNTERS=1: which path the messages took, one line per
+   * communicator of more than one process (a look at the protocol's
+   * choices under a real program, without its statistics call) */
+  const char *dbg = getenv("TIERS_MBC_DEBUG_COUNTERS");
+  if (dbg && *dbg && strcmp(dbg, "0") && m->size > 1)
+    fprintf(stderr,
+            "tiers mbc: rank %d of %d: sent %llu (remote write %llu, of them split %llu; "
+            "read %llu; fifo %llu; answered %llu), requests sent %llu received %llu used %llu "
+            "stale %llu unsent %llu, unexpected %llu\n",
+            m->rank, m->size, (unsigned long long)m->c.msgs_sent,
+            (unsigned long long)m->c.msgs_direct, (unsigned long long)m->c.msgs_split,
+            (unsigned long long)m->c.msgs_read, (unsigned long long)m->c.msgs_fifo,
+            (unsigned long long)m->c.msgs_answered_fifo, (unsigned long long)m->c.requests_sent,
+            (unsigned long long)m->c.requests_received, (unsigned long long)m->c.requests_used,
+            (unsigned long long)m->c.requests_stale, (unsigned long long)m->c.requests_unsent,
+            (unsigned long long)m->c.msgs_unexpected);
   int rc = TIERS_OK;
   /* 1. finish my sends (draining my own FIFOs meanwhile) */
   if (!m->fatal) {

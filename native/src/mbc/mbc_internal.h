@@ -108,7 +108,7 @@ enum {
                          answers with MBC_E_WITHDRAWN */
   MBC_E_WITHDRAWN = 9, /* message ring: send request aux (rseq) will not be
                           used; everything it was used for lies before */
-  MBC_E_READ = 10     /* an unasked message of `total` bytes left in the
+  MBC_E_READ = 10,    /* an unasked message of `total` bytes left in the
                          sender's memory (single-copy rendezvous): its
                          8 payload bytes are the address of the send buffer;
                          aux = its FIFO sequence number (numbered with the
@@ -117,6 +117,19 @@ enum {
                          buffer (direct_read) and then answers MBC_E_ACK
                          aux, which completes the send; so the sender keeps
                          its buffer untouched until the copy is done */
+  MBC_E_SPLIT = 11,   /* the split copy of a long message answering send
+                         request aux (rseq), `total` bytes: its 16 payload
+                         bytes are the address of the send buffer and an
+                         offset `lo`.  The sender writes bytes [0, lo) into
+                         the receive buffer itself (process_vm_writev) and
+                         then an MBC_E_DIRECT for aux; meanwhile the receiver
+                         reads [lo, n) (n: the bytes that fit the receive)
+                         out of the send buffer and answers MBC_E_COPIED aux,
+                         which completes the send.  The receive completes at
+                         the MBC_E_DIRECT, after its own read: both
+                         processes copy half of the message at once */
+  MBC_E_COPIED = 12   /* request ring: the receiver has read its part of the
+                         MBC_E_SPLIT message answering send request `rseq` */
 };
 /* Flag on the kind of an MBC_E_FIRST (or MBC_E_READ) entry: a synchronous send
  * (MPI_Ssend), whose sender waits for an MBC_E_ACK.  Standard sends never
