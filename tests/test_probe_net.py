@@ -89,16 +89,21 @@ def test_all_pairs_schedule(tmp_path, ranks):
     # every pair exactly once, with every size and repetition
     seen = [(p["a"], p["b"]) for p in ap["pairs"]]
     assert sorted(seen) == [(i, j) for i in range(ranks) for j in range(i + 1, ranks)]
+    # in 3 separate launches (the default), each pair's times pooled over them
+    launches = doc["params"]["allpairs"]["launches"]
+    assert launches == doc["summary"]["allpairs"]["launches"] == 3
     for p in ap["pairs"]:
-        assert len(p["times_us"]) == 5 and all(len(t) == 2 for t in p["times_us"])
+        assert len(p["times_us"]) == 5 and all(len(t) == 2 * launches for t in p["times_us"])
+        assert len(p["launch_fits"]) == launches
         assert all(t > 0 for ts in p["times_us"] for t in ts)
         # the fit goes through the best time of each of the 5 sizes
         assert len(p["residuals_us"]) == 5 and p["points"] == 5
         assert p["best_us"] == [min(ts) for ts in p["times_us"]]
         # repeated by the statistics layer's rule: at most --reps times per
-        # size (2 here, too few to converge: exactly 2), at most
-        # latency_blocks latency blocks
-        assert 1 <= len(p["latency_samples_us"]) <= doc["params"]["allpairs"]["latency_blocks"]
+        # size and launch (2 here, too few to converge: exactly 2), at most
+        # latency_blocks latency blocks per launch
+        assert launches <= len(p["latency_samples_us"]) \
+            <= launches * doc["params"]["allpairs"]["latency_blocks"]
     assert ap["sizes"] == [round(65536 * f) for f in (0.667, 0.8, 1.0, 1.25, 1.5)]
     # symmetric matrices with the right shape, nothing on the diagonal
     mat = doc["summary"]["allpairs"]["matrices"]

@@ -238,6 +238,41 @@ def summarize_blocks(blocks: Iterable[Iterable[float]],
     return out
 
 
+def launch_agreement(values: Iterable[float | None],
+                     fmt: Callable[[float], str] | None = None) -> dict:
+    """Return how far one figure moved between independent launches, given
+    the figure of each launch (``values``; None or non-finite ones are left
+    out): ``median`` of the launches' figures, ``launches`` (how many
+    counted), ``spread`` ((max - min) / median, None for fewer than 2),
+    ``rel`` (the largest distance of a launch from the median, relative),
+    ``noisy`` (``rel`` above +-:data:`NOISY_REL`, as
+    :func:`summarize_blocks` judges blocks that disagree) and ``why`` (one
+    line when noisy, else None; ``fmt`` words a figure, default 4
+    significant digits).  With one launch nothing can disagree: ``noisy``
+    is False."""
+    fmt = fmt or (lambda v: f"{v:.4g}")
+    xs = sorted(float(v) for v in values if v is not None and math.isfinite(float(v)))
+    out = {"median": None, "launches": len(xs), "spread": None, "rel": None, "noisy": False,
+           "why": None}
+    if not xs:
+        return out
+    med = quantile(xs, 0.5)
+    out["median"] = med
+    if len(xs) < 2:
+        return out
+    if med > 0:
+        out["spread"] = (xs[-1] - xs[0]) / med
+        out["rel"] = max(med - xs[0], xs[-1] - med) / med
+    else:
+        out["spread"] = out["rel"] = math.inf if xs[-1] != xs[0] else 0.0
+    if out["rel"] > NOISY_REL:
+        out["noisy"] = True
+        out["why"] = (f"{len(xs)} launches disagree: from {fmt(xs[0])} to {fmt(xs[-1])} "
+                      f"(+-{out['rel'] * 100:.1f} % around the median), wider than "
+                      f"+-{NOISY_REL * 100:.0f} %")
+    return out
+
+
 class Driver:
     """The repeat-until rule for one figure.
 

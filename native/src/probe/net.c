@@ -30,7 +30,7 @@
  *           consecutive ranks (to study the schedule on one machine).
  *           Each pair exchanges every size of centre x factors (default
  *           1.5 MB x 0.667, 0.8, 1, 1.25, 1.5) as --warmup untimed and then
- *           timed ping-pongs, and 0-byte round trips in blocks of 10 for
+ *           timed ping-pongs, and 0-byte round trips in blocks of --iters for
  *           the pair's latency; each repeats by the statistics layer's
  *           rule (until the 95 % interval of its median is within +-5 %,
  *           --figure-time / 10 seconds pass, or --reps times (50 latency
@@ -60,7 +60,7 @@
  * allreduce MPI_Allreduce of 8 B (one double, MPI_SUM) over the same process
  *           counts, as osu_allreduce: warm-up calls, then calls each
  *           timed on its own and followed by an untimed MPI_Barrier, in
- *           blocks of --barrier-iters / 10 (at least 10) that repeat until
+ *           blocks of --barrier-iters / 10 (at least 100) that repeat until
  *           the statistics layer's rule stops; per block the mean over
  *           ranks of the time per call, and min, mean and max over ranks
  *           of each rank's mean time per call.  Not run unless asked for.
@@ -922,7 +922,14 @@ typedef struct {
  * ap_figure_time() seconds pass, or its slots are full. */
 #define PAIR_HEAD 5
 #define AP_LAT_BLOCKS 50 /* small-message latency blocks per pair, at most ... */
-#define AP_LAT_ITERS 10  /* ... of this many round trips */
+/* ... of ap_lat_iters() round trips: the ping-pong's --iters (50 with
+ * --quick, else 200), not 10 -- the untimed decision after every block left
+ * the first round trips of the next one out of step, and blocks of 10 held
+ * few undisturbed ones */
+static long ap_lat_iters(void)
+{
+  return opt.iters;
+}
 static double *pair_recs;
 static int pair_nrec, pair_cap, pair_len;
 static uint64_t ap_sizes[MAX_FACTORS];
@@ -1002,15 +1009,15 @@ static void exchange_pair(int phase, int step, int round, int peer)
   double lat[AP_LAT_BLOCKS], *times = malloc(sizeof(double) * (size_t)opt.reps);
   if (!times)
     fail_here("out of memory");
-  /* the small-message latency of the pair: blocks of AP_LAT_ITERS 0-byte
-   * round trips after AP_LAT_ITERS warm-up ones, repeated by the
+  /* the small-message latency of the pair: blocks of ap_lat_iters() 0-byte
+   * round trips after as many warm-up ones, repeated by the
    * statistics layer's rule; the fit's intercept is often not a usable
    * latency (docs/statistics.md) */
   int nlat = 0;
   double start = tiers_now();
   for (int blk = -1; blk < AP_LAT_BLOCKS; blk++) {
     double t0 = tiers_now();
-    for (int i = 0; i < AP_LAT_ITERS; i++) {
+    for (long i = 0; i < ap_lat_iters(); i++) {
       MPI_Irecv(rbuf, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[0]);
       if (initiator) {
         MPI_Isend(sbuf, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[1]);
@@ -1023,7 +1030,7 @@ static void exchange_pair(int phase, int step, int round, int peer)
     }
     if (blk < 0)
       continue;
-    lat[nlat++] = (tiers_now() - t0) * 1e6 / (2.0 * AP_LAT_ITERS);
+    lat[nlat++] = (tiers_now() - t0) * 1e6 / (2.0 * (double)ap_lat_iters());
     if (pair_decision(initiator, lat, nlat, AP_LAT_BLOCKS, tiers_now() - start, peer,
                       TAG_DECIDE))
       break;
@@ -1192,6 +1199,7 @@ static int barrier_counts(int *counts)
 /* Allreduce                                                           */
 
 #define ALLREDUCE_BYTES 8 /* one double, MPI_SUM: osu_allreduce's 8 B figure */
+#define COLL_BLOCK_MIN 100 /* timed calls per collective block, at least */
 
 typedef struct {
   int ranks;
@@ -1201,13 +1209,20 @@ typedef struct {
   int stop;                  /* why sampling stopped (tiers_stats_stop_t) */
 } allreduce_row_t;
 
+/* Timed calls per block of a collective series: --barrier-iters / 10, at
+ * least COLL_BLOCK_MIN. */
+static long coll_block_calls(void)
+{
+  return opt.barrier_iters / 10 > COLL_BLOCK_MIN ? opt.barrier_iters / 10 : COLL_BLOCK_MIN;
+}
+
 /*
  * MPI_Allreduce of 8 B (allreduce != 0) or MPI_Barrier over the first p
  * ranks, as osu_allreduce and osu_barrier time them (warm-up calls, then
  * every call timed on its own -- an allreduce followed by an untimed
  * MPI_Barrier -- and summed; each rank's mean time per call; min, mean and
  * max over the ranks), the timed calls cut into blocks of --barrier-iters / 10 calls
- * (at least 10) that repeat until the statistics layer's rule stops (rank
+ * (at least COLL_BLOCK_MIN) that repeat until the statistics layer's rule stops (rank
  * 0 decides after each untimed reduction of the block times).
  */
 static void collective_series(int p, int allreduce, allreduce_row_t *row)
@@ -1218,7 +1233,13 @@ static void collective_series(int p, int allreduce, allreduce_row_t *row)
   MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
   if (sub == MPI_COMM_NULL)
     return;
-  long per_block = opt.barrier_iters / 10 > 10 ? opt.barrier_iters / 10 : 10;
+  /* blocks of at least COLL_BLOCK_MIN calls: the untimed decision after a
+   * block and the barrier that lines the ranks up again leave the first
+   * calls of the next block out of step; with blocks of 10 (--quick's 100
+   * calls / 10) those calls were a third of every block, and 2-rank
+   * MPI_Barrier read 0.33 or 0.43 us by the block (the mean over a launch
+   * moved with their mix) against 0.31-0.33 us in blocks of 100 or more */
+  long per_block = coll_block_calls();
   double in = 1.0 + rank, out = 0;
   for (long i = 0; i < (opt.barrier_warmup > 0 ? opt.barrier_warmup : 1); i++) {
     if (allreduce)
@@ -1559,13 +1580,14 @@ static void write_params(tiers_json_t *j, int hthreads, tiers_pin_policy_t hpin)
                        "per pair, every size's one-way times and the latency blocks repeat "
                        "until the 95 % CI of the median is within +-5 %, figure_time_s pass "
                        "or reps (latency_blocks) are taken (docs/statistics.md)");
-  tiers_json_kv_int(j, "latency_iters", AP_LAT_ITERS);
+  tiers_json_kv_int(j, "latency_iters", ap_lat_iters());
   tiers_json_kv_int(j, "latency_bytes", 0);
   tiers_json_object_end(j);
   tiers_json_key(j, "barrier");
   tiers_json_object_begin(j);
   tiers_json_kv_int(j, "iters", opt.barrier_iters);
   tiers_json_kv_int(j, "warmup", opt.barrier_warmup);
+  tiers_json_kv_int(j, "block_calls", coll_block_calls());
   if (opt.selected[TEST_BARRIER]) {
     tiers_json_key(j, "kinds");
     tiers_json_array_begin(j);

@@ -299,12 +299,14 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     #   MPI_Barrier itself; that launch times MPI_Barrier too ("mpi_funneled").
     local = hostfile is None and not vcluster
     parts: list[tuple[str, dict, str, float]] = []  # (label, JSON, command, seconds)
-    if "pingpong" in selected:
-        # the time per figure is shared between the launches, so that the
-        # ping-pong takes no longer than one launch with the native default
-        share = ["--figure-time", f"{PINGPONG_FIGURE_S[bool(quick)] / n_launches:g}"] \
+    def share_time() -> list[str]:
+        # the time per figure is shared between the launches, so that a test
+        # takes no longer than one launch with the native default
+        return ["--figure-time", f"{PINGPONG_FIGURE_S[bool(quick)] / n_launches:g}"] \
             if n_launches > 1 else []
-        runs = [run_tests(["pingpong"], {}, share) for _ in range(n_launches)]
+
+    if "pingpong" in selected:
+        runs = [run_tests(["pingpong"], {}, share_time()) for _ in range(n_launches)]
         merged = runs[0][0]
         merged["pingpong"] = merge_pingpong([r[0] for r in runs])
         merged["params"]["pingpong"]["launches"] = n_launches
@@ -312,9 +314,25 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
             merged["params"]["l2_bytes"] = l2_bytes()
         parts.append(("pingpong", merged, runs[0][1], sum(r[2] for r in runs)))
     if "allpairs" in selected:
-        parts.append(("allpairs", *run_tests(["allpairs"], {})))
+        # every pair in each launch; each pair's times are pooled over the
+        # launches (best time per size, best latency block of all) and the
+        # launches' own fits say how far the figures moved (merge_allpairs)
+        runs = [run_tests(["allpairs"], {}, share_time()) for _ in range(n_launches)]
+        merged = runs[0][0]
+        merged["allpairs"] = merge_allpairs([r[0] for r in runs])
+        merged["params"]["allpairs"]["launches"] = merged["allpairs"].get("launches", 1)
+        parts.append(("allpairs", merged, runs[0][1], sum(r[2] for r in runs)))
     if "barrier" in selected:
-        parts.append(("barrier", *run_tests(["barrier"], {}, ["--barrier-kinds", "mpi"])))
+        # MPI_Barrier in separate launches too: what a launch starts with
+        # moved its mean by more than its blocks' interval (merge_collective)
+        runs = [run_tests(["barrier"], {}, ["--barrier-kinds", "mpi", *share_time()])
+                for _ in range(n_launches)]
+        merged = runs[0][0]
+        merged["barrier"] = dict(merged["barrier"],
+                                 mpi=merge_collective([r[0]["barrier"]["mpi"] for r in runs]),
+                                 launches=n_launches,
+                                 seconds=sum(r[0]["barrier"].get("seconds") or 0 for r in runs))
+        parts.append(("barrier", merged, runs[0][1], sum(r[2] for r in runs)))
     if "allreduce" in selected:
         parts.append(("allreduce", *run_tests(["allreduce"], {})))
     if "barrier" in selected:
@@ -330,7 +348,10 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         flat_b, hyb = by["barrier"][1], by["hybrid barrier"][1]
         raw["barrier"] = dict(flat_b["barrier"], hybrid=hyb["barrier"]["hybrid"],
                               mpi_funneled=hyb["barrier"]["mpi"])
-        raw["params"]["barrier"] = dict(hyb["params"]["barrier"], kinds=["mpi", "hybrid"])
+        raw["params"]["barrier"] = dict(hyb["params"]["barrier"], kinds=["mpi", "hybrid"],
+                                        launches=flat_b["barrier"].get("launches", 1))
+        if "block_calls" in flat_b["params"].get("barrier", {}):
+            raw["params"]["barrier"]["block_calls"] = flat_b["params"]["barrier"]["block_calls"]
         raw["params"]["barrier_launch_command"] = by["hybrid barrier"][2]
     raw["params"]["launch_commands"] = {p[0]: p[2] for p in parts}
     layer_matrix = cache_matrix = None
@@ -405,6 +426,8 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
             fit = netfit.robust_fit(sizes, p["times_us"], p.get("latency_samples_us"))
             rec = dict(p)
             rec.update(fit)
+            if p.get("launch_fits"):
+                rec.update(netfit.launch_agreement(p["launch_fits"]))
             if layer_matrix is not None and placement:
                 rec.update(netfit.classify(placement[p["a"]], placement[p["b"]], layer_matrix,
                                            cache_level_matrix))
@@ -432,6 +455,8 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
             "seconds": sum(v["seconds"] for v in phases.values()),
             "r2_min": min(r2) if r2 else None,
             "unreliable_pairs": sum(1 for p in pairs if not p["reliable"]),
+            "noisy_pairs": sum(1 for p in pairs if p.get("noisy")),
+            "launches": ap.get("launches", 1),
             "latency_sources": {src: sum(1 for p in pairs if p["latency_source"] == src)
                                 for src in ("fit", "pingpong")},
             "bandwidth_sources": {src: sum(1 for p in pairs if p["bandwidth_source"] == src)
@@ -532,6 +557,107 @@ def merge_pingpong(docs: Sequence[dict]) -> dict:
         rows.append(row)
     return dict(first, rows=rows, launches=len(docs),
                 seconds=sum(d["pingpong"].get("seconds") or 0 for d in docs))
+
+
+def merge_collective(launches: Sequence[Sequence[dict]]) -> list[dict]:
+    """Return the rows of one collective test (MPI_Barrier) measured in
+    several separate launches (``launches``: each launch's ``mpi`` rows, in
+    order), one row per process count.
+
+    Per launch, ``min_us`` / ``avg_us`` / ``max_us`` are osu_barrier's
+    figures (min, mean and max over the processes of each one's mean time
+    per call); the merged row's are the **medians over the launches** of
+    each, so that one launch that started badly does not move them.  Its
+    ``block_*`` members are :func:`tiers.stats.summarize_blocks` over the
+    launches' timed blocks (the median of the launches' median blocks, the
+    interval covering every launch's); ``block_noisy`` is also set when the
+    launches' means disagree by more than +-5 %
+    (:func:`tiers.stats.launch_agreement`), and ``block_why`` says why.
+    ``avg_launches_us``, ``avg_launch_spread`` and ``launches`` keep what
+    each launch gave; ``blocks_us`` pools every launch's blocks.  A row
+    missing from a launch is merged from the launches that have it; one
+    launch is returned as it is."""
+    if len(launches) == 1:
+        return list(launches[0])
+    by_ranks: dict[int, list[dict]] = {}
+    for rows in launches:
+        for r in rows:
+            by_ranks.setdefault(r["ranks"], []).append(r)
+    out = []
+    for p in sorted(by_ranks):
+        group = by_ranks[p]
+        row = dict(group[0])
+        agree = {k: stats.launch_agreement([g.get(k) for g in group],
+                                           lambda v: f"{v:,.3g} {MICRO}s")
+                 for k in ("min_us", "avg_us", "max_us")}
+        for k, a in agree.items():
+            if a["median"] is not None:
+                row[k] = a["median"]
+        bs = stats.summarize_blocks([g.get("blocks_us") or [] for g in group],
+                                    lambda v: f"{v:,.3g} {MICRO}s")
+        for key in ("min", "median", "ci_low", "ci_high", "rel_halfwidth", "n", "kept",
+                    "noisy"):
+            row[f"block_{key}"] = bs[key]
+        why = bs["why"]
+        if agree["avg_us"]["noisy"]:
+            row["block_noisy"] = True
+            why = "mean per call: " + agree["avg_us"]["why"] + (f"; {why}" if why else "")
+        row.update(block_why=why, block_launch_medians_us=bs["block_medians"],
+                   block_launch_spread=bs["block_spread"],
+                   avg_launches_us=[g.get("avg_us") for g in group],
+                   avg_launch_spread=agree["avg_us"]["spread"],
+                   blocks_us=[x for g in group for x in g.get("blocks_us") or []],
+                   stopped=_stopped([g.get("stopped") for g in group]),
+                   stopped_launches=[g.get("stopped") for g in group],
+                   launches=len(group))
+        out.append(row)
+    return out
+
+
+def _placement_key(doc: dict) -> list:
+    return [(p.get("rank"), p.get("host"), str(p.get("pus"))) for p in doc.get("placement", [])]
+
+
+def merge_allpairs(docs: Sequence[dict]) -> dict:
+    """Return the ``allpairs`` section of the native tool's output for
+    several launches of the all-pairs test (``docs``, in order): every
+    pair's one-way times per size and its latency blocks pooled over the
+    launches whose ranks sat where the first launch's did (so that the fit
+    of :func:`tiers.probe.netfit.robust_fit` takes the best time per size
+    and the best latency block of all of them), each pair's figures per
+    launch under ``launch_fits`` (latency and bandwidth of that launch
+    alone), and ``launches`` (how many were pooled).  The phases' seconds
+    are summed.  One document is returned as it is."""
+    first = docs[0]["allpairs"]
+    if len(docs) == 1:
+        return first
+    key = _placement_key(docs[0])
+    same = [d for d in docs if _placement_key(d) == key
+            and [(p["a"], p["b"]) for p in d["allpairs"]["pairs"]]
+            == [(p["a"], p["b"]) for p in first["pairs"]]
+            and d["allpairs"]["sizes"] == first["sizes"]]
+    pairs = []
+    for i, p0 in enumerate(first["pairs"]):
+        group = [d["allpairs"]["pairs"][i] for d in same]
+        pair = dict(p0)
+        pair["times_us"] = [[t for g in group for t in g["times_us"][f]]
+                            for f in range(len(first["sizes"]))]
+        pair["latency_samples_us"] = [x for g in group
+                                      for x in g.get("latency_samples_us") or []]
+        fits = []
+        for g in group:
+            try:
+                f = netfit.robust_fit(first["sizes"], g["times_us"], g.get("latency_samples_us"))
+            except TiersError:
+                f = {"latency_us": None, "bandwidth_mbps": None}
+            fits.append({"latency_us": f["latency_us"], "bandwidth_mbps": f["bandwidth_mbps"]})
+        pair["launch_fits"] = fits
+        pairs.append(pair)
+    phases = []
+    for j, ph in enumerate(first["phases"]):
+        phases.append(dict(ph, seconds=sum(d["allpairs"]["phases"][j]["seconds"] for d in same)))
+    return dict(first, pairs=pairs, phases=phases, launches=len(same),
+                launches_run=len(docs))
 
 
 def _stopped(reasons: Sequence[str | None]) -> str | None:
@@ -784,6 +910,15 @@ def render(doc: dict, console: Console) -> None:
             for p in doc["samples"]["allpairs"]["pairs"]:
                 if not p["reliable"]:
                     console.print(f"  ranks {p['a']}-{p['b']}: unreliable: {p['why']}")
+        if ap.get("launches", 1) > 1:
+            console.print(f"every pair in {ap['launches']} separate launches: best time per "
+                          "size and best latency block over all of them")
+        if ap.get("noisy_pairs"):
+            console.print(f"~ {ap['noisy_pairs']} of {ap['pairs']} pairs: their launches "
+                          "disagree by more than +-5 %", markup=False)
+            for p in doc["samples"]["allpairs"]["pairs"]:
+                if p.get("noisy") and p.get("noisy_why"):
+                    console.print(f"  ranks {p['a']}-{p['b']}: {p['noisy_why']}", markup=False)
         if ap["layers"]:
             t = Table(title="Per layer (mean +- standard deviation over pairs)",
                       title_justify="left")
@@ -792,10 +927,12 @@ def render(doc: dict, console: Console) -> None:
             t.add_column("bandwidth MB/s", justify="right")
             t.add_column(f"latency {MICRO}s", justify="right")
             for row in ap["layers"]:
-                bw = "unreliable" if row["bandwidth_mean_mbps"] is None else \
-                    f"{row['bandwidth_mean_mbps']:,.1f} +- {row['bandwidth_sd_mbps']:,.1f}"
-                lat = "unreliable" if row["latency_mean_us"] is None else \
-                    f"{row['latency_mean_us']:,.2f} +- {row['latency_sd_us']:,.2f}"
+                bw = "unreliable" if row["bandwidth_mean_mbps"] is None else stats.mark(
+                    f"{row['bandwidth_mean_mbps']:,.1f} +- {row['bandwidth_sd_mbps']:,.1f}",
+                    row.get("noisy"))
+                lat = "unreliable" if row["latency_mean_us"] is None else stats.mark(
+                    f"{row['latency_mean_us']:,.2f} +- {row['latency_sd_us']:,.2f}",
+                    row.get("noisy"))
                 name = row["title"] + ("" if row["bound"] else " (unbound: farthest possible)")
                 t.add_row(name, str(row["pairs"]), bw, lat)
             console.print(t)
@@ -844,6 +981,14 @@ def render(doc: dict, console: Console) -> None:
             t.add_row(*cells)
         console.print(t)
         pb = doc["params"].get("barrier", {})
+        if pb.get("launches", 1) > 1:
+            calls = f"blocks of {pb['block_calls']} calls, " if pb.get("block_calls") else ""
+            console.print(f"MPI_Barrier: {calls}each figure the median over {pb['launches']} "
+                          "separate launches (~: the launches or their blocks disagree by more "
+                          "than +-5 %)")
+            for r in b["mpi"]:
+                if r.get("block_noisy") and r.get("block_why"):
+                    console.print(f"  {r['ranks']} processes: {r['block_why']}", markup=False)
         if hybrid:
             console.print(f"min / avg / max over processes of each one's mean time per "
                           f"barrier, {pb.get('iters')} timed after {pb.get('warmup')} "

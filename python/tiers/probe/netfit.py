@@ -246,6 +246,28 @@ def robust_fit(sizes: Sequence[float], times: Sequence[Sequence[float]],
             "why": "; ".join(why) if why else None}
 
 
+def launch_agreement(launch_fits: Sequence[dict]) -> dict:
+    """Return how far one pair's figures moved between separate launches of
+    the all-pairs test: ``launch_fits`` holds each launch's own
+    ``latency_us`` and ``bandwidth_mbps`` (None where that launch gave
+    none).  Returns ``latency_launch_spread`` and
+    ``bandwidth_launch_spread`` ((max - min) / median over the launches,
+    None for fewer than two figures), ``noisy`` (True when either figure's
+    launches lie more than +-5 % from their median:
+    :func:`tiers.stats.launch_agreement`) and ``noisy_why`` (one line, or
+    None)."""
+    from .. import stats
+
+    lat = stats.launch_agreement([f.get("latency_us") for f in launch_fits],
+                                 lambda v: f"{v:,.3g} us")
+    bw = stats.launch_agreement([f.get("bandwidth_mbps") for f in launch_fits],
+                                lambda v: f"{v:,.0f} MB/s")
+    why = "; ".join(f"{name}: {a['why']}" for name, a in (("latency", lat), ("bandwidth", bw))
+                    if a["noisy"]) or None
+    return {"latency_launch_spread": lat["spread"], "bandwidth_launch_spread": bw["spread"],
+            "noisy": bool(lat["noisy"] or bw["noisy"]), "noisy_why": why}
+
+
 # --------------------------------------------------------------------------
 # Classification
 
@@ -305,7 +327,8 @@ def layer_summary(pairs: Sequence[dict]) -> list[dict]:
     and standard deviation (population) of their fitted bandwidth (MB/s) and
     latency (us), as Table 5 of the AFC mapping paper.  Each pair needs ``layer``,
     ``bandwidth_mbps`` and ``latency_us`` (None values are left out of
-    the figures)."""
+    the figures); a layer is ``noisy`` when one of its pairs is (its
+    separate launches disagreed: :func:`launch_agreement`)."""
     groups: dict[str, list[dict]] = {}
     for p in pairs:
         groups.setdefault(p["layer"], []).append(p)
@@ -321,6 +344,8 @@ def layer_summary(pairs: Sequence[dict]) -> list[dict]:
             "bandwidth_sd_mbps": float(bw.std()) if bw.size else None,
             "latency_mean_us": float(lat.mean()) if lat.size else None,
             "latency_sd_us": float(lat.std()) if lat.size else None,
+            # a pair whose separate launches disagreed by more than +-5 %
+            "noisy": any(bool(p.get("noisy")) for p in ps),
         })
     return rows
 
