@@ -648,15 +648,59 @@ AVX512 static void nrm2_avx512(long n, const double *restrict v, double acc[3])
   acc[2] = slow[2];
 }
 
-/* zgemv_n with AVX-512: as gemv_n_avx2 (row blocks, the sums R = sum_j
- * A(:,j) xr_j and I = sum_j A(:,j) xi_j in two buffers), eight columns per
- * pass over the buffers; a ragged row tail uses masked loads (the buffers
- * are padded to whole registers).  Row blocks of GEMV_RB512 = 1024 (two
- * 16 KiB buffers, still in a 48 KiB L1): each pass streams 16 KiB of
- * every column, where 4 KiB segments (256 rows) made the hardware
- * prefetcher start again at every segment -- about 10% slower once the
- * matrix comes from memory. */
+/* zgemv_n with AVX-512, for a block of rows: the product A x is built in
+ * one L1-resident buffer ys, a few columns at a time.  For each register
+ * of four rows and each column c the sums A(:,c) Re x_c and A(:,c) Im x_c
+ * gather in two pairs of registers (two FMA chains each, so that a step
+ * does not wait on a long chain), and only their combination
+ * R + flip(swap(I)) goes to the buffer: one load and one store of it per
+ * step.  (Keeping both sums in two buffers, as the AVX2 kernel does, costs
+ * twice that traffic: 10% at L1- and L2-resident orders.) */
+AVX512 static inline __attribute__((always_inline)) void
+gemv_n_cols512(int cols, const double *a0, long lda, const double *x, long rb, __mmask8 tail,
+               double *ys, __m512d flip)
+{
+  const double *ac[8];
+  __m512d xr[8], xi[8];
+  for (int c = 0; c < cols; c++) {
+    ac[c] = a0 + 2 * c * lda;
+    xr[c] = _mm512_set1_pd(x[2 * c]);
+    xi[c] = _mm512_set1_pd(x[2 * c + 1]);
+  }
+  for (long i = 0; i < rb; i += 4) {
+    __mmask8 k = i + 4 <= rb ? (__mmask8)0xff : tail;
+    __m512d v[8];
+    for (int c = 0; c < cols; c++) {
+      v[c] = _mm512_maskz_loadu_pd(k, ac[c] + 2 * i);
+      KEEP(v[c]);
+    }
+    __m512d R0 = _mm512_mul_pd(v[0], xr[0]), I0 = _mm512_mul_pd(v[0], xi[0]);
+    __m512d R1 = _mm512_mul_pd(v[1], xr[1]), I1 = _mm512_mul_pd(v[1], xi[1]);
+    for (int c = 2; c < cols; c += 2) {
+      R0 = _mm512_fmadd_pd(v[c], xr[c], R0);
+      I0 = _mm512_fmadd_pd(v[c], xi[c], I0);
+      R1 = _mm512_fmadd_pd(v[c + 1], xr[c + 1], R1);
+      I1 = _mm512_fmadd_pd(v[c + 1], xi[c + 1], I1);
+    }
+    __m512d acc = _mm512_add_pd(_mm512_load_pd(ys + 2 * i), _mm512_add_pd(R0, R1));
+    acc = _mm512_fmadd_pd(flip, _mm512_permute_pd(_mm512_add_pd(I0, I1), 0x55), acc);
+    _mm512_store_pd(ys + 2 * i, acc);
+  }
+}
+
+/* Row blocks of GEMV_RB512 = 1024 (a 16 KiB buffer): each pass streams up
+ * to 16 KiB of every column, where 4 KiB segments (256 rows) made the
+ * hardware prefetcher start again at every segment -- about 10% slower
+ * once the matrix comes from memory.  Eight columns per pass, except for
+ * blocks of fewer than GEMV_FEW_ROWS rows whose columns outgrow
+ * GEMV_FEW_BYTES together (the matrix streams from L3 in short column
+ * segments): there four columns per pass kept the stream about 5% faster
+ * (order 441 on the 2 MiB-L2 Xeon), where eight won on L1- and
+ * L2-resident blocks and on longer columns.  A ragged row tail uses masked
+ * loads (the buffer is padded to whole registers). */
 #define GEMV_RB512 1024
+#define GEMV_FEW_ROWS 512
+#define GEMV_FEW_BYTES (1L << 20)
 AVX512 static void gemv_n_avx512(long m, long ncol, const double *restrict A, long lda,
                                  const double *restrict x, const double *alpha,
                                  const double *beta, double *restrict y)
@@ -668,51 +712,33 @@ AVX512 static void gemv_n_avx512(long m, long ncol, const double *restrict A, lo
   const __m512d bei = _mm512_setr_pd(-beta[1], beta[1], -beta[1], beta[1], -beta[1], beta[1],
                                      -beta[1], beta[1]);
   const __m512d flip = _mm512_setr_pd(-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0);
-  double rs[2 * GEMV_RB512] __attribute__((aligned(64)));
-  double is[2 * GEMV_RB512] __attribute__((aligned(64)));
+  double ys[2 * GEMV_RB512] __attribute__((aligned(64)));
   for (long i0 = 0; i0 < m; i0 += GEMV_RB512) {
     long rb = m - i0 < GEMV_RB512 ? m - i0 : GEMV_RB512;
     long rb4 = (rb + 3) & ~3L; /* padded to whole registers */
     __mmask8 tail = (rb & 3) ? tail_mask(rb & 3) : (__mmask8)0xff;
-    memset(rs, 0, sizeof(double) * 2 * (size_t)rb4);
-    memset(is, 0, sizeof(double) * 2 * (size_t)rb4);
+    memset(ys, 0, sizeof(double) * 2 * (size_t)rb4);
     const double *a0 = A + 2 * i0;
     long j = 0;
-    for (; j + 8 <= ncol; j += 8, a0 += 16 * lda) {
-      const double *ac[8];
-      __m512d xr[8], xi[8];
-      for (int c = 0; c < 8; c++) {
-        ac[c] = a0 + 2 * c * lda;
-        xr[c] = _mm512_set1_pd(x[2 * (j + c)]);
-        xi[c] = _mm512_set1_pd(x[2 * (j + c) + 1]);
-      }
-      for (long i = 0; i < rb4; i += 4) {
-        __mmask8 k = i + 4 <= rb ? (__mmask8)0xff : tail;
-        __m512d R = _mm512_load_pd(rs + 2 * i), I = _mm512_load_pd(is + 2 * i);
-        for (int c = 0; c < 8; c++) {
-          __m512d v = _mm512_maskz_loadu_pd(k, ac[c] + 2 * i);
-          KEEP(v);
-          R = _mm512_fmadd_pd(v, xr[c], R);
-          I = _mm512_fmadd_pd(v, xi[c], I);
-        }
-        _mm512_store_pd(rs + 2 * i, R);
-        _mm512_store_pd(is + 2 * i, I);
-      }
-    }
+    if (rb >= GEMV_FEW_ROWS || rb * ncol * 16 <= GEMV_FEW_BYTES)
+      for (; j + 8 <= ncol; j += 8, a0 += 16 * lda)
+        gemv_n_cols512(8, a0, lda, x + 2 * j, rb, tail, ys, flip);
+    for (; j + 4 <= ncol; j += 4, a0 += 8 * lda)
+      gemv_n_cols512(4, a0, lda, x + 2 * j, rb, tail, ys, flip);
     for (; j < ncol; j++, a0 += 2 * lda) {
       const __m512d xr = _mm512_set1_pd(x[2 * j]), xi = _mm512_set1_pd(x[2 * j + 1]);
-      for (long i = 0; i < rb4; i += 4) {
+      for (long i = 0; i < rb; i += 4) {
         __mmask8 k = i + 4 <= rb ? (__mmask8)0xff : tail;
         __m512d v = _mm512_maskz_loadu_pd(k, a0 + 2 * i);
-        _mm512_store_pd(rs + 2 * i, _mm512_fmadd_pd(v, xr, _mm512_load_pd(rs + 2 * i)));
-        _mm512_store_pd(is + 2 * i, _mm512_fmadd_pd(v, xi, _mm512_load_pd(is + 2 * i)));
+        __m512d acc = _mm512_fmadd_pd(v, xr, _mm512_load_pd(ys + 2 * i));
+        acc = _mm512_fmadd_pd(flip, _mm512_permute_pd(_mm512_mul_pd(v, xi), 0x55), acc);
+        _mm512_store_pd(ys + 2 * i, acc);
       }
     }
     double *yp = y + 2 * i0;
-    for (long i = 0; i < rb4; i += 4) {
+    for (long i = 0; i < rb; i += 4) {
       __mmask8 k = i + 4 <= rb ? (__mmask8)0xff : tail;
-      __m512d s = _mm512_fmadd_pd(flip, _mm512_permute_pd(_mm512_load_pd(is + 2 * i), 0x55),
-                                  _mm512_load_pd(rs + 2 * i));
+      __m512d s = _mm512_load_pd(ys + 2 * i);
       __m512d yv = _mm512_maskz_loadu_pd(k, yp + 2 * i);
       __m512d out = _mm512_add_pd(
           _mm512_fmadd_pd(ali, _mm512_permute_pd(s, 0x55), _mm512_mul_pd(alr, s)),
@@ -742,10 +768,21 @@ AVX512 static inline void gemv_t_finish512(__m512d p, __m512d q, int conj, const
 
 /* zgemv_t/_c with AVX-512: four columns share every load of x; a ragged
  * row tail uses masked loads (zeros add nothing). */
+#define GEMV_T_SPLIT_BYTES (1L << 20)
 AVX512 static void gemv_t_avx512(long m, long j0, long j1, const double *restrict A, long lda,
                                  const double *restrict x, int conj, const double *alpha,
                                  const double *beta, double *restrict y)
 {
+  /* Columns that do not start on a cache line (lda not a multiple of
+   * four complex numbers) make every 64-byte load span two lines.  From
+   * L1 and L2 that costs little, but once the columns stream from L3 the
+   * split loads held zgemv_t about 5% below the same kernel on aligned
+   * columns, and the AVX2 kernel's 32-byte loads (half of them split)
+   * ran about 5% faster: take it there. */
+  if ((lda & 3) != 0 && (j1 - j0) * m * 16 > GEMV_T_SPLIT_BYTES) {
+    gemv_t_avx2(m, j0, j1, A, lda, x, conj, alpha, beta, y);
+    return;
+  }
   __mmask8 tail = (m & 3) ? tail_mask(m & 3) : (__mmask8)0xff;
   long j = j0;
   for (; j + 4 <= j1; j += 4) {
