@@ -579,9 +579,12 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
                         "as before them: the machine's speed changed during the run, so its "
                         "overheads are not comparable with another run's")
     if noisy:
+        split = sum(1 for r in summary["rows"]
+                    if "disagree" in (r.get("noisy_why") or "") and r.get("reliable", True))
         warnings.append(f"probe sync: {noisy} of {len(summary['rows'])} figures are noisy "
                         "(95 % CI of the median wider than +-5 % when the time per figure "
-                        "ran out)")
+                        "ran out" + (f"; in {split} of them the launches' medians disagree"
+                                     if split else "") + ")")
     if below:
         warnings.append(f"probe sync: {below} of {len(summary['rows'])} overheads are below "
                         "the timing noise or the resolution and given as 'below noise' or "
