@@ -442,6 +442,19 @@ def _merge_reference(parts: list[dict], hz: float) -> dict:
             "stats": _epcc_stats(times, [p["times_us"] for p in parts], hz)}
 
 
+def _takes_delay_length() -> bool:
+    """Whether the native tool takes ``--delay-length`` (a tool built before
+    it calibrates the delay in every launch)."""
+    import subprocess
+
+    try:
+        proc = subprocess.run([str(native.tool_path(TOOL)), "--help"], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--delay-length" in proc.stdout
+
+
 def merge_launches(raws: list[dict]) -> dict:
     """Return one tool output from the outputs of separate launches of the
     same measurement (``raws``, in launch order; one launch is returned as
@@ -549,7 +562,7 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
                                pin=pin, iters_per_thread=iters_per_thread, quick=quick,
                                figure_time=total_time / launches,
                                max_reps=each_max)
-            if raws:
+            if raws and _takes_delay_length():
                 args += ["--delay-length", str(raws[0]["params"]["delay_length"])]
             step = None
             if progress is not None:
