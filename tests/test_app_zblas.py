@@ -270,3 +270,35 @@ def test_avx512_zgemv_past_one_row_block(threads):
                "--simd", "avx512", "--kernel", "zgemv")
     _assert_consistent(doc, 4096, m, 2, names=["zgemv_n", "zgemv_t", "zgemv_c"])
     assert doc["result"]["simd"] == "avx512" and doc["threads"] == threads
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_avx512_zgemv_on_short_l3_blocks_and_split_columns(threads):
+    # order 402 (6.5 MB of matrix): a block of fewer than 512 rows whose
+    # columns outgrow 1 MiB takes zgemv_n four columns per pass (402 rows on
+    # one thread, 201 on each of two), with two leftover columns and a
+    # two-row masked tail; its leading dimension (402, not a multiple of 4)
+    # starts columns off the cache line, so zgemv_t/_c take the AVX2 kernel
+    # there; every form must match the serial reference within its bound
+    if "avx512" not in _simd_levels():
+        pytest.skip("this CPU cannot run the avx512 kernels")
+    m = 402
+    doc = _run(1, threads, "--size", "4096", "--matrix", str(m), "--iters", "3",
+               "--simd", "avx512", "--kernel", "zgemv")
+    _assert_consistent(doc, 4096, m, 3, names=["zgemv_n", "zgemv_t", "zgemv_c"])
+    assert doc["result"]["simd"] == "avx512" and doc["threads"] == threads
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dznrm2_exact_whether_it_reads_x_or_a_scaled_copy(threads):
+    # at --scale 1 dznrm2 reads x (no second vector); any other scale a
+    # scaled copy: both give the exact norm times the scale (to rounding)
+    n = 2 * 16384 + 8
+    for scale in ("1", "0.5", "1e200"):
+        doc = _run(1, threads, "--size", str(n), "--iters", "2", "--scale", scale,
+                   "--kernel", "zdotc,dznrm2")
+        _assert_consistent(doc, n, int(math.isqrt(n)), 2, names=["zdotc", "dznrm2"])
+        want = float(scale) * math.sqrt(exact_sumsq(n))
+        assert doc["result"]["dznrm2"] == pytest.approx(want, rel=1e-15 if scale != "1e200"
+                                                        else 1e-13)
+        assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
