@@ -91,7 +91,13 @@ def _check_key_figures(out):
     net = json.loads((out / "probe-net.json").read_text())
     for r in net["summary"]["pingpong"]["rows"]:
         assert isinstance(r["noisy"], bool) and r["noisy"] == bool(r["why"])
+    # MPI_Barrier and the all-pairs test ran in separate launches, merged
+    assert net["params"]["barrier"]["launches"] == 3
+    assert net["summary"]["allpairs"]["launches"] == 3
     bench = json.loads((out / "bench-jacobi3d.json").read_text())
+    # every cell at 96^3: split over 2 ranks, 64^3 put each rank's grids
+    # below one huge page and at the edge of a core's L2
+    assert all(s["doc"]["params"]["size"] == [96, 96, 96] for s in bench["samples"])
     rows = {(r["ranks"], r["threads"]): r for r in bench["summary"]["rows"]}
     for s in bench["samples"]:
         rep = s["repeats"]

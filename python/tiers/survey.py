@@ -81,6 +81,8 @@ APP_TRACED = ["--size", "48,24,12", "--grid", "2,2,2", "--iters", "20", "--no-ve
 APP_STENCIL = "3d:2,2,2:24,12,6"
 MAP_NODES = 4
 TRACE_FOLDER = "trace-jacobi3d"
+#: grid points per axis of the quick survey's bench cells (as the app's default)
+QUICK_APP_SIZE = 96
 #: time limit per bench cell of the repeat-until rule: {quick: seconds}
 BENCH_CELL_S = {True: 8.0, False: 30.0}
 
@@ -89,10 +91,15 @@ def _bench_section() -> Section:
     from . import bench
 
     def measure(quick: bool, out: Path) -> dict:
-        # quick: 64^3 points, 40 sweeps (about 10 ms a run on one core here:
-        # long enough for flat and hybrid to differ by more than the
-        # start-up noise); otherwise the app's default size
-        size, iters = (64, 40) if quick else (None, None)
+        # quick: 96^3 points (the app's default size), 40 sweeps (about 40 ms
+        # a run on one core here).  Not 64^3: split over 2 ranks, each rank's
+        # two grids were 1.2 MB each -- below one 2 MiB huge page, so in 4 KiB
+        # pages that land anywhere -- and 2.4 MB together, about a core's L2
+        # (2 MiB here): how well they fitted changed from launch to launch,
+        # and the 2x1 cell's median moved by 28 % between quiet surveys
+        # (1x2, whose threads share one process's huge-page grids, 5 %).
+        # At 96^3 every cell's grids are several times a core's L2.
+        size, iters = (QUICK_APP_SIZE, 40) if quick else (None, None)
         # every cell repeats by the statistics layer's rule (median run time,
         # until its 95 % CI is within +-5 %); quick shortens the time per cell
         return bench.measure(APP, ranks=(1, 2), threads=(1, 2), size=size, iters=iters,

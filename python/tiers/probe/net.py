@@ -991,8 +991,9 @@ def render(doc: dict, console: Console) -> None:
                     console.print(f"  {r['ranks']} processes: {r['block_why']}", markup=False)
         if hybrid:
             console.print(f"min / avg / max over processes of each one's mean time per "
-                          f"barrier, {pb.get('iters')} timed after {pb.get('warmup')} "
-                          f"warm-up ones; hybrid barrier = team spin barrier, MPI_Barrier by "
+                          f"barrier (hybrid: {pb.get('iters')} episodes timed after "
+                          f"{pb.get('warmup')} warm-up ones); hybrid barrier = team spin "
+                          f"barrier, MPI_Barrier by "
                           f"the master thread, team barrier again, all episodes in one "
                           f"parallel region timed by the master (threads pinned: "
                           f"{pb.get('pin', 'none')}).")
