@@ -694,9 +694,10 @@ gemv_n_cols512(int cols, const double *a0, long lda, const double *x, long rb, _
  * once the matrix comes from memory.  Eight columns per pass, except for
  * blocks of fewer than GEMV_FEW_ROWS rows whose columns outgrow
  * GEMV_FEW_BYTES together (the matrix streams from L3 in short column
- * segments): there four columns per pass kept the stream about 5% faster
- * (order 441 on the 2 MiB-L2 Xeon), where eight won on L1- and
- * L2-resident blocks and on longer columns.  A ragged row tail uses masked
+ * segments): there two columns per pass, nearly one sequential stream,
+ * ran about 10% faster than eight and 2% faster than four (order 441 on
+ * the 2 MiB-L2 Xeon), where eight won on L1- and L2-resident blocks and
+ * on longer columns (orders 799 and 1448).  A ragged row tail uses masked
  * loads (the buffer is padded to whole registers). */
 #define GEMV_RB512 1024
 #define GEMV_FEW_ROWS 512
@@ -720,11 +721,14 @@ AVX512 static void gemv_n_avx512(long m, long ncol, const double *restrict A, lo
     memset(ys, 0, sizeof(double) * 2 * (size_t)rb4);
     const double *a0 = A + 2 * i0;
     long j = 0;
-    if (rb >= GEMV_FEW_ROWS || rb * ncol * 16 <= GEMV_FEW_BYTES)
+    if (rb >= GEMV_FEW_ROWS || rb * ncol * 16 <= GEMV_FEW_BYTES) {
       for (; j + 8 <= ncol; j += 8, a0 += 16 * lda)
         gemv_n_cols512(8, a0, lda, x + 2 * j, rb, tail, ys, flip);
-    for (; j + 4 <= ncol; j += 4, a0 += 8 * lda)
-      gemv_n_cols512(4, a0, lda, x + 2 * j, rb, tail, ys, flip);
+      for (; j + 4 <= ncol; j += 4, a0 += 8 * lda)
+        gemv_n_cols512(4, a0, lda, x + 2 * j, rb, tail, ys, flip);
+    }
+    for (; j + 2 <= ncol; j += 2, a0 += 4 * lda)
+      gemv_n_cols512(2, a0, lda, x + 2 * j, rb, tail, ys, flip);
     for (; j < ncol; j++, a0 += 2 * lda) {
       const __m512d xr = _mm512_set1_pd(x[2 * j]), xi = _mm512_set1_pd(x[2 * j + 1]);
       for (long i = 0; i < rb; i += 4) {
