@@ -272,17 +272,16 @@ def test_avx512_zgemv_past_one_row_block(threads):
     assert doc["result"]["simd"] == "avx512" and doc["threads"] == threads
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_avx512_zgemv_on_short_l3_blocks_and_split_columns(threads):
-    # order 401 (2.6 MB of matrix): a block of fewer than 512 rows whose
-    # columns outgrow 1 MiB takes zgemv_n two columns per pass (401 rows on
-    # one thread, 200 and 201 on two), with one leftover column and a
-    # one-row masked tail; its leading dimension (401, not a multiple of 4)
-    # starts columns off the cache line, so zgemv_t/_c take the AVX2 kernel
-    # there; every form must match the serial reference within its bound
+@pytest.mark.parametrize("threads,m", [(1, 401), (2, 601)])
+def test_avx512_zgemv_on_short_l3_blocks_and_split_columns(threads, m):
+    # a block of fewer than 512 rows whose columns outgrow the L2 cache
+    # (order 401 on one thread: 2.6 MB; 601 on two: 304 and 297 rows, 2.9 MB
+    # each) takes zgemv_n two columns per pass, with one leftover column
+    # and a one-row masked tail; an odd leading dimension starts columns
+    # off the cache line, so zgemv_t/_c take the AVX2 kernel there; every
+    # form must match the serial reference within its bound
     if "avx512" not in _simd_levels():
         pytest.skip("this CPU cannot run the avx512 kernels")
-    m = 401
     doc = _run(1, threads, "--size", "4096", "--matrix", str(m), "--iters", "3",
                "--simd", "avx512", "--kernel", "zgemv")
     _assert_consistent(doc, 4096, m, 3, names=["zgemv_n", "zgemv_t", "zgemv_c"])

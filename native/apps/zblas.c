@@ -87,6 +87,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "hybrid_app.h"
@@ -692,16 +693,17 @@ gemv_n_cols512(int cols, const double *a0, long lda, const double *x, long rb, _
  * to 16 KiB of every column, where 4 KiB segments (256 rows) made the
  * hardware prefetcher start again at every segment -- about 10% slower
  * once the matrix comes from memory.  Eight columns per pass, except for
- * blocks of fewer than GEMV_FEW_ROWS rows whose columns outgrow
- * GEMV_FEW_BYTES together (the matrix streams from L3 in short column
- * segments): there two columns per pass, nearly one sequential stream,
- * ran about 10% faster than eight and 2% faster than four (order 441 on
- * the 2 MiB-L2 Xeon), where eight won on L1- and L2-resident blocks and
- * on longer columns (orders 799 and 1448).  A ragged row tail uses masked
+ * blocks of fewer than GEMV_FEW_ROWS rows whose columns outgrow the L2
+ * cache together (the matrix streams from L3 in short column segments):
+ * there two columns per pass, nearly one sequential stream, ran about 10%
+ * faster than eight and 2% faster than four (order 441 on the 2 MiB-L2
+ * Xeon), where eight won on L1- and L2-resident blocks (each of two
+ * threads' halves of order 441: 0.84x OpenBLAS with two columns) and on
+ * longer columns (orders 799 and 1448).  A ragged row tail uses masked
  * loads (the buffer is padded to whole registers). */
 #define GEMV_RB512 1024
 #define GEMV_FEW_ROWS 512
-#define GEMV_FEW_BYTES (1L << 20)
+static long l2_bytes = 2L << 20; /* the L2 cache per core; set in main */
 AVX512 static void gemv_n_avx512(long m, long ncol, const double *restrict A, long lda,
                                  const double *restrict x, const double *alpha,
                                  const double *beta, double *restrict y)
@@ -721,7 +723,7 @@ AVX512 static void gemv_n_avx512(long m, long ncol, const double *restrict A, lo
     memset(ys, 0, sizeof(double) * 2 * (size_t)rb4);
     const double *a0 = A + 2 * i0;
     long j = 0;
-    if (rb >= GEMV_FEW_ROWS || rb * ncol * 16 <= GEMV_FEW_BYTES) {
+    if (rb >= GEMV_FEW_ROWS || rb * ncol * 16 <= l2_bytes) {
       for (; j + 8 <= ncol; j += 8, a0 += 16 * lda)
         gemv_n_cols512(8, a0, lda, x + 2 * j, rb, tail, ys, flip);
       for (; j + 4 <= ncol; j += 4, a0 += 8 * lda)
@@ -1272,6 +1274,9 @@ int main(int argc, char **argv)
             "the zgemv matrix order %ld is not divisible by the %d processes (each owns M/P "
             "rows); set --matrix", m, app.size);
   __builtin_cpu_init();
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l2 >= (64L << 10))
+    l2_bytes = l2;
   int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   app_check(&app, strcmp(simd, "avx2") == 0 && !avx2, "--simd avx2: this CPU lacks AVX2/FMA");
