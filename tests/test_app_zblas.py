@@ -273,13 +273,14 @@ def test_avx512_zgemv_past_one_row_block(threads):
 
 
 @pytest.mark.parametrize("threads,m", [(1, 401), (2, 601)])
-def test_avx512_zgemv_on_short_l3_blocks_and_split_columns(threads, m):
-    # a block of fewer than 512 rows whose columns outgrow the L2 cache
-    # (order 401 on one thread: 2.6 MB; 601 on two: 304 and 297 rows, 2.9 MB
-    # each) takes zgemv_n two columns per pass, with one leftover column
-    # and a one-row masked tail; an odd leading dimension starts columns
-    # off the cache line, so zgemv_t/_c take the AVX2 kernel there; every
-    # form must match the serial reference within its bound
+def test_avx512_zgemv_on_l3_sized_matrices_and_split_columns(threads, m):
+    # order 401 on one thread (2.6 MB, whole columns, more than the L2
+    # cache) takes zgemv_n two columns per pass with one leftover column
+    # and a one-row masked tail; order 601 on two threads (row halves of
+    # 304 and 297 rows, 2.9 MB each) takes eight columns per pass, with one
+    # leftover column and a one-row tail; an odd leading dimension starts
+    # columns off the cache line, so zgemv_t/_c take the AVX2 kernel in
+    # both; every form must match the serial reference within its bound
     if "avx512" not in _simd_levels():
         pytest.skip("this CPU cannot run the avx512 kernels")
     doc = _run(1, threads, "--size", "4096", "--matrix", str(m), "--iters", "3",

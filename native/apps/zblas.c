@@ -692,17 +692,18 @@ gemv_n_cols512(int cols, const double *a0, long lda, const double *x, long rb, _
 /* Row blocks of GEMV_RB512 = 1024 (a 16 KiB buffer): each pass streams up
  * to 16 KiB of every column, where 4 KiB segments (256 rows) made the
  * hardware prefetcher start again at every segment -- about 10% slower
- * once the matrix comes from memory.  Eight columns per pass, except for
- * blocks of fewer than GEMV_FEW_ROWS rows whose columns outgrow the L2
- * cache together (the matrix streams from L3 in short column segments):
- * there two columns per pass, nearly one sequential stream, ran about 10%
- * faster than eight and 2% faster than four (order 441 on the 2 MiB-L2
- * Xeon), where eight won on L1- and L2-resident blocks (each of two
- * threads' halves of order 441: 0.84x OpenBLAS with two columns) and on
- * longer columns (orders 799 and 1448).  A ragged row tail uses masked
- * loads (the buffer is padded to whole registers). */
+ * once the matrix comes from memory.  Eight columns per pass, except where
+ * the block is whole columns of a matrix that outgrows the L2 cache (one
+ * process and thread, order up to 1024): there consecutive passes over two
+ * columns read one sequential stream from L3, which ran 3-10% faster than
+ * eight columns (orders 441-799 on the 2 MiB-L2 Xeon; 4% more than four
+ * columns at 441).  Blocks of rows (threads' halves, row blocks of larger
+ * orders) read short segments a column's length apart: there eight
+ * concurrent streams won (two columns: 0.86x at order 2640, and 0.84x
+ * OpenBLAS for two threads' halves of order 441, which each fit in L2).
+ * A ragged row tail uses masked loads (the buffer is padded to whole
+ * registers). */
 #define GEMV_RB512 1024
-#define GEMV_FEW_ROWS 512
 static long l2_bytes = 2L << 20; /* the L2 cache per core; set in main */
 AVX512 static void gemv_n_avx512(long m, long ncol, const double *restrict A, long lda,
                                  const double *restrict x, const double *alpha,
@@ -723,7 +724,7 @@ AVX512 static void gemv_n_avx512(long m, long ncol, const double *restrict A, lo
     memset(ys, 0, sizeof(double) * 2 * (size_t)rb4);
     const double *a0 = A + 2 * i0;
     long j = 0;
-    if (rb >= GEMV_FEW_ROWS || rb * ncol * 16 <= l2_bytes) {
+    if (rb != lda || rb * ncol * 16 <= l2_bytes) {
       for (; j + 8 <= ncol; j += 8, a0 += 16 * lda)
         gemv_n_cols512(8, a0, lda, x + 2 * j, rb, tail, ys, flip);
       for (; j + 4 <= ncol; j += 4, a0 += 8 * lda)
