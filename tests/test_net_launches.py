@@ -147,6 +147,28 @@ def test_all_pairs_pools_the_launches_and_keeps_each_launch_fit():
         (1000.0 - 1000.0 / 1.5) / (1000.0 / 1.02))
 
 
+def test_all_pairs_figures_are_the_median_launch_not_the_best():
+    # one launch of three in another state (0-byte latency 0.17 us against
+    # 0.28 us, a faster line): the best of all would take it, the median not
+    # (lines with a negative intercept: the latency comes from the 0-byte blocks)
+    docs = [_apdoc([0, 1], _line(-0.5, 1000.0), [0.28, 0.29]),
+            _apdoc([0, 1], _line(-0.5, 1500.0), [0.17, 0.18]),
+            _apdoc([0, 1], _line(-0.5, 980.0), [0.285, 0.30])]
+    raw = {"params": {"ranks": 2}, "placement": docs[0]["placement"],
+           "allpairs": net.merge_allpairs(docs)}
+    samples, summary = net.analyse(raw)
+    (p,) = samples["allpairs"]["pairs"]
+    assert p["latency_us"] == pytest.approx(0.28)  # the 3 launches' best: 0.28, 0.17, 0.285
+    assert p["latency_source"] == "pingpong"
+    assert p["bandwidth_mbps"] == pytest.approx(1000.0)
+    assert p["bandwidth_source"] == "fit"
+    # the pooled fit (best of everything) is kept beside them
+    assert p["pooled_latency_us"] == pytest.approx(0.17)
+    assert p["pooled_bandwidth_mbps"] == pytest.approx(1500.0)
+    assert p["reliable"] is True and p["noisy"] is True
+    assert summary["allpairs"]["matrices"]["latency_us"][0][1] == pytest.approx(0.28)
+
+
 def test_all_pairs_launches_whose_ranks_sat_elsewhere_are_not_pooled():
     docs = [_apdoc([0, 1], _line(5.0, 1000.0), [0.3]),
             _apdoc([1, 0], _line(5.0, 500.0), [0.1])]
@@ -216,8 +238,17 @@ def test_all_pairs_runs_in_separate_launches(tmp_path, ranks):
         assert len(p["launch_fits"]) == 2
         assert all(1 <= len(t) <= 2 * 2 for t in p["times_us"])
         assert p["latency_us"] is None or p["latency_us"] > 0
-        if p["latency_source"] == "pingpong":
-            assert p["latency_us"] == pytest.approx(min(p["latency_samples_us"]))
+        # the figures are the medians of the two launches' own fits
+        lats = [f["latency_us"] for f in p["launch_fits"] if f["latency_us"] is not None]
+        if lats:
+            assert p["latency_us"] == pytest.approx(statistics.median(lats))
+        bws = [f["bandwidth_mbps"] for f in p["launch_fits"] if f["bandwidth_mbps"] is not None]
+        if bws:
+            assert p["bandwidth_mbps"] == pytest.approx(statistics.median(bws))
+        for f in p["launch_fits"]:
+            if f["latency_source"] == "pingpong":
+                # that launch's best 0-byte block: one of the pooled ones
+                assert f["latency_us"] in p["latency_samples_us"]
         assert isinstance(p["noisy"], bool)
     assert doc["summary"]["allpairs"]["noisy_pairs"] == sum(p["noisy"] for p in pairs)
     assert "separate launches" in run.stdout

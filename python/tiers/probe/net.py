@@ -314,9 +314,9 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
             merged["params"]["l2_bytes"] = l2_bytes()
         parts.append(("pingpong", merged, runs[0][1], sum(r[2] for r in runs)))
     if "allpairs" in selected:
-        # every pair in each launch; each pair's times are pooled over the
-        # launches (best time per size, best latency block of all) and the
-        # launches' own fits say how far the figures moved (merge_allpairs)
+        # every pair in each launch; each pair's figures are the medians of
+        # the launches' own fits (merge_allpairs, netfit.launch_figures): one
+        # launch whose ranks' vCPUs sat closer or farther does not move them
         runs = [run_tests(["allpairs"], {}, share_time()) for _ in range(n_launches)]
         merged = runs[0][0]
         merged["allpairs"] = merge_allpairs([r[0] for r in runs])
@@ -427,7 +427,9 @@ def analyse(raw: dict, layer_matrix=None, cache_level_matrix=None) -> tuple[dict
             rec = dict(p)
             rec.update(fit)
             if p.get("launch_fits"):
-                rec.update(netfit.launch_agreement(p["launch_fits"]))
+                # the figures: the median over the launches of each one's own
+                # fit (the pooled fit's are kept as pooled_*)
+                rec.update(netfit.launch_figures(fit, p["launch_fits"]))
             if layer_matrix is not None and placement:
                 rec.update(netfit.classify(placement[p["a"]], placement[p["b"]], layer_matrix,
                                            cache_level_matrix))
@@ -622,11 +624,11 @@ def merge_allpairs(docs: Sequence[dict]) -> dict:
     """Return the ``allpairs`` section of the native tool's output for
     several launches of the all-pairs test (``docs``, in order): every
     pair's one-way times per size and its latency blocks pooled over the
-    launches whose ranks sat where the first launch's did (so that the fit
-    of :func:`tiers.probe.netfit.robust_fit` takes the best time per size
-    and the best latency block of all of them), each pair's figures per
-    launch under ``launch_fits`` (latency and bandwidth of that launch
-    alone), and ``launches`` (how many were pooled).  The phases' seconds
+    launches whose ranks sat where the first launch's did, each pair's
+    figures per launch under ``launch_fits`` (latency, bandwidth and their
+    sources from :func:`tiers.probe.netfit.robust_fit` on that launch
+    alone: :func:`analyse` takes their medians), and ``launches`` (how many
+    were pooled).  The phases' seconds
     are summed.  One document is returned as it is."""
     first = docs[0]["allpairs"]
     if len(docs) == 1:
@@ -650,7 +652,8 @@ def merge_allpairs(docs: Sequence[dict]) -> dict:
                 f = netfit.robust_fit(first["sizes"], g["times_us"], g.get("latency_samples_us"))
             except TiersError:
                 f = {"latency_us": None, "bandwidth_mbps": None}
-            fits.append({"latency_us": f["latency_us"], "bandwidth_mbps": f["bandwidth_mbps"]})
+            fits.append({k: f.get(k) for k in ("latency_us", "latency_source", "bandwidth_mbps",
+                                               "bandwidth_source")})
         pair["launch_fits"] = fits
         pairs.append(pair)
     phases = []
@@ -911,8 +914,8 @@ def render(doc: dict, console: Console) -> None:
                 if not p["reliable"]:
                     console.print(f"  ranks {p['a']}-{p['b']}: unreliable: {p['why']}")
         if ap.get("launches", 1) > 1:
-            console.print(f"every pair in {ap['launches']} separate launches: best time per "
-                          "size and best latency block over all of them")
+            console.print(f"every pair in {ap['launches']} separate launches: latency and "
+                          "bandwidth are the medians of the launches' own fits")
         if ap.get("noisy_pairs"):
             console.print(f"~ {ap['noisy_pairs']} of {ap['pairs']} pairs: their launches "
                           "disagree by more than +-5 %", markup=False)
