@@ -692,12 +692,12 @@ gemv_n_cols512(int cols, const double *a0, long lda, const double *x, long rb, _
 /* Row blocks of GEMV_RB512 = 1024 (a 16 KiB buffer): each pass streams up
  * to 16 KiB of every column, where 4 KiB segments (256 rows) made the
  * hardware prefetcher start again at every segment -- about 10% slower
- * once the matrix comes from memory.  Eight columns per pass, except where
- * the block is whole columns of a matrix that outgrows the L2 cache (one
- * process and thread, order up to 1024): there consecutive passes over two
- * columns read one sequential stream from L3, which ran 3-10% faster than
- * eight columns (orders 441-799 on the 2 MiB-L2 Xeon; 4% more than four
- * columns at 441).  Blocks of rows (threads' halves, row blocks of larger
+ * once the matrix comes from memory.  Eight columns per pass, except
+ * where the block is whole columns of the process's matrix (one thread,
+ * at most 1024 rows) and that matrix outgrows the L2 cache: there
+ * consecutive passes over two columns read one sequential stream from
+ * L3, which ran 3-10% faster than eight columns (orders 441-799 on the
+ * 2 MiB-L2 Xeon; 4% more than four columns at 441).  Blocks of rows (threads' halves, row blocks of larger
  * orders) read short segments a column's length apart: there eight
  * concurrent streams won (two columns: 0.86x at order 2640, and 0.84x
  * OpenBLAS for two threads' halves of order 441, which each fit in L2).
