@@ -697,10 +697,11 @@ gemv_n_cols512(int cols, const double *a0, long lda, const double *x, long rb, _
  * at most 1024 rows) and that matrix outgrows the L2 cache: there
  * consecutive passes over two columns read one sequential stream from
  * L3, which ran 3-10% faster than eight columns (orders 441-799 on the
- * 2 MiB-L2 Xeon; 4% more than four columns at 441).  Blocks of rows (threads' halves, row blocks of larger
- * orders) read short segments a column's length apart: there eight
- * concurrent streams won (two columns: 0.86x at order 2640, and 0.84x
- * OpenBLAS for two threads' halves of order 441, which each fit in L2).
+ * 2 MiB-L2 Xeon; 4% more than four columns at 441).  Blocks of rows
+ * (threads' halves, row blocks of larger orders) read short segments a
+ * column's length apart: there eight concurrent streams won (two columns:
+ * 0.86x at order 2640, and 0.84x OpenBLAS for two threads' halves of
+ * order 441, which each fit in L2).
  * A ragged row tail uses masked loads (the buffer is padded to whole
  * registers). */
 #define GEMV_RB512 1024
