@@ -272,21 +272,24 @@ def test_avx512_zgemv_past_one_row_block(threads):
     assert doc["result"]["simd"] == "avx512" and doc["threads"] == threads
 
 
-@pytest.mark.parametrize("threads,m", [(1, 401), (2, 601)])
-def test_avx512_zgemv_on_l3_sized_matrices_and_split_columns(threads, m):
-    # order 401 on one thread (2.6 MB, whole columns, more than the L2
-    # cache) takes zgemv_n two columns per pass with one leftover column
-    # and a one-row masked tail; order 601 on two threads (row halves of
-    # 304 and 297 rows, 2.9 MB each) takes eight columns per pass, with one
-    # leftover column and a one-row tail; an odd leading dimension starts
-    # columns off the cache line, so zgemv_t/_c take the AVX2 kernel in
-    # both; every form must match the serial reference within its bound
+@pytest.mark.parametrize("ranks,threads,m", [(1, 1, 401), (1, 2, 601), (2, 1, 802)])
+def test_avx512_zgemv_on_l3_sized_matrices_and_split_columns(ranks, threads, m):
+    # a process's matrix beyond the L2 cache, worked by one thread in whole
+    # columns (order 401 on one process: 2.6 MB; order 802 on two: 401
+    # local rows each, 5.1 MB), takes zgemv_n two columns per pass, with one
+    # leftover column and a one-row masked tail; two threads' row halves of
+    # order 601 (304 and 297 rows, 2.9 MB each) take eight columns per pass,
+    # with one leftover column and a one-row tail; an odd leading dimension
+    # starts columns off the cache line, so zgemv_t/_c take the AVX2 kernel
+    # in all three; every form must match the serial reference within its
+    # bound
     if "avx512" not in _simd_levels():
         pytest.skip("this CPU cannot run the avx512 kernels")
-    doc = _run(1, threads, "--size", "4096", "--matrix", str(m), "--iters", "3",
+    doc = _run(ranks, threads, "--size", "4096", "--matrix", str(m), "--iters", "3",
                "--simd", "avx512", "--kernel", "zgemv")
     _assert_consistent(doc, 4096, m, 3, names=["zgemv_n", "zgemv_t", "zgemv_c"])
-    assert doc["result"]["simd"] == "avx512" and doc["threads"] == threads
+    assert doc["result"]["simd"] == "avx512"
+    assert (doc["ranks"], doc["threads"]) == (ranks, threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
