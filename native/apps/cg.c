@@ -621,6 +621,13 @@ static int distribute_rows(const mm_matrix_t *m, long n, MPI_Comm comm, csr_t *A
 /* ====================================================================== */
 /* The shared state of a run and its communication. */
 
+/* One thread's values in a reduction, on a cache line of its own. */
+#define CG_REDUCE_MAX 2
+typedef struct cg_slot {
+  _Alignas(64) double v[CG_REDUCE_MAX];
+  unsigned long gen;
+} cg_slot_t;
+
 typedef struct cg_run {
   csr_t A;
   long nloc; /* r1 - r0 */
@@ -637,6 +644,11 @@ typedef struct cg_run {
   double *q, *r;     /* local */
   int rc;            /* first error, shared */
   double matvec_s;   /* master thread's seconds in matvec */
+  /* reduce_sum(): every thread's partial sums, and the process-level
+   * result, in two alternating sets (see reduce_sum) */
+  cg_slot_t *red_part; /* [2][nthreads] */
+  cg_slot_t red_out[2];
+  cg_slot_t *red_gen;  /* [nthreads]: each thread's count of reductions */
   /* NPB */
   int niter;
   double shift;
@@ -703,15 +715,86 @@ static int exchange_vector(cg_run_t *R, tiers_team_t team, int t, double *v)
   return R->rc;
 }
 
-/* Communication 2: the sums over all threads and processes of @p count
- * partial values (hybrid reduction: team, then one MPI_Allreduce or
- * tiers_mbc_allreduce). */
-static int reduce_sum(cg_run_t *R, const double *partial, double *sum, int count)
+/* The process-level step of a reduction (master thread): MPI_Allreduce,
+ * or tiers_mbc_allreduce with --comm mbc (it sums in rank order). */
+static int reduce_procs(cg_run_t *R, tiers_team_t team, double *v, int count)
 {
-  return app_allreduce_double(R->app, partial, sum, count, TIERS_OP_SUM);
+  if (R->nprocs == 1)
+    return TIERS_OK;
+  tiers_phase_t prev = tiers_team_phase(team, TIERS_PHASE_COMM);
+  int rc;
+  if (R->mbc)
+    rc = tiers_mbc_allreduce(R->mbc, v, v, count, TIERS_MBC_DOUBLE, TIERS_MBC_SUM);
+  else
+    rc = MPI_Allreduce(MPI_IN_PLACE, v, count, MPI_DOUBLE, MPI_SUM, R->comm) == MPI_SUCCESS
+             ? TIERS_OK : TIERS_ERR_MPI;
+  if (prev != TIERS_PHASE_COUNT)
+    tiers_team_phase(team, prev);
+  return rc;
 }
 
-/* out[i] = (A v)_i for the local rows [lo, hi). */
+/* Communication 2: the sums over all threads and processes of @p count
+ * (<= CG_REDUCE_MAX) partial values: the team's parts added in thread
+ * order, then one process-level reduction (reduce_procs).  The same sums
+ * in the same order as tiers_team_allreduce_double / app_allreduce_double,
+ * with fewer team barriers: each thread publishes its part in one of two
+ * alternating sets of slots, so a set is rewritten only two reductions
+ * later, after a barrier that every reader of it has passed.  One process:
+ * one barrier, after which every thread adds the parts itself.  Several:
+ * the master adds them and reduces across the processes between two
+ * barriers.  One thread: no barrier at all. */
+static int reduce_sum(cg_run_t *R, tiers_team_t team, int t, const double *partial, double *sum,
+                      int count)
+{
+  if (R->nthreads == 1) {
+    for (int i = 0; i < count; i++)
+      sum[i] = partial[i];
+    return reduce_procs(R, team, sum, count);
+  }
+  unsigned long gen = R->red_gen[t].gen++;
+  cg_slot_t *parts = R->red_part + (gen & 1) * (unsigned long)R->nthreads;
+  for (int i = 0; i < count; i++)
+    parts[t].v[i] = partial[i];
+  if (R->nprocs == 1) {
+    team_sync(R, team);
+    for (int i = 0; i < count; i++) {
+      double acc = parts[0].v[i];
+      for (int u = 1; u < R->nthreads; u++)
+        acc += parts[u].v[i];
+      sum[i] = acc;
+    }
+    return TIERS_OK;
+  }
+  cg_slot_t *out = &R->red_out[gen & 1];
+  team_sync(R, team);
+  if (t == 0) {
+    for (int i = 0; i < count; i++) {
+      double acc = parts[0].v[i];
+      for (int u = 1; u < R->nthreads; u++)
+        acc += parts[u].v[i];
+      out->v[i] = acc;
+    }
+    int rc = reduce_procs(R, team, out->v, count);
+    if (rc != TIERS_OK && R->rc == TIERS_OK)
+      R->rc = rc;
+  }
+  team_sync(R, team);
+  for (int i = 0; i < count; i++)
+    sum[i] = out->v[i];
+  return R->rc;
+}
+
+/* Two doubles as one value (GCC and Clang vector extension: SSE2 on
+ * x86-64, NEON on AArch64); aligned(8) lets it sit at any double. */
+typedef double cg_v2d __attribute__((vector_size(16), aligned(8)));
+
+/* out[i] = (A v)_i for the local rows [lo, hi).  The product is bound by
+ * the latency of its additions and the loads, not by the flops: each row
+ * is summed in four interleaved partial sums (entries k, k+1, k+2, k+3 of
+ * every group of four, as two pairs of two-wide sums) that are added at
+ * the end of the row, (s0 + s2) + (s1 + s3), then the last (< 4) entries
+ * in order.  The order depends on the row only, so every decomposition
+ * into processes and threads gives the same q bit for bit. */
 static void matvec(const csr_t *A, const double *restrict v, double *restrict out, long lo,
                    long hi)
 {
@@ -719,10 +802,22 @@ static void matvec(const csr_t *A, const double *restrict v, double *restrict ou
   const int *col = A->col;
   const double *val = A->val;
   for (long i = lo; i < hi; i++) {
-    double s = 0.0;
-    for (int64_t k = rp[i]; k < rp[i + 1]; k++)
-      s += val[k] * v[col[k]];
-    out[i] = s;
+    int64_t k = rp[i], end = rp[i + 1];
+    cg_v2d s01 = {0.0, 0.0}, s23 = {0.0, 0.0};
+    for (; k + 4 <= end; k += 4) {
+      const int *c = col + k;
+      cg_v2d x01 = {v[c[0]], v[c[1]]}, x23 = {v[c[2]], v[c[3]]};
+      cg_v2d a01, a23;
+      memcpy(&a01, val + k, sizeof a01);
+      memcpy(&a23, val + k + 2, sizeof a23);
+      s01 += a01 * x01;
+      s23 += a23 * x23;
+    }
+    cg_v2d s = s01 + s23;
+    double sum = s[0] + s[1];
+    for (; k < end; k++)
+      sum += val[k] * v[col[k]];
+    out[i] = sum;
   }
 }
 
@@ -759,14 +854,14 @@ static int conj_grad(cg_run_t *R, tiers_team_t team, int t, long lo, long hi, do
     p[i] = r[i];
     part += r[i] * r[i];
   }
-  CHECK(reduce_sum(R, &part, &rho, 1));
+  CHECK(reduce_sum(R, team, t, &part, &rho, 1));
   for (int cgit = 0; cgit < NPB_CGITMAX; cgit++) {
     CHECK(exchange_vector(R, team, t, R->p));
     timed_matvec(R, t, R->p, q, lo, hi);
     part = 0.0;
     for (long i = lo; i < hi; i++)
       part += p[i] * q[i];
-    CHECK(reduce_sum(R, &part, &d, 1));
+    CHECK(reduce_sum(R, team, t, &part, &d, 1));
     double alpha = rho / d, rho0 = rho;
     part = 0.0;
     for (long i = lo; i < hi; i++) {
@@ -774,7 +869,7 @@ static int conj_grad(cg_run_t *R, tiers_team_t team, int t, long lo, long hi, do
       r[i] -= alpha * q[i];
       part += r[i] * r[i];
     }
-    CHECK(reduce_sum(R, &part, &rho, 1));
+    CHECK(reduce_sum(R, team, t, &part, &rho, 1));
     double beta = rho / rho0;
     for (long i = lo; i < hi; i++)
       p[i] = r[i] + beta * p[i];
@@ -788,7 +883,7 @@ static int conj_grad(cg_run_t *R, tiers_team_t team, int t, long lo, long hi, do
     part += e * e;
   }
   double sum;
-  CHECK(reduce_sum(R, &part, &sum, 1));
+  CHECK(reduce_sum(R, team, t, &part, &sum, 1));
   *rnorm = sqrt(sum);
   return TIERS_OK;
 }
@@ -808,7 +903,7 @@ static int npb_body(tiers_team_t team, int t, void *arg)
       part[0] += x[i] * z[i];
       part[1] += z[i] * z[i];
     }
-    CHECK(reduce_sum(R, part, norm, 2));
+    CHECK(reduce_sum(R, team, t, part, norm, 2));
     double inv = 1.0 / sqrt(norm[1]);
     double zeta = R->shift + 1.0 / norm[0];
     for (long i = lo; i < hi; i++)
@@ -856,7 +951,7 @@ static int solve_body(tiers_team_t team, int t, void *arg)
     p[i] = 1.0;
     part += 1.0;
   }
-  CHECK(reduce_sum(R, &part, &bb, 1));
+  CHECK(reduce_sum(R, team, t, &part, &bb, 1));
   rho = bb;
   const double stop = R->tol * R->tol * bb;
   long k = 0;
@@ -869,7 +964,7 @@ static int solve_body(tiers_team_t team, int t, void *arg)
     for (long i = lo; i < hi; i++)
       part += p[i] * q[i];
     double d;
-    CHECK(reduce_sum(R, &part, &d, 1));
+    CHECK(reduce_sum(R, team, t, &part, &d, 1));
     if (!(d > 0.0)) { /* every thread sees the same d */
       not_spd = 1;
       bad = d;
@@ -882,7 +977,7 @@ static int solve_body(tiers_team_t team, int t, void *arg)
       r[i] -= alpha * q[i];
       part += r[i] * r[i];
     }
-    CHECK(reduce_sum(R, &part, &rho, 1));
+    CHECK(reduce_sum(R, team, t, &part, &rho, 1));
     double beta = rho / rho0;
     for (long i = lo; i < hi; i++)
       p[i] = r[i] + beta * p[i];
@@ -912,7 +1007,7 @@ static int residual_body(tiers_team_t team, int t, void *arg)
     double e = 1.0 - R->q[i];
     part += e * e;
   }
-  CHECK(reduce_sum(R, &part, &sum, 1));
+  CHECK(reduce_sum(R, team, t, &part, &sum, 1));
   if (t == 0)
     R->res_rec = sqrt(sum) / R->bnorm; /* reused: now the true residual */
   return TIERS_OK;
@@ -948,7 +1043,14 @@ static void setup_run(app_t *app, cg_run_t *R)
   R->q = malloc((size_t)(R->nloc ? R->nloc : 1) * sizeof(double));
   R->r = malloc((size_t)(R->nloc ? R->nloc : 1) * sizeof(double));
   R->reqs = calloc((size_t)(2 * R->nprocs), sizeof *R->reqs);
-  int bad = !R->counts || !R->displs || !R->x || !R->z || !R->p || !R->q || !R->r || !R->reqs;
+  R->red_part = aligned_alloc(64, sizeof(cg_slot_t) * 2 * (size_t)R->nthreads);
+  R->red_gen = aligned_alloc(64, sizeof(cg_slot_t) * (size_t)R->nthreads);
+  int bad = !R->counts || !R->displs || !R->x || !R->z || !R->p || !R->q || !R->r || !R->reqs ||
+            !R->red_part || !R->red_gen;
+  if (!bad) {
+    memset(R->red_part, 0, sizeof(cg_slot_t) * 2 * (size_t)R->nthreads);
+    memset(R->red_gen, 0, sizeof(cg_slot_t) * (size_t)R->nthreads);
+  }
   app_check(app, bad, "out of memory for the vectors of a matrix of order %ld", n);
   for (int p = 0; p < R->nprocs; p++) {
     long lo, hi;
@@ -973,6 +1075,8 @@ static void free_run(cg_run_t *R)
   free(R->q);
   free(R->r);
   free(R->reqs);
+  free(R->red_part);
+  free(R->red_gen);
   free(R->zeta_hist);
   free(R->rnorm_hist);
   tiers_barrier_destroy(&R->bar);
