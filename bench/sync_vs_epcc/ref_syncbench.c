@@ -27,6 +27,10 @@
  * printed; references: ref_delay, ref_atomic, ref_reduction), so that a comparison can
  * run exactly the delays and inner repetitions of another program.
  *
+ * Two more lines, critical_local and lock_local, are CRITICAL and LOCK with
+ * the loop bound computed once (as tiers' loops have it) instead of
+ * EPCC's innerreps / nthreads of globals in every iteration.
+ *
  * prints one line per construct:
  *   NAME OVERHEAD_US MEAN_US SD_US REF_US OUTLIERS INNERREPS MEDIAN_OVERHEAD_US
  * (MEDIAN_OVERHEAD_US: the median test time minus the median reference
@@ -192,6 +196,33 @@ static void testlock(void)
   }
 }
 
+/* CRITICAL and LOCK as above but with the loop bound computed once, into a
+ * local, as tiers' loops have it.  Not part of EPCC's method: in EPCC's
+ * code (and above) innerreps and nthreads are globals, re-read after every
+ * external call, so every iteration divides them again between the
+ * release of the lock and the next acquire; these two show, in the same
+ * program and run, whether that division changes the figure. */
+static void testcrit_local(void)
+{
+  const long each = innerreps / nthreads;
+#pragma omp parallel
+  for (long j = 0; j < each; j++) {
+#pragma omp critical
+    delay(delaylength);
+  }
+}
+
+static void testlock_local(void)
+{
+  const long each = innerreps / nthreads;
+#pragma omp parallel
+  for (long j = 0; j < each; j++) {
+    omp_set_lock(&lock);
+    delay(delaylength);
+    omp_unset_lock(&lock);
+  }
+}
+
 static void testatom(void)
 {
   double a = 0.0, c = 1.0 + 1.0e-15;
@@ -263,9 +294,11 @@ static int cmp_double(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
-static result_t bench(const char *name, void (*fn)(void))
+/* @p reps_name: the test whose NAME=INNERREPS applies (the *_local
+ * variants run the inner repetitions of the test they vary). */
+static result_t bench(const char *reps_name, void (*fn)(void))
 {
-  innerreps = fixed_innerreps(name);
+  innerreps = fixed_innerreps(reps_name);
   if (innerreps <= 0)
     getinnerreps(fn);
   double *times = malloc(sizeof(double) * (size_t)(outerreps + 1));
@@ -326,15 +359,21 @@ int main(int argc, char **argv)
   result_t ref = bench("ref_delay", refer), refatom = bench("ref_atomic", referatom),
            refred = bench("ref_reduction", referred);
   struct {
-    const char *name;
+    const char *name, *reps_name;
     void (*fn)(void);
     const result_t *ref;
-  } tests[] = {{"parallel", testpr, &ref},   {"for", testfor, &ref},
-               {"barrier", testbar, &ref},   {"single", testsing, &ref},
-               {"critical", testcrit, &ref}, {"lock", testlock, &ref},
-               {"atomic", testatom, &refatom}, {"reduction", testred, &refred}};
+  } tests[] = {{"parallel", "parallel", testpr, &ref},
+               {"for", "for", testfor, &ref},
+               {"barrier", "barrier", testbar, &ref},
+               {"single", "single", testsing, &ref},
+               {"critical", "critical", testcrit, &ref},
+               {"lock", "lock", testlock, &ref},
+               {"atomic", "atomic", testatom, &refatom},
+               {"reduction", "reduction", testred, &refred},
+               {"critical_local", "critical", testcrit_local, &ref},
+               {"lock_local", "lock", testlock_local, &ref}};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-    result_t r = bench(tests[i].name, tests[i].fn);
+    result_t r = bench(tests[i].reps_name, tests[i].fn);
     printf("%s %.6f %.6f %.6f %.6f %d %ld %.6f\n", tests[i].name, r.mean - tests[i].ref->mean,
            r.mean, r.sd, tests[i].ref->mean, r.outliers, r.innerreps,
            r.median - tests[i].ref->median);
