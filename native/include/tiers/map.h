@@ -184,7 +184,14 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
  * the two nodes' sent bytes (inter-node bytes not growing), then every two
  * nodes that talk, for the inter-node bytes (no node above the busiest
  * node's volume).  Swapped ranks trade their slots, so every node keeps
- * its rank count and every rank a distinct slot.  Deterministic.
+ * its rank count and every rank a distinct slot.  Up to 32,768 ranks a
+ * second run from the same start puts the inter-node bytes first: phase
+ * 0, Kernighan-Lin between every two nodes that talk for the inter-node
+ * bytes alone (a node's volume may grow), then phases 1-4, phase 3 free to
+ * give back half of what phase 0 saved; its result is kept when it is no
+ * worse than the start on either measure and ranks before the first run's
+ * (the busiest node's sent bytes, then the inter-node bytes).
+ * Deterministic.
  * @param g the graph
  * @param sent_bytes per CSR entry e of rank v, the bytes v sends to
  *        adjncy[e] (the rest of adjwgt[e] goes the other way); NULL: half
@@ -193,7 +200,7 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
  * @param[in,out] node_of per rank, its node
  * @param[in,out] slot_of per rank, its slot in the node
  * @param budget work limit, in edges visited (swaps tried x their degrees),
- *        for phases 1-2 and again for phases 3-4
+ *        for phases 1-2, again for phases 3-4 and again for phase 0
  * @param[out] swaps swaps applied (may be NULL)
  * @return TIERS_OK; TIERS_ERR_ARG for bad arguments; TIERS_ERR_NOMEM.
  *         Thread-safe (no shared state).

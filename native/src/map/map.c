@@ -1487,6 +1487,12 @@ typedef struct klctx {
 } klctx_t;
 
 #define KL_SIDE_MAX 256
+/* Phase 0's passes over every pair of nodes that talk, at most. */
+#define KL_PASSES 16
+/* After phase 0, phase 3 may give back this share of what phase 0 saved. */
+#define GIVE_BACK 0.5
+/* Above this many ranks only the busiest-node-first refinement runs. */
+#define CUT_FIRST_MAX_RANKS 32768
 
 static int kl_pair(klctx_t *k, int a, int b, int mode, double limit_sent, double limit_cut)
 {
@@ -1615,17 +1621,15 @@ static int node_neighbours(const rstate_t *st, const int64_t *start, const int32
   return c;
 }
 
-int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
-                     int *node_of, int *slot_of, int64_t budget, int *swaps)
+/* One refinement of node_of/slot_of in place (arguments checked by the
+ * caller).  cut_first: phase 0 first, Kernighan-Lin between every two
+ * nodes that talk for the inter-node bytes alone, pass after pass, before
+ * the phases that work on the busiest node; the result may then send more
+ * from its busiest node than the start (the caller checks). */
+static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                      int *node_of, int *slot_of, int64_t budget, int cut_first, int *swaps)
 {
-  TIERS_CALL(check_args(g));
-  if (nodes < 1 || !node_of || !slot_of || budget < 0)
-    TIERS_ERROR(TIERS_ERR_ARG, "map: bad arguments to tiers_map_refine");
   const int n = g->n;
-  for (int v = 0; v < n; v++)
-    if (node_of[v] < 0 || node_of[v] >= nodes)
-      TIERS_ERROR(TIERS_ERR_ARG, "map: rank %d is on node %d, outside 0..%d", v, node_of[v],
-                  nodes - 1);
   int rc = TIERS_OK;
   rstate_t st = {g, sent_bytes, node_of, NULL, 0, NULL, NULL, NULL, 0};
   st.sent = calloc((size_t)nodes, sizeof *st.sent);
@@ -1637,6 +1641,24 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
   int32_t *pos = malloc((size_t)n * sizeof *pos);
   int32_t *cand = malloc((size_t)n * sizeof *cand);
   char *seen = calloc((size_t)n, 1);
+  klctx_t k = {&st, slot_of, members, pos, start, NULL, NULL, NULL, NULL,
+               NULL, NULL, NULL, NULL, 0, budget};
+  k.ca = malloc((size_t)n * sizeof *k.ca);
+  k.cb = malloc((size_t)n * sizeof *k.cb);
+  k.wmark = calloc((size_t)n, sizeof *k.wmark);
+  k.locked = calloc((size_t)n, 1);
+  k.R = malloc(KL_SIDE_MAX * sizeof *k.R);
+  k.S = malloc(KL_SIDE_MAX * sizeof *k.S);
+  k.sr = malloc(KL_SIDE_MAX * sizeof *k.sr);
+  k.ss = malloc(KL_SIDE_MAX * sizeof *k.ss);
+  int *stamp = calloc((size_t)nodes, sizeof *stamp);
+  int *nb = malloc((size_t)nodes * sizeof *nb);
+  int stamp_val = 0;
+  if (!k.ca || !k.cb || !k.wmark || !k.locked || !k.R || !k.S || !k.sr || !k.ss || !stamp ||
+      !nb) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
   if (!st.sent || !st.touched || !st.before || !st.mark || !start || !members || !pos ||
       !cand || !seen) {
     rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
@@ -1667,6 +1689,33 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
   }
   int done = 0;
   int64_t work = 0;
+  double give = 0; /* inter-node bytes phase 3 may add, above the current */
+  if (cut_first) {
+    /* Phase 0: Kernighan-Lin between every two nodes that talk, for the
+     * inter-node bytes alone (a node's sent bytes may grow), pass after
+     * pass until none lowers them; the phases below then bring the
+     * busiest node down, phase 3 giving back at most GIVE_BACK of what
+     * phase 0 saved.  Its own budget. */
+    const double cut_start = st.cut;
+    for (int pass = 0; pass < KL_PASSES && k.work < k.budget; pass++) {
+      int improved = 0;
+      for (int a = 0; a < nodes && k.work < k.budget; a++) {
+        const int c = node_neighbours(&st, start, members, a, 1, stamp, &stamp_val, nb);
+        k.work += start[a + 1] - start[a];
+        for (int j = 0; j < c && k.work < k.budget; j++) {
+          const int kept = kl_pair(&k, a, nb[j], 0, INFINITY, INFINITY);
+          done += kept;
+          improved |= kept > 0;
+        }
+      }
+      if (!improved)
+        break;
+    }
+    k.work = 0;
+    if (done == 0)
+      goto finished; /* the rest would repeat the busiest-first run */
+    give = fmax(0.0, GIVE_BACK * (cut_start - st.cut));
+  }
   /* Phase 1 works on the busiest node, phase 2 on every node in turn:
    * a swap is taken when no node it changes ends above both its old volume
    * and the busiest node's, the inter-node bytes do not grow, and either
@@ -1725,9 +1774,9 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
           move_rank(&st, r, b);
           move_rank(&st, s, w);
           int ok = !lower(cut0, st.cut); /* cut' <= cut */
-          for (int k = 0; k < st.nt && ok; k++) {
-            const int x = st.touched[k];
-            if (lower(st.before[k], st.sent[x]) && !lower(st.sent[x], top))
+          for (int q = 0; q < st.nt && ok; q++) {
+            const int x = st.touched[q];
+            if (lower(st.before[q], st.sent[x]) && !lower(st.sent[x], top))
               ok = 0; /* x grew to the busiest node's volume or more */
           }
           double ka = phase == 1 ? st.sent[w] : st.cut, kb = phase == 1 ? st.cut : st.sent[w];
@@ -1735,8 +1784,8 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
           /* undo */
           move_rank(&st, s, b);
           move_rank(&st, r, w);
-          for (int k = 0; k < st.nt; k++)
-            st.sent[st.touched[k]] = st.before[k]; /* exact values back */
+          for (int q = 0; q < st.nt; q++)
+            st.sent[st.touched[q]] = st.before[q]; /* exact values back */
           st.cut = cut0;
           clear_touched(&st);
           if (ok && gains &&
@@ -1777,74 +1826,59 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
    * each node it talks to, for its sent bytes (the inter-node bytes not
    * growing), then every pair of nodes that talk, for the inter-node bytes
    * (no node above the busiest node's volume).  Their own budget. */
+  k.work = 0;
   {
-    klctx_t k = {&st, slot_of, members, pos, start, NULL, NULL, NULL, NULL,
-                 NULL, NULL, NULL, NULL, 0, budget};
-    k.ca = malloc((size_t)n * sizeof *k.ca);
-    k.cb = malloc((size_t)n * sizeof *k.cb);
-    k.wmark = calloc((size_t)n, sizeof *k.wmark);
-    k.locked = calloc((size_t)n, 1);
-    k.R = malloc(KL_SIDE_MAX * sizeof *k.R);
-    k.S = malloc(KL_SIDE_MAX * sizeof *k.S);
-    k.sr = malloc(KL_SIDE_MAX * sizeof *k.sr);
-    k.ss = malloc(KL_SIDE_MAX * sizeof *k.ss);
-    int *stamp = calloc((size_t)nodes, sizeof *stamp);
-    int *nb = malloc((size_t)nodes * sizeof *nb);
-    int stamp_val = 0;
-    if (!k.ca || !k.cb || !k.wmark || !k.locked || !k.R || !k.S || !k.sr || !k.ss || !stamp ||
-        !nb) {
-      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
-    } else {
-      while (k.work < k.budget) {
-        int w = 0;
-        for (int i = 1; i < nodes; i++)
-          if (st.sent[i] > st.sent[w])
-            w = i;
-        if (st.sent[w] <= 0)
-          break;
-        const int c = node_neighbours(&st, start, members, w, 0, stamp, &stamp_val, nb);
-        k.work += nodes + (start[w + 1] - start[w]);
-        int kept = 0;
-        for (int j = 0; j < c && !kept && k.work < k.budget; j++)
-          kept = kl_pair(&k, w, nb[j], 1, INFINITY, st.cut);
-        if (!kept)
-          break;
-        done += kept;
-      }
-      for (int pass = 0; pass < 4 && k.work < k.budget; pass++) {
-        int improved = 0;
-        /* the busiest node's volume as the pass starts: no node goes above
-         * it, so the busiest node's volume never grows */
-        double top = 0;
-        for (int i = 0; i < nodes; i++)
-          top = fmax(top, st.sent[i]);
-        for (int a = 0; a < nodes && k.work < k.budget; a++) {
-          const int c = node_neighbours(&st, start, members, a, 1, stamp, &stamp_val, nb);
-          k.work += start[a + 1] - start[a];
-          for (int j = 0; j < c && k.work < k.budget; j++) {
-            const int kept = kl_pair(&k, a, nb[j], 0, top, INFINITY);
-            done += kept;
-            improved |= kept > 0;
-          }
-        }
-        if (!improved)
-          break;
-      }
+    const double limit3 = st.cut + give;
+    while (k.work < k.budget) {
+      int w = 0;
+      for (int i = 1; i < nodes; i++)
+        if (st.sent[i] > st.sent[w])
+          w = i;
+      if (st.sent[w] <= 0)
+        break;
+      const int c = node_neighbours(&st, start, members, w, 0, stamp, &stamp_val, nb);
+      k.work += nodes + (start[w + 1] - start[w]);
+      int kept = 0;
+      for (int j = 0; j < c && !kept && k.work < k.budget; j++)
+        kept = kl_pair(&k, w, nb[j], 1, INFINITY, limit3);
+      if (!kept)
+        break;
+      done += kept;
     }
-    free(k.ca);
-    free(k.cb);
-    free(k.wmark);
-    free(k.locked);
-    free(k.R);
-    free(k.S);
-    free(k.sr);
-    free(k.ss);
-    free(stamp);
-    free(nb);
+    for (int pass = 0; pass < 4 && k.work < k.budget; pass++) {
+      int improved = 0;
+      /* the busiest node's volume as the pass starts: no node goes above
+       * it, so the busiest node's volume never grows */
+      double top = 0;
+      for (int i = 0; i < nodes; i++)
+        top = fmax(top, st.sent[i]);
+      for (int a = 0; a < nodes && k.work < k.budget; a++) {
+        const int c = node_neighbours(&st, start, members, a, 1, stamp, &stamp_val, nb);
+        k.work += start[a + 1] - start[a];
+        for (int j = 0; j < c && k.work < k.budget; j++) {
+          const int kept = kl_pair(&k, a, nb[j], 0, top, INFINITY);
+          done += kept;
+          improved |= kept > 0;
+        }
+      }
+      if (!improved)
+        break;
+    }
   }
+finished:
   if (swaps)
     *swaps = done;
 out:
+  free(k.ca);
+  free(k.cb);
+  free(k.wmark);
+  free(k.locked);
+  free(k.R);
+  free(k.S);
+  free(k.sr);
+  free(k.ss);
+  free(stamp);
+  free(nb);
   free(st.sent);
   free(st.touched);
   free(st.before);
@@ -1854,6 +1888,76 @@ out:
   free(pos);
   free(cand);
   free(seen);
+  return rc;
+}
+
+/* The inter-node bytes (both directions) and the bytes the busiest node
+ * sends to other nodes; per_node: scratch of nodes entries. */
+static void node_bytes(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                       const int *node_of, double *per_node, double *cut, double *top)
+{
+  const rstate_t st = {g, sent_bytes, NULL, NULL, 0, NULL, NULL, NULL, 0};
+  memset(per_node, 0, (size_t)nodes * sizeof *per_node);
+  *cut = 0;
+  for (int v = 0; v < g->n; v++)
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++)
+      if (node_of[g->adjncy[e]] != node_of[v]) {
+        per_node[node_of[v]] += sent_of(&st, e);
+        *cut += sent_of(&st, e);
+      }
+  *top = 0;
+  for (int i = 0; i < nodes; i++)
+    *top = fmax(*top, per_node[i]);
+}
+
+int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                     int *node_of, int *slot_of, int64_t budget, int *swaps)
+{
+  TIERS_CALL(check_args(g));
+  if (nodes < 1 || !node_of || !slot_of || budget < 0)
+    TIERS_ERROR(TIERS_ERR_ARG, "map: bad arguments to tiers_map_refine");
+  const int n = g->n;
+  for (int v = 0; v < n; v++)
+    if (node_of[v] < 0 || node_of[v] >= nodes)
+      TIERS_ERROR(TIERS_ERR_ARG, "map: rank %d is on node %d, outside 0..%d", v, node_of[v],
+                  nodes - 1);
+  if (n > CUT_FIRST_MAX_RANKS)
+    return refine_one(g, sent_bytes, nodes, node_of, slot_of, budget, 0, swaps);
+  /* Two refinements of the same start: the busiest node first (phases
+   * 1-4), and the inter-node bytes first (phase 0, then phases 1-4).  The
+   * second is kept when it is no worse than the start on either measure
+   * and ranks before the first on (busiest node's sent bytes, inter-node
+   * bytes). */
+  int *alt = malloc((size_t)2 * (size_t)n * sizeof *alt);
+  double *scratch = malloc((size_t)nodes * sizeof *scratch);
+  if (!alt || !scratch) {
+    free(alt);
+    free(scratch);
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory to refine %d ranks", n);
+  }
+  memcpy(alt, node_of, (size_t)n * sizeof *alt);
+  memcpy(alt + n, slot_of, (size_t)n * sizeof *alt);
+  double cut0, top0, cut1, top1, cut2, top2;
+  int done1 = 0, done2 = 0;
+  node_bytes(g, sent_bytes, nodes, node_of, scratch, &cut0, &top0);
+  int rc = refine_one(g, sent_bytes, nodes, node_of, slot_of, budget, 0, &done1);
+  if (rc == TIERS_OK)
+    rc = refine_one(g, sent_bytes, nodes, alt, alt + n, budget, 1, &done2);
+  if (rc == TIERS_OK) {
+    node_bytes(g, sent_bytes, nodes, node_of, scratch, &cut1, &top1);
+    node_bytes(g, sent_bytes, nodes, alt, scratch, &cut2, &top2);
+    const int no_worse = !lower(top0, top2) && !lower(cut0, cut2);
+    const int before = lower(top2, top1) || (!lower(top1, top2) && lower(cut2, cut1));
+    if (no_worse && before) {
+      memcpy(node_of, alt, (size_t)n * sizeof *alt);
+      memcpy(slot_of, alt + n, (size_t)n * sizeof *alt);
+      done1 = done2;
+    }
+    if (swaps)
+      *swaps = done1;
+  }
+  free(alt);
+  free(scratch);
   return rc;
 }
 
