@@ -651,12 +651,14 @@ AVX512 static void nrm2_avx512(long n, const double *restrict v, double acc[3])
 
 /* zgemv_n with AVX-512, for a block of rows: the product A x is built in
  * one L1-resident buffer ys, a few columns at a time.  For each register
- * of four rows and each column c the sums A(:,c) Re x_c and A(:,c) Im x_c
- * gather in two pairs of registers (two FMA chains each, so that a step
- * does not wait on a long chain), and only their combination
- * R + flip(swap(I)) goes to the buffer: one load and one store of it per
- * step.  (Keeping both sums in two buffers, as the AVX2 kernel does, costs
- * twice that traffic: 10% at L1- and L2-resident orders.) */
+ * of four rows, R = ys + sum_c A(:,c) Re x_c and I = sum_c A(:,c) Im x_c
+ * gather in two registers over the pass's columns, and only their
+ * combination R + flip(swap(I)) goes back to the buffer: one load and one
+ * store of it per step.  (Keeping both sums in two buffers, as the AVX2
+ * kernel does, costs twice that traffic: 10% at L1- and L2-resident
+ * orders; splitting each sum into two FMA chains cost another 10% at
+ * orders up to 40 -- the steps are independent, and out-of-order
+ * execution overlaps their chains anyway.) */
 AVX512 static inline __attribute__((always_inline)) void
 gemv_n_cols512(int cols, const double *a0, long lda, const double *x, long rb, __mmask8 tail,
                double *ys, __m512d flip)
@@ -675,16 +677,13 @@ gemv_n_cols512(int cols, const double *a0, long lda, const double *x, long rb, _
       v[c] = _mm512_maskz_loadu_pd(k, ac[c] + 2 * i);
       KEEP(v[c]);
     }
-    __m512d R0 = _mm512_mul_pd(v[0], xr[0]), I0 = _mm512_mul_pd(v[0], xi[0]);
-    __m512d R1 = _mm512_mul_pd(v[1], xr[1]), I1 = _mm512_mul_pd(v[1], xi[1]);
-    for (int c = 2; c < cols; c += 2) {
-      R0 = _mm512_fmadd_pd(v[c], xr[c], R0);
-      I0 = _mm512_fmadd_pd(v[c], xi[c], I0);
-      R1 = _mm512_fmadd_pd(v[c + 1], xr[c + 1], R1);
-      I1 = _mm512_fmadd_pd(v[c + 1], xi[c + 1], I1);
+    __m512d R = _mm512_load_pd(ys + 2 * i), I = _mm512_mul_pd(v[0], xi[0]);
+    R = _mm512_fmadd_pd(v[0], xr[0], R);
+    for (int c = 1; c < cols; c++) {
+      R = _mm512_fmadd_pd(v[c], xr[c], R);
+      I = _mm512_fmadd_pd(v[c], xi[c], I);
     }
-    __m512d acc = _mm512_add_pd(_mm512_load_pd(ys + 2 * i), _mm512_add_pd(R0, R1));
-    acc = _mm512_fmadd_pd(flip, _mm512_permute_pd(_mm512_add_pd(I0, I1), 0x55), acc);
+    __m512d acc = _mm512_fmadd_pd(flip, _mm512_permute_pd(I, 0x55), R);
     _mm512_store_pd(ys + 2 * i, acc);
   }
 }
