@@ -187,11 +187,11 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
  * its rank count and every rank a distinct slot.  Up to 32,768 ranks a
  * second run from the same start puts the inter-node bytes first: phase
  * 0, Kernighan-Lin between every two nodes that talk for the inter-node
- * bytes alone (a node's volume may grow), then phases 1-4, phase 3 free to
- * give back half of what phase 0 saved; its result is kept when it is no
- * worse than the start on either measure and ranks before the first run's
- * (the busiest node's sent bytes, then the inter-node bytes).
- * Deterministic.
+ * bytes alone (a node's volume may grow), then, when that ends below the
+ * first run's inter-node bytes, phases 1-4, phase 3 free to give back half
+ * of what phase 0 saved; its result is kept when it is better than the
+ * first run's on one measure (the busiest node's sent bytes, the
+ * inter-node bytes) and no worse on the other.  Deterministic.
  * @param g the graph
  * @param sent_bytes per CSR entry e of rank v, the bytes v sends to
  *        adjncy[e] (the rest of adjwgt[e] goes the other way); NULL: half

@@ -1625,9 +1625,12 @@ static int node_neighbours(const rstate_t *st, const int64_t *start, const int32
  * caller).  cut_first: phase 0 first, Kernighan-Lin between every two
  * nodes that talk for the inter-node bytes alone, pass after pass, before
  * the phases that work on the busiest node; the result may then send more
- * from its busiest node than the start (the caller checks). */
+ * from its busiest node than the start (the caller checks).  It stops
+ * after phase 0, with *swaps = -1, unless phase 0 ends below cut_to_beat
+ * inter-node bytes. */
 static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
-                      int *node_of, int *slot_of, int64_t budget, int cut_first, int *swaps)
+                      int *node_of, int *slot_of, int64_t budget, int cut_first,
+                      double cut_to_beat, int *swaps)
 {
   const int n = g->n;
   int rc = TIERS_OK;
@@ -1712,8 +1715,10 @@ static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int 
         break;
     }
     k.work = 0;
-    if (done == 0)
-      goto finished; /* the rest would repeat the busiest-first run */
+    if (!lower(st.cut, cut_to_beat)) {
+      done = -1; /* the rest could not end below the first run's bytes */
+      goto finished;
+    }
     give = fmax(0.0, GIVE_BACK * (cut_start - st.cut));
   }
   /* Phase 1 works on the busiest node, phase 2 on every node in turn:
@@ -1922,12 +1927,12 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
       TIERS_ERROR(TIERS_ERR_ARG, "map: rank %d is on node %d, outside 0..%d", v, node_of[v],
                   nodes - 1);
   if (n > CUT_FIRST_MAX_RANKS)
-    return refine_one(g, sent_bytes, nodes, node_of, slot_of, budget, 0, swaps);
+    return refine_one(g, sent_bytes, nodes, node_of, slot_of, budget, 0, 0, swaps);
   /* Two refinements of the same start: the busiest node first (phases
-   * 1-4), and the inter-node bytes first (phase 0, then phases 1-4).  The
-   * second is kept when it is no worse than the start on either measure
-   * and ranks before the first on (busiest node's sent bytes, inter-node
-   * bytes). */
+   * 1-4), and the inter-node bytes first (phase 0, then phases 1-4, only
+   * when phase 0 ends below the first run's inter-node bytes).  The second
+   * is kept when it is better than the first on one measure (busiest
+   * node's sent bytes, inter-node bytes) and no worse on the other. */
   int *alt = malloc((size_t)2 * (size_t)n * sizeof *alt);
   double *scratch = malloc((size_t)nodes * sizeof *scratch);
   if (!alt || !scratch) {
@@ -1940,15 +1945,19 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
   double cut0, top0, cut1, top1, cut2, top2;
   int done1 = 0, done2 = 0;
   node_bytes(g, sent_bytes, nodes, node_of, scratch, &cut0, &top0);
-  int rc = refine_one(g, sent_bytes, nodes, node_of, slot_of, budget, 0, &done1);
+  int rc = refine_one(g, sent_bytes, nodes, node_of, slot_of, budget, 0, 0, &done1);
   if (rc == TIERS_OK)
-    rc = refine_one(g, sent_bytes, nodes, alt, alt + n, budget, 1, &done2);
-  if (rc == TIERS_OK) {
     node_bytes(g, sent_bytes, nodes, node_of, scratch, &cut1, &top1);
+  if (rc == TIERS_OK)
+    rc = refine_one(g, sent_bytes, nodes, alt, alt + n, budget, 1, cut1, &done2);
+  if (rc == TIERS_OK) {
     node_bytes(g, sent_bytes, nodes, alt, scratch, &cut2, &top2);
-    const int no_worse = !lower(top0, top2) && !lower(cut0, cut2);
-    const int before = lower(top2, top1) || (!lower(top1, top2) && lower(cut2, cut1));
-    if (no_worse && before) {
+    /* better than the first run on one measure, and no worse on either
+     * (so no worse than the start either) */
+    const int no_worse = !lower(top1, top2) && !lower(cut1, cut2) && !lower(top0, top2) &&
+                         !lower(cut0, cut2);
+    const int before = lower(top2, top1) || lower(cut2, cut1);
+    if (done2 > 0 && no_worse && before) {
       memcpy(node_of, alt, (size_t)n * sizeof *alt);
       memcpy(slot_of, alt + n, (size_t)n * sizeof *alt);
       done1 = done2;
