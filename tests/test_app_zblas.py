@@ -305,3 +305,18 @@ def test_dznrm2_exact_whether_it_reads_x_or_a_scaled_copy(threads):
         assert doc["result"]["dznrm2"] == pytest.approx(want, rel=1e-15 if scale != "1e200"
                                                         else 1e-13)
         assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_reductions_with_both_threads_over_many_calls_are_exact(ranks):
+    # 32776 complex numbers per process: zdotc and dznrm2 reduce over both
+    # threads every call (each thread's partial sums alternate between two
+    # slots, the master adds them in thread order after one barrier), then
+    # over the processes; after 5 calls the values are still exact
+    n = ranks * 32776
+    doc = _run(ranks, 2, "--size", str(n), "--iters", "5", "--kernel", "zdotc,dznrm2")
+    _assert_consistent(doc, n, int(math.isqrt(n)), 5, names=["zdotc", "dznrm2"])
+    assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
+    assert doc["result"]["dznrm2"] == math.sqrt(exact_sumsq(n))
+    if ranks > 1:
+        assert doc["breakdown"]["comm_s"]["max"] > 0

@@ -916,6 +916,7 @@ struct run {
   double *xfull;   /* zgemv_n: all of x (m); zgemv_t/_c: the partial products (m) */
   double *part;    /* zgemv_t/_c: this process's block of the summed products (ml) */
   tiers_barrier_t bar;
+  double *slots;   /* zdotc/dznrm2 partial sums: per thread two slots of 8 doubles */
   double dot[2], nrm;
   long v0, r0;     /* global index of the first local vector element, matrix row */
   double scale;    /* dznrm2's input scale */
@@ -988,6 +989,41 @@ static int init_body(tiers_team_t team, int t, void *arg)
   return TIERS_OK;
 }
 
+/* One call's reduction of zdotc or dznrm2 over the team: every thread has
+ * put its @p count partial sums in its slot for this call (slot it & 1);
+ * after one barrier the master alone adds the slots in thread order (the
+ * result does not depend on timing), and with several processes sums over
+ * them; the other threads go on to the next call at once.  Two slots per
+ * thread make that safe: a thread writes slot it & 1 again only at call
+ * it + 2, past the barrier of call it + 1, which the master reaches only
+ * after reading call it.  The team's general allreduce takes three
+ * barriers, because every thread gets the result; here only the caller
+ * (the master) needs it, as with a BLAS call. */
+static int reduce_call(tiers_team_t team, struct run *R, int t, long it, int count,
+                       double *out)
+{
+  TIERS_CALL(team_wait(team, R->bar));
+  if (t != 0)
+    return TIERS_OK;
+  int nt = tiers_team_nthreads(team);
+  const double *s0 = R->slots + 8 * (it & 1);
+  for (int i = 0; i < count; i++) {
+    double acc = s0[i];
+    for (int u = 1; u < nt; u++)
+      acc += R->slots[16 * u + 8 * (it & 1) + i];
+    out[i] = acc;
+  }
+  if (R->nprocs > 1) {
+    tiers_team_phase(team, TIERS_PHASE_COMM);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, out, count, MPI_DOUBLE, MPI_SUM,
+                           tiers_team_comm(team));
+    tiers_team_phase(team, TIERS_PHASE_COMPUTE);
+    if (rc != MPI_SUCCESS)
+      TIERS_ERROR(TIERS_ERR_MPI, "zblas: MPI_Allreduce failed");
+  }
+  return TIERS_OK;
+}
+
 static int batch_body(tiers_team_t team, int t, void *arg)
 {
   struct run *R = arg;
@@ -1011,13 +1047,8 @@ static int batch_body(tiers_team_t team, int t, void *arg)
       break;
     }
     for (long it = 0; it < R->iters; it++) {
-      double part[2], all[2];
-      K->zdotc(hi - lo, R->x + 2 * lo, R->yd + 2 * lo, part);
-      TIERS_CALL(tiers_team_allreduce_double(team, part, all, 2, TIERS_OP_SUM));
-      if (t == 0) {
-        R->dot[0] = all[0];
-        R->dot[1] = all[1];
-      }
+      K->zdotc(hi - lo, R->x + 2 * lo, R->yd + 2 * lo, R->slots + 16 * t + 8 * (it & 1));
+      TIERS_CALL(reduce_call(team, R, t, it, 2, R->dot));
     }
     break;
   case K_DZNRM2:
@@ -1033,9 +1064,9 @@ static int batch_body(tiers_team_t team, int t, void *arg)
       break;
     }
     for (long it = 0; it < R->iters; it++) {
-      double acc[3], all[3];
-      K->nrm2(hi - lo, R->xs + lo, acc);
-      TIERS_CALL(tiers_team_allreduce_double(team, acc, all, 3, TIERS_OP_SUM));
+      double all[3];
+      K->nrm2(hi - lo, R->xs + lo, R->slots + 16 * t + 8 * (it & 1));
+      TIERS_CALL(reduce_call(team, R, t, it, 3, all));
       if (t == 0)
         R->nrm = nrm2_combine(all);
     }
@@ -1317,6 +1348,9 @@ int main(int argc, char **argv)
   R.part = zalloc(&app, R.ml);
   memset(R.xfull, 0, sizeof(double) * 2 * (size_t)m);
   memset(R.part, 0, sizeof(double) * 2 * (size_t)R.ml);
+  R.slots = aligned_alloc(64, sizeof(double) * 16 * (size_t)nthreads);
+  app_check(&app, !R.slots, "cannot allocate the reduction slots");
+  memset(R.slots, 0, sizeof(double) * 16 * (size_t)nthreads);
   int rc = tiers_barrier_create(&R.bar, nthreads);
   app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
   R.v0 = v0;
@@ -1512,6 +1546,7 @@ int main(int argc, char **argv)
     tiers_json_finish(&j);
   }
   tiers_barrier_destroy(&R.bar);
+  free(R.slots);
   free(R.x);
   if (R.xs != R.x)
     free(R.xs);
