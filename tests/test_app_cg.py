@@ -93,6 +93,16 @@ def test_matrix_is_the_same_for_every_decomposition(npb_docs):
         assert max(zetas) - min(zetas) < 1e-12 * zetas[0]
 
 
+def test_two_processes_and_two_threads_give_the_same_bits(npb_docs):
+    """The product sums every row in an order fixed by the row alone, and a
+    sum of two parts is the same in thread order and over MPI: the 2x1 and
+    1x2 runs (the same split of the rows) agree to the last bit."""
+    for klass in NPB:
+        flat, hybrid = npb_docs[(klass, 2, 1)]["result"], npb_docs[(klass, 1, 2)]["result"]
+        assert flat["zeta_per_iteration"] == hybrid["zeta_per_iteration"]
+        assert flat["rnorm_per_iteration"] == hybrid["rnorm_per_iteration"]
+
+
 def test_flat_run_has_no_thread_waits(npb_docs):
     doc = npb_docs[("S", 1, 1)]
     assert doc["breakdown"]["sync_s"]["max"] == 0.0
@@ -187,6 +197,32 @@ def test_random_spd_matches_dense_solve(tmp_path, ranks, threads):
     x = np.loadtxt(sol)
     want = np.linalg.solve(a, np.ones(n))
     assert np.max(np.abs(x - want)) <= 1e-9 * np.max(np.abs(want))
+
+
+@pytest.mark.parametrize("ranks,threads", [(1, 1), (2, 1), (1, 2)])
+def test_rows_of_every_length_match_dense_solve(tmp_path, ranks, threads):
+    """Rows of 1 to 13 entries: the product's groups of four and every
+    length of the remainder (0 to 3 entries) give the right A p."""
+    rng = np.random.default_rng(11)
+    n = 52
+    a = np.zeros((n, n))
+    for i in range(n):
+        want = i % 13  # off-diagonal entries below the diagonal in row i
+        cols = rng.choice(i, size=min(want, i), replace=False) if i else []
+        for j in cols:
+            a[i, j] = a[j, i] = rng.uniform(-1, 1)
+    a += np.diag(np.abs(a).sum(axis=1) + rng.uniform(1, 2, size=n))
+    entries = [(i + 1, j + 1, float(a[i, j])) for i in range(n) for j in range(i + 1)
+               if a[i, j] != 0]
+    lengths = set(int(c) for c in np.count_nonzero(a, axis=1))
+    assert {k % 4 for k in lengths} == {0, 1, 2, 3} and max(lengths) >= 12
+    path = write_mtx(tmp_path / "rows.mtx", n, entries, symmetric=True)
+    sol = tmp_path / "x.txt"
+    doc = _run(ranks, threads, "--matrix", path, "--solution", str(sol), "--tol", "1e-12")
+    assert doc["verification"]["passed"] is True
+    x = np.loadtxt(sol)
+    want = np.linalg.solve(a, np.ones(n))
+    assert np.max(np.abs(x - want)) <= 1e-10 * np.max(np.abs(want))
 
 
 def test_too_few_iterations_fails_verification_with_the_miss(tmp_path):

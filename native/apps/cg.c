@@ -649,6 +649,8 @@ typedef struct cg_run {
   cg_slot_t *red_part; /* [2][nthreads] */
   cg_slot_t red_out[2];
   cg_slot_t *red_gen;  /* [nthreads]: each thread's count of reductions */
+  int *col_new;        /* setup_run: the matrix being placed by its threads */
+  double *val_new;
   /* NPB */
   int niter;
   double shift;
@@ -934,6 +936,21 @@ static int ones_body(tiers_team_t team, int t, void *arg)
   return TIERS_OK;
 }
 
+/* Copies the thread's rows of the matrix into the new arrays, so that
+ * their pages are placed (first touch) where the thread runs. */
+static int touch_body(tiers_team_t team, int t, void *arg)
+{
+  cg_run_t *R = arg;
+  long lo, hi;
+  CHECK(tiers_team_split(team, R->nloc, t, &lo, &hi));
+  int64_t k0 = R->A.rowptr[lo], k1 = R->A.rowptr[hi];
+  if (k1 > k0) {
+    memcpy(R->col_new + k0, R->A.col + k0, (size_t)(k1 - k0) * sizeof *R->col_new);
+    memcpy(R->val_new + k0, R->A.val + k0, (size_t)(k1 - k0) * sizeof *R->val_new);
+  }
+  return TIERS_OK;
+}
+
 /* ====================================================================== */
 /* Matrix Market: CG on A x = (1, ..., 1). */
 
@@ -1062,6 +1079,22 @@ static void setup_run(app_t *app, cg_run_t *R)
             tiers_last_error());
   int rc = tiers_team_parallel(team, ones_body, R);
   app_check(app, rc != TIERS_OK, "%s", tiers_last_error());
+  /* the matrix into arrays first touched by the threads that read them */
+  if (R->nthreads > 1) {
+    int64_t nnz = R->A.rowptr[R->nloc];
+    R->col_new = malloc((size_t)(nnz ? nnz : 1) * sizeof *R->col_new);
+    R->val_new = malloc((size_t)(nnz ? nnz : 1) * sizeof *R->val_new);
+    app_check(app, !R->col_new || !R->val_new, "out of memory for a matrix of %" PRId64
+              " nonzeros", nnz);
+    rc = tiers_team_parallel(team, touch_body, R);
+    app_check(app, rc != TIERS_OK, "%s", tiers_last_error());
+    free(R->A.col);
+    free(R->A.val);
+    R->A.col = R->col_new;
+    R->A.val = R->val_new;
+    R->col_new = NULL;
+    R->val_new = NULL;
+  }
 }
 
 static void free_run(cg_run_t *R)
