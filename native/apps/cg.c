@@ -53,19 +53,29 @@
  * update of p the master thread gathers it with one MPI_Allgatherv (NPB's
  * MPI version uses a 2-D process grid and a transpose exchange instead;
  * block rows keep the messages in one collective whose volume, na doubles
- * per process and iteration, is easy to reason about).  Dot products are
- * hybrid reductions (tiers_team_allreduce_double: team sum in thread order,
- * then one MPI_Allreduce).  All communication goes through two functions,
- * exchange_vector() and reduce_sum(), so that another messaging layer can
- * replace them.
+ * per process and iteration, is easy to reason about; at 2 processes the
+ * 1 x 2 grid moves the same na/2 doubles per step with the same three
+ * synchronisations, and tiers' block rows ran ahead of the 1 x 2 grid
+ * reference of bench/cg_classes).  Dot products are
+ * hybrid reductions (reduce_sum: team sum in thread order, then one
+ * MPI_Allreduce; the sums of tiers_team_allreduce_double with one or two
+ * team barriers instead of three).  All communication goes through two
+ * functions, exchange_vector() and reduce_sum(), so that another messaging
+ * layer can replace them.
+ *
+ * Speed: the timed part is 98% sparse product, whose loop is bound by the
+ * latency of one chain of additions and by the loads, not by the flops;
+ * matvec() sums each row in four interleaved partial sums (two-wide
+ * vectors), in an order fixed by the row alone.  With threads, the
+ * matrix is copied into arrays first touched by the threads that read it.
  *
  * --comm mbc replaces them with tiers' memory-based layer (tiers/mbc.h,
  * seed 001): exchange_vector() posts a receive of every other process's
  * block straight into its place in v, then sends this process's block to
  * every other process (non-blocking, one waitall: receives posted first,
  * so blocks of 16 KiB and more can go by direct remote write), and
- * reduce_sum() is app_allreduce_double (team sum in thread order, then
- * tiers_mbc_allreduce, which sums in rank order).  The vectors exchanged
+ * reduce_sum() adds the team's parts in thread order, then calls
+ * tiers_mbc_allreduce (which sums in rank order).  The vectors exchanged
  * are the same bytes in both modes; the dot products agree bit for bit
  * at 1 and 2 processes and within rounding beyond (MPI chooses its own
  * summation order), so zeta agrees with the MPI run within 1e-12 and
@@ -635,7 +645,7 @@ typedef struct cg_run {
   tiers_barrier_t bar; /* the team's own barrier (no MPI) */
   MPI_Comm comm;
   int *counts, *displs; /* rows per process, for MPI_Allgatherv */
-  app_t *app;           /* messaging mode; reductions (app_allreduce) */
+  app_t *app;           /* messaging mode */
   tiers_mbc_t mbc;      /* --comm mbc: the vector exchange; else NULL */
   tiers_mbc_request_t *reqs; /* 2 (nprocs - 1) */
   /* vectors: "full" ones have n entries (this process writes its rows,
