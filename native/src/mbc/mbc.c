@@ -2184,6 +2184,15 @@ int mbc_progress_once(tiers_mbc_t m, int *events)
   return progress(m, events);
 }
 
+int mbc_progress_node(tiers_mbc_t m, int *events)
+{
+  TIERS_CALL(mbc_check(m));
+  for (int i = 0; i < m->size; i++)
+    if (m->peers[i].tp != m->rma)
+      TIERS_CALL(progress_peer(m, i, events));
+  return TIERS_OK;
+}
+
 int mbc_iprobe(tiers_mbc_t m, int source, int tag, int *flag, tiers_mbc_status_t *st)
 {
   TIERS_CALL(mbc_check(m));

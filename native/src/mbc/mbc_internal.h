@@ -189,6 +189,11 @@ void mbc_local_stats(tiers_mbc_t mbc, tiers_mbc_stats_t *st);
  *    (its other communicators, MPI's own requests);
  *  - mbc_progress_once: one round of progress; *events counts what
  *    happened;
+ *  - mbc_progress_node: one round of progress on the peers reached through
+ *    shared memory only; it makes no MPI call (the peers of the RMA
+ *    transport are left out), so another thread may run it while the
+ *    thread that owns the handle is inside an MPI call and does not touch
+ *    the handle;
  *  - mbc_iprobe: progress, then *flag = 1 and *st (source, tag, bytes)
  *    when an unmatched message matches source/tag (not consumed);
  *  - mbc_cancel_recv: 1 when the posted receive r was withdrawn (it then
@@ -200,6 +205,7 @@ void mbc_local_stats(tiers_mbc_t mbc, tiers_mbc_stats_t *st);
 extern void (*mbc_sent_hook)(size_t bytes, int tag, int direct);
 extern void (*mbc_idle_hook)(tiers_mbc_t waiting);
 int mbc_progress_once(tiers_mbc_t mbc, int *events);
+int mbc_progress_node(tiers_mbc_t mbc, int *events);
 int mbc_iprobe(tiers_mbc_t mbc, int source, int tag, int *flag, tiers_mbc_status_t *st);
 int mbc_cancel_recv(tiers_mbc_t mbc, tiers_mbc_request_t r);
 int mbc_request_done(tiers_mbc_request_t r);

@@ -27,6 +27,10 @@
  *   waited on while the transport makes progress (a process inside a
  *   collective still drains its FIFOs, so a peer's send cannot stall),
  *   or carried on the transport where the choice table says so.
+ * - The other blocking calls that may wait for another process (window
+ *   creation, synchronisation and release, MPI-IO's collective calls,
+ *   communicator constructors, connect/accept) run while a helper thread
+ *   makes transport progress on the node's peers (during.c).
  * - Synchronous mode (MPI_Ssend, MPI_Issend, MPI_Ssend_init) completes
  *   only when the receiver has matched the message: the message carries a
  *   flag and the receiver acknowledges its match (libtiers-mbc's
@@ -1037,6 +1041,7 @@ EXPORT(Init_thread)
 static int w_Finalize(void)
 {
   if (mbcmpi.active && !mbcmpi.inside) {
+    mbcmpi_during_stop();
     unsigned rounds = 0;
     while (rq.detached) {
       mbcmpi_progress_all();
@@ -2237,42 +2242,45 @@ static int constructed(int rc, MPI_Comm *newcomm, int fn, const char *name)
 
 static int w_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
-  int rc = REAL(Comm_dup)(comm, newcomm);
+  int rc = WITH_PROGRESS("MPI_Comm_dup", REAL(Comm_dup)(comm, newcomm));
   return constructed(rc, newcomm, F_Comm_dup, "MPI_Comm_dup");
 }
 EXPORT(Comm_dup)
 
 static int w_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
-  int rc = REAL(Comm_dup_with_info)(comm, info, newcomm);
+  int rc =
+      WITH_PROGRESS("MPI_Comm_dup_with_info", REAL(Comm_dup_with_info)(comm, info, newcomm));
   return constructed(rc, newcomm, F_Comm_dup_with_info, "MPI_Comm_dup_with_info");
 }
 EXPORT(Comm_dup_with_info)
 
 static int w_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-  int rc = REAL(Comm_split)(comm, color, key, newcomm);
+  int rc = WITH_PROGRESS("MPI_Comm_split", REAL(Comm_split)(comm, color, key, newcomm));
   return constructed(rc, newcomm, F_Comm_split, "MPI_Comm_split");
 }
 EXPORT(Comm_split)
 
 static int w_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
-  int rc = REAL(Comm_split_type)(comm, type, key, info, newcomm);
+  int rc = WITH_PROGRESS("MPI_Comm_split_type",
+                         REAL(Comm_split_type)(comm, type, key, info, newcomm));
   return constructed(rc, newcomm, F_Comm_split_type, "MPI_Comm_split_type");
 }
 EXPORT(Comm_split_type)
 
 static int w_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
-  int rc = REAL(Comm_create)(comm, group, newcomm);
+  int rc = WITH_PROGRESS("MPI_Comm_create", REAL(Comm_create)(comm, group, newcomm));
   return constructed(rc, newcomm, F_Comm_create, "MPI_Comm_create");
 }
 EXPORT(Comm_create)
 
 static int w_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
-  int rc = REAL(Comm_create_group)(comm, group, tag, newcomm);
+  int rc = WITH_PROGRESS("MPI_Comm_create_group",
+                         REAL(Comm_create_group)(comm, group, tag, newcomm));
   return constructed(rc, newcomm, F_Comm_create_group, "MPI_Comm_create_group");
 }
 EXPORT(Comm_create_group)
@@ -2280,14 +2288,15 @@ EXPORT(Comm_create_group)
 static int w_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[],
                          int reorder, MPI_Comm *newcomm)
 {
-  int rc = REAL(Cart_create)(comm, ndims, dims, periods, reorder, newcomm);
+  int rc = WITH_PROGRESS("MPI_Cart_create",
+                         REAL(Cart_create)(comm, ndims, dims, periods, reorder, newcomm));
   return constructed(rc, newcomm, F_Cart_create, "MPI_Cart_create");
 }
 EXPORT(Cart_create)
 
 static int w_Cart_sub(MPI_Comm comm, const int remain[], MPI_Comm *newcomm)
 {
-  int rc = REAL(Cart_sub)(comm, remain, newcomm);
+  int rc = WITH_PROGRESS("MPI_Cart_sub", REAL(Cart_sub)(comm, remain, newcomm));
   return constructed(rc, newcomm, F_Cart_sub, "MPI_Cart_sub");
 }
 EXPORT(Cart_sub)
@@ -2295,7 +2304,8 @@ EXPORT(Cart_sub)
 static int w_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[],
                           int reorder, MPI_Comm *newcomm)
 {
-  int rc = REAL(Graph_create)(comm, nnodes, index, edges, reorder, newcomm);
+  int rc = WITH_PROGRESS("MPI_Graph_create",
+                         REAL(Graph_create)(comm, nnodes, index, edges, reorder, newcomm));
   return constructed(rc, newcomm, F_Graph_create, "MPI_Graph_create");
 }
 EXPORT(Graph_create)
@@ -2304,8 +2314,9 @@ static int w_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const 
                                const int dests[], const int weights[], MPI_Info info,
                                int reorder, MPI_Comm *newcomm)
 {
-  int rc = REAL(Dist_graph_create)(comm, n, sources, degrees, dests, weights, info, reorder,
-                                   newcomm);
+  int rc = WITH_PROGRESS("MPI_Dist_graph_create",
+                         REAL(Dist_graph_create)(comm, n, sources, degrees, dests, weights, info,
+                                                 reorder, newcomm));
   return constructed(rc, newcomm, F_Dist_graph_create, "MPI_Dist_graph_create");
 }
 EXPORT(Dist_graph_create)
@@ -2315,15 +2326,17 @@ static int w_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int s
                                         const int dests[], const int destweights[],
                                         MPI_Info info, int reorder, MPI_Comm *newcomm)
 {
-  int rc = REAL(Dist_graph_create_adjacent)(comm, indegree, sources, sourceweights, outdegree,
-                                            dests, destweights, info, reorder, newcomm);
+  int rc = WITH_PROGRESS("MPI_Dist_graph_create_adjacent",
+                         REAL(Dist_graph_create_adjacent)(comm, indegree, sources, sourceweights,
+                                                          outdegree, dests, destweights, info,
+                                                          reorder, newcomm));
   return constructed(rc, newcomm, F_Dist_graph_create_adjacent, "MPI_Dist_graph_create_adjacent");
 }
 EXPORT(Dist_graph_create_adjacent)
 
 static int w_Intercomm_merge(MPI_Comm inter, int high, MPI_Comm *newcomm)
 {
-  int rc = REAL(Intercomm_merge)(inter, high, newcomm);
+  int rc = WITH_PROGRESS("MPI_Intercomm_merge", REAL(Intercomm_merge)(inter, high, newcomm));
   return constructed(rc, newcomm, F_Intercomm_merge, "MPI_Intercomm_merge");
 }
 EXPORT(Intercomm_merge)
@@ -2346,7 +2359,7 @@ static int w_Comm_disconnect(MPI_Comm *comm)
     PASSED_OR_CARRIED(Comm_disconnect, c);
     detach(comm);
   }
-  return REAL(Comm_disconnect)(comm);
+  return WITH_PROGRESS("MPI_Comm_disconnect", REAL(Comm_disconnect)(comm));
 }
 EXPORT(Comm_disconnect)
 

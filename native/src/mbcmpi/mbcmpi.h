@@ -97,6 +97,29 @@ void mbcmpi_progress_all(void);
 /* Waits for a real MPI request while making progress on the transport. */
 int mbcmpi_wait_real(MPI_Request *req, MPI_Status *status);
 
+/* during.c: a blocking call passed to MPI runs between
+ * mbcmpi_during_begin and mbcmpi_during_end (FN: its name, for a failure
+ * message) while a helper thread makes transport progress on the node's
+ * peers; the caller touches no libtiers-mbc handle in between.
+ * mbcmpi_during_stop ends the helper (MPI_Finalize). */
+void mbcmpi_during_begin(void);
+void mbcmpi_during_end(const char *fn);
+void mbcmpi_during_stop(void);
+/* The value of the MPI call EXPR, run with the helper's progress unless
+ * the library is off or re-entered. */
+#define WITH_PROGRESS(fn, expr)                  \
+  __extension__({                                \
+    int rc_;                                     \
+    if (mbcmpi.active && !mbcmpi.inside) {       \
+      mbcmpi_during_begin();                     \
+      rc_ = (expr);                              \
+      mbcmpi_during_end(fn);                     \
+    } else {                                     \
+      rc_ = (expr);                              \
+    }                                            \
+    rc_;                                         \
+  })
+
 /* mbc_fast.c: the small-message fast paths, on libtiers-mbc's private
  * state.  Neither waits for anything beyond `spin` polls, neither fails:
  * 0 means "take the general path" (tiers_mbc_isend / tiers_mbc_irecv),
