@@ -225,6 +225,29 @@ def test_rows_of_every_length_match_dense_solve(tmp_path, ranks, threads):
     assert np.max(np.abs(x - want)) <= 1e-10 * np.max(np.abs(want))
 
 
+@pytest.mark.parametrize("ranks,threads", [(1, 1), (2, 1), (1, 2)])
+def test_columns_far_apart_solve_correctly(tmp_path, ranks, threads):
+    """Rows whose neighbouring columns are 65,536 or more apart (the first
+    and the last row couple): the product keeps 32-bit column indices for
+    them, and the solution satisfies A x = 1 when checked here."""
+    n = 66_000
+    diag = 3.0 + np.arange(n) % 7  # x varies from row to row
+    entries = [(i + 1, i + 1, float(diag[i])) for i in range(n)]
+    entries += [(i + 1, i, -1.0) for i in range(1, n)]
+    entries.append((n, 1, -1.5))
+    path = write_mtx(tmp_path / "far.mtx", n, entries, symmetric=True)
+    sol = tmp_path / "x.txt"
+    doc = _run(ranks, threads, "--matrix", path, "--solution", str(sol), "--tol", "1e-12")
+    assert doc["verification"]["passed"] is True and doc["result"]["nnz"] == 3 * n
+    x = np.loadtxt(sol)
+    ax = diag * x
+    ax[1:] -= x[:-1]
+    ax[:-1] -= x[1:]
+    ax[0] -= 1.5 * x[-1]
+    ax[-1] -= 1.5 * x[0]
+    assert np.max(np.abs(ax - 1.0)) <= 1e-8
+
+
 def test_too_few_iterations_fails_verification_with_the_miss(tmp_path):
     path = write_mtx(tmp_path / "lap.mtx", 50, laplace1d(50, True), True)
     run = _run(2, 1, "--matrix", path, "--iters", "3", check=False)
