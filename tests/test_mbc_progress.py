@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
 
-from conftest import build_program, needs_mpicc, run_tiers
+from conftest import PROGRAMS, build_program, needs_mpicc, run_tiers
 from tiers import launch
 
 pytestmark = needs_mpicc
@@ -93,6 +94,27 @@ def test_long_send_facing_a_blocking_call_on_other_paths(program, tmp_path, mode
         res = _run_mbc(program, mode, 1 << 20, order, ranks, PATHS[path], tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
         assert _checks(res.stdout) == (expected_checks(mode, ranks), 0), res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("path", ["default", "two-copy"])
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_fortran_send_facing_a_fence_finishes(tmp_path, ranks, path):
+    """mbcmpi_progress_f.f90 (`use mpi`): Open MPI's and MPICH's Fortran
+    bindings call the PMPI_ names, which the library defines; every byte
+    right, no hang."""
+    fc = shutil.which("mpif90") or shutil.which("mpifort")
+    if not fc:
+        pytest.fail("mpif90 missing: install gfortran and the MPI Fortran bindings")
+    exe = tmp_path / "mbcmpi_progress_f"
+    subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / "mbcmpi_progress_f.f90")],
+                   check=True, capture_output=True)
+    cmd = ["mbc", "run", "--", *_launcher(ranks), str(exe)]
+    try:
+        res = run_tiers(*cmd, env=PATHS[path], timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the Fortran program at {ranks} ranks did not finish in 120 s (hang)")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _checks(res.stdout) == ((ranks // 2) * ROUNDS, 0), res.stdout + res.stderr
 
 
 def test_program_valid_without_library(program, tmp_path):
