@@ -27,9 +27,10 @@
  *    runs meanwhile, with the re-entry guard raised, so that the MPI
  *    library's own calls to MPI_ names (ROMIO's, say) pass straight
  *    through without touching the transport.
- *  - Between calls the helper sleeps on a condition variable; while on, it
- *    spins for a few empty rounds, then naps (10 us, doubling up to 1 ms)
- *    until something happens.  MPI_Finalize stops it and joins it.
+ *  - Between calls the helper sleeps on a condition variable; woken, it
+ *    naps 20 us before its first round (a short call is over by then);
+ *    while on, it spins for a few empty rounds, then naps (10 us, doubling
+ *    up to 1 ms) until something happens.  MPI_Finalize stops it and joins it.
  *  - A transport failure seen by the helper is reported by the program's
  *    thread after the call, as every other failure of this library.
  */
@@ -53,6 +54,8 @@ static int started, on, quit, failed;
 static char fail_msg[512];
 static unsigned depth; /* nesting of the program thread's begin/end */
 
+#define FIRST_NAP_NS 20000L
+
 static void nap(long ns)
 {
   struct timespec ts = {0, ns};
@@ -67,10 +70,19 @@ static void *helper_main(void *arg)
   long ns = 10000;
   pthread_mutex_lock(&mu);
   for (;;) {
-    while (!on && !quit) {
+    if (!on && !quit) {
+      while (!on && !quit)
+        pthread_cond_wait(&wake, &mu);
       empty = 0;
       ns = 10000;
-      pthread_cond_wait(&wake, &mu);
+      if (!quit) {
+        /* a call that returns within FIRST_NAP_NS (most fences and window
+         * calls that nobody waits in) never shares its CPU with a round */
+        pthread_mutex_unlock(&mu);
+        nap(FIRST_NAP_NS);
+        pthread_mutex_lock(&mu);
+        continue;
+      }
     }
     if (quit)
       break;
