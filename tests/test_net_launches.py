@@ -212,9 +212,8 @@ def test_barrier_runs_in_separate_launches(tmp_path, ranks):
                     "--barrier-threads", "1", "--quick")
     pb = doc["params"]["barrier"]
     assert pb["launches"] == 2
+    assert pb["block_calls"] >= 100  # blocks long enough to hold steady calls
     rows = doc["samples"]["barrier"]["mpi"]
-    # blocks long enough that the calls after each block's decision are few
-    assert all(100 <= r["block_calls"] <= 1000 for r in rows)
     assert [r["ranks"] for r in rows] == list(range(2, ranks + 1))
     for r in rows:
         assert r["launches"] == 2 and len(r["avg_launches_us"]) == 2

@@ -60,7 +60,7 @@
  * allreduce MPI_Allreduce of 8 B (one double, MPI_SUM) over the same process
  *           counts, as osu_allreduce: warm-up calls, then calls each
  *           timed on its own and followed by an untimed MPI_Barrier, in
- *           blocks of about 0.5 ms (100 to 1,000 calls) that repeat until
+ *           blocks of --barrier-iters / 10 (at least 100) that repeat until
  *           the statistics layer's rule stops; per block the mean over
  *           ranks of the time per call, and min, mean and max over ranks
  *           of each rank's mean time per call.  Not run unless asked for.
@@ -1199,29 +1199,21 @@ static int barrier_counts(int *counts)
 /* Allreduce                                                           */
 
 #define ALLREDUCE_BYTES 8 /* one double, MPI_SUM: osu_allreduce's 8 B figure */
-#define COLL_BLOCK_MIN 100    /* timed calls per collective block, at least ... */
-#define COLL_BLOCK_MAX 1000   /* ... and at most ... */
-#define COLL_BLOCK_S 0.5e-3   /* ... aiming at this many seconds per block */
-#define COLL_CALIBRATE 50     /* untimed calls after the warm-up that measure a call */
+#define COLL_BLOCK_MIN 100 /* timed calls per collective block, at least */
 
 typedef struct {
   int ranks;
   double min_us, avg_us, max_us; /* over ranks, of each rank's mean time per call */
   int nblocks;
-  long block_calls;          /* timed calls per block */
   double blocks[MAX_BLOCKS]; /* per block: mean over ranks of the time per call (us) */
   int stop;                  /* why sampling stopped (tiers_stats_stop_t) */
 } allreduce_row_t;
 
-/* Timed calls per block of a collective series, from the warm-up's time
- * per call: about COLL_BLOCK_S seconds of calls, between COLL_BLOCK_MIN and
- * COLL_BLOCK_MAX, and never fewer than --barrier-iters / 10. */
-static long coll_block_calls(double per_call_s)
+/* Timed calls per block of a collective series: --barrier-iters / 10, at
+ * least COLL_BLOCK_MIN. */
+static long coll_block_calls(void)
 {
-  double want = per_call_s > 0 ? COLL_BLOCK_S / per_call_s : COLL_BLOCK_MAX;
-  long calls = want >= COLL_BLOCK_MAX ? COLL_BLOCK_MAX
-               : want <= COLL_BLOCK_MIN ? COLL_BLOCK_MIN : (long)want;
-  return opt.barrier_iters / 10 > calls ? opt.barrier_iters / 10 : calls;
+  return opt.barrier_iters / 10 > COLL_BLOCK_MIN ? opt.barrier_iters / 10 : COLL_BLOCK_MIN;
 }
 
 /*
@@ -1229,8 +1221,8 @@ static long coll_block_calls(double per_call_s)
  * ranks, as osu_allreduce and osu_barrier time them (warm-up calls, then
  * every call timed on its own -- an allreduce followed by an untimed
  * MPI_Barrier -- and summed; each rank's mean time per call; min, mean and
- * max over the ranks), the timed calls cut into blocks of coll_block_calls() calls
- * that repeat until the statistics layer's rule stops (rank
+ * max over the ranks), the timed calls cut into blocks of --barrier-iters / 10 calls
+ * (at least COLL_BLOCK_MIN) that repeat until the statistics layer's rule stops (rank
  * 0 decides after each untimed reduction of the block times).
  */
 static void collective_series(int p, int allreduce, allreduce_row_t *row)
@@ -1241,28 +1233,20 @@ static void collective_series(int p, int allreduce, allreduce_row_t *row)
   MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
   if (sub == MPI_COMM_NULL)
     return;
+  /* blocks of at least COLL_BLOCK_MIN calls: the untimed decision after a
+   * block and the barrier that lines the ranks up again leave the first
+   * calls of the next block out of step; with blocks of 10 (--quick's 100
+   * calls / 10) those calls were a third of every block, and 2-rank
+   * MPI_Barrier read 0.33 or 0.43 us by the block (the mean over a launch
+   * moved with their mix) against 0.31-0.33 us in blocks of 100 or more */
+  long per_block = coll_block_calls();
   double in = 1.0 + rank, out = 0;
-  long warmup = opt.barrier_warmup > 0 ? opt.barrier_warmup : 1;
-  double w0 = 0;
-  /* the last COLL_CALIBRATE warm-up calls (after the given ones, whose
-   * first calls are slow) give the time per call that sizes the blocks */
-  for (long i = 0; i < warmup + COLL_CALIBRATE; i++) {
-    if (i == warmup)
-      w0 = tiers_now();
+  for (long i = 0; i < (opt.barrier_warmup > 0 ? opt.barrier_warmup : 1); i++) {
     if (allreduce)
       MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, sub);
     else
       MPI_Barrier(sub);
   }
-  /* blocks of about COLL_BLOCK_S (100 to 1,000 calls; rank 0's warm-up
-   * decides for all): the untimed decision after a block and the barrier
-   * that lines the ranks up again leave the first calls of the next block
-   * out of step.  In blocks of 10 (--quick's 100 calls / 10) they were a
-   * third of every block: 2-rank MPI_Barrier read 0.33 or 0.43 us by the
-   * block and a launch's mean moved with their mix; blocks of 100 still
-   * read ~0.35 us where 1,000 consecutive calls (osu_barrier) read ~0.30 */
-  long per_block = coll_block_calls((tiers_now() - w0) / (double)COLL_CALIBRATE);
-  coll_bcast(&per_block, (int)sizeof per_block, sub, 0, what);
   if (allreduce && out != (double)p * (p + 1) / 2)
     fail_here("MPI_Allreduce over %d ranks gave %g, not %g", p, out, (double)p * (p + 1) / 2);
   double total = 0, start = tiers_now();
@@ -1312,7 +1296,6 @@ static void collective_series(int p, int allreduce, allreduce_row_t *row)
   row->max_us = hi;
   row->avg_us = sum / p;
   row->nblocks = n;
-  row->block_calls = per_block;
   row->stop = why;
   MPI_Comm_free(&sub);
 }
@@ -1324,7 +1307,6 @@ static void write_coll_row(tiers_json_t *j, const allreduce_row_t *r)
   tiers_stats_t s;
   tiers_stats_summarize(r->blocks, (size_t)r->nblocks, scratch, &s);
   tiers_json_kv_int(j, "ranks", r->ranks);
-  tiers_json_kv_int(j, "block_calls", r->block_calls);
   tiers_json_kv_double(j, "min_us", r->min_us);
   tiers_json_kv_double(j, "avg_us", r->avg_us);
   tiers_json_kv_double(j, "max_us", r->max_us);
@@ -1605,6 +1587,7 @@ static void write_params(tiers_json_t *j, int hthreads, tiers_pin_policy_t hpin)
   tiers_json_object_begin(j);
   tiers_json_kv_int(j, "iters", opt.barrier_iters);
   tiers_json_kv_int(j, "warmup", opt.barrier_warmup);
+  tiers_json_kv_int(j, "block_calls", coll_block_calls());
   if (opt.selected[TEST_BARRIER]) {
     tiers_json_key(j, "kinds");
     tiers_json_array_begin(j);

@@ -350,6 +350,8 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
                               mpi_funneled=hyb["barrier"]["mpi"])
         raw["params"]["barrier"] = dict(hyb["params"]["barrier"], kinds=["mpi", "hybrid"],
                                         launches=flat_b["barrier"].get("launches", 1))
+        if "block_calls" in flat_b["params"].get("barrier", {}):
+            raw["params"]["barrier"]["block_calls"] = flat_b["params"]["barrier"]["block_calls"]
         raw["params"]["barrier_launch_command"] = by["hybrid barrier"][2]
     raw["params"]["launch_commands"] = {p[0]: p[2] for p in parts}
     layer_matrix = cache_matrix = None
@@ -983,9 +985,7 @@ def render(doc: dict, console: Console) -> None:
         console.print(t)
         pb = doc["params"].get("barrier", {})
         if pb.get("launches", 1) > 1:
-            sizes = sorted({r["block_calls"] for r in b["mpi"] if r.get("block_calls")})
-            calls = (f"blocks of {sizes[0]}" + (f"-{sizes[-1]}" if len(sizes) > 1 else "")
-                     + " calls (about 0.5 ms), ") if sizes else ""
+            calls = f"blocks of {pb['block_calls']} calls, " if pb.get("block_calls") else ""
             console.print(f"MPI_Barrier: {calls}each figure the median over {pb['launches']} "
                           "separate launches (~: the launches or their blocks disagree by more "
                           "than +-5 %)")
