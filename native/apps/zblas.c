@@ -934,9 +934,10 @@ static int team_wait(tiers_team_t team, tiers_barrier_t bar)
 /* zdotc and dznrm2 end every call in a team reduction (a barrier): below
  * PAR_MIN complex numbers per thread that costs more than the split saves,
  * so they run on fewer threads (one: no reduction at all with one
- * process).  zaxpy and zgemv need no barrier between calls and always use
- * every thread. */
+ * process).  zaxpy needs no barrier between calls and splits from
+ * AXPY_PAR_MIN numbers a thread; zgemv always uses every thread. */
 #define PAR_MIN 16384L
+#define AXPY_PAR_MIN 1024L /* zaxpy: numbers per thread, at least */
 
 static int active_threads(long n, int nthreads)
 {
@@ -1033,7 +1034,12 @@ static int batch_body(tiers_team_t team, int t, void *arg)
   int act;
   switch (R->kern) {
   case K_ZAXPY:
-    vsplit(R->nl, nt, t, &lo, &hi);
+    /* no barrier between calls, but the batch waits for its slowest
+     * thread: below AXPY_PAR_MIN numbers a thread, waking the others
+     * costs more than their share (2 threads at n = 512 ran at a third
+     * of one thread's rate) */
+    act = (int)(R->nl / AXPY_PAR_MIN < 1 ? 1 : R->nl / AXPY_PAR_MIN < nt ? R->nl / AXPY_PAR_MIN : nt);
+    vsplit(R->nl, act, t, &lo, &hi);
     for (long it = 0; it < R->iters; it++)
       K->zaxpy(hi - lo, ALPHA, R->x + 2 * lo, R->yaxpy + 2 * lo);
     break;
