@@ -280,6 +280,32 @@ int tiers_mbc_options_init(tiers_mbc_options_t *opts)
   return TIERS_OK;
 }
 
+/* A path's switch and threshold from the environment: SWITCH=0 turns the
+ * path off (*min = SIZE_MAX), SWITCH=1 or unset leaves it on, MIN=BYTES
+ * (lo..2^40) moves its threshold from the *min given. */
+static int env_path_threshold(const char *sw, const char *mn, unsigned long long lo, size_t *min)
+{
+  const char *s = getenv(sw);
+  if (s && *s) {
+    if (!strcmp(s, "0")) {
+      *min = SIZE_MAX;
+      return TIERS_OK;
+    }
+    if (strcmp(s, "1"))
+      TIERS_ERROR(TIERS_ERR_ARG, "%s=%s is not 0 or 1", sw, s);
+  }
+  s = getenv(mn);
+  if (s && *s) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || *s == '-' || v < lo || v > ((unsigned long long)1 << 40))
+      TIERS_ERROR(TIERS_ERR_ARG, "%s=%s is not a byte count in %llu..2^40", mn, s, lo);
+    *min = (size_t)v;
+  }
+  return TIERS_OK;
+}
+
 /* The single-copy rendezvous for unasked messages: on, from
  * direct_min_bytes up, wherever direct writes work; TIERS_MBC_SINGLE_COPY=0
  * turns it off (every unasked message then goes through the FIFO, the
@@ -287,26 +313,7 @@ int tiers_mbc_options_init(tiers_mbc_options_t *opts)
 static int read_threshold(const tiers_mbc_options_t *o, size_t *min)
 {
   *min = o->direct_min_bytes < 64 ? 64 : o->direct_min_bytes;
-  const char *s = getenv("TIERS_MBC_SINGLE_COPY");
-  if (s && *s) {
-    if (!strcmp(s, "0")) {
-      *min = SIZE_MAX;
-      return TIERS_OK;
-    }
-    if (strcmp(s, "1"))
-      TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_SINGLE_COPY=%s is not 0 or 1", s);
-  }
-  s = getenv("TIERS_MBC_SINGLE_COPY_MIN");
-  if (s && *s) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || *s == '-' || v < 64 || v > ((unsigned long long)1 << 40))
-      TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_SINGLE_COPY_MIN=%s is not a byte count in 64..2^40",
-                  s);
-    *min = (size_t)v;
-  }
-  return TIERS_OK;
+  return env_path_threshold("TIERS_MBC_SINGLE_COPY", "TIERS_MBC_SINGLE_COPY_MIN", 64, min);
 }
 
 /* The split copy of long messages answering a send request (MBC_E_SPLIT):
@@ -318,24 +325,7 @@ static int read_threshold(const tiers_mbc_options_t *o, size_t *min)
 static int split_threshold(const tiers_mbc_options_t *o, size_t *min)
 {
   *min = SPLIT_MIN_DEFAULT;
-  const char *s = getenv("TIERS_MBC_SPLIT");
-  if (s && *s) {
-    if (!strcmp(s, "0")) {
-      *min = SIZE_MAX;
-      return TIERS_OK;
-    }
-    if (strcmp(s, "1"))
-      TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_SPLIT=%s is not 0 or 1", s);
-  }
-  s = getenv("TIERS_MBC_SPLIT_MIN");
-  if (s && *s) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || *s == '-' || v < 8192 || v > ((unsigned long long)1 << 40))
-      TIERS_ERROR(TIERS_ERR_ARG, "TIERS_MBC_SPLIT_MIN=%s is not a byte count in 8192..2^40", s);
-    *min = (size_t)v;
-  }
+  TIERS_CALL(env_path_threshold("TIERS_MBC_SPLIT", "TIERS_MBC_SPLIT_MIN", 8192, min));
   if (*min < o->direct_min_bytes)
     *min = o->direct_min_bytes;
   return TIERS_OK;
