@@ -162,6 +162,33 @@ def machine() -> dict:
     return info
 
 
+def spread_of(values: list[float]) -> float:
+    """(max - min) / median: how far apart the rounds' figures lie."""
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def replay(path: str, args) -> int:
+    """Print the tables again from a document written by --json."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        samples = {(d["tool"], d["kernel"], d["threads"]): d["values"] for d in doc["samples"]}
+        threads = sorted({d["threads"] for d in doc["samples"]})
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"cannot read {path} as a mem_vs_likwid document: {e}")
+    variants = {k: [] for k in KERNELS}
+    for tool, kernel, _ in samples:
+        if not tool.startswith("tiers") and tool not in variants[kernel]:
+            variants[kernel].append(tool)
+    args.json = None
+    info = doc.get("machine", {})
+    print(f"replayed from {path}: {doc.get('args', {}).get('rounds', '?')} rounds, "
+          f"machine {info.get('cpu', '?')}, L3 {info.get('l3', '?')}")
+    report(samples, variants, doc.get("likwid_failed", {}), threads,
+           doc.get("default_stores"), info, args)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
@@ -174,7 +201,11 @@ def main() -> int:
                     help="tiers placement; likwid gets -W (each thread initialises its chunk) "
                     "for first-touch, -w (one thread) for master (default first-touch)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw rates as JSON")
+    ap.add_argument("--replay", metavar="FILE",
+                    help="measure nothing: print the tables of a document written by --json")
     args = benchlib.parse_args(ap, {"rounds": 1, "ntimes": 6})
+    if args.replay:
+        return replay(args.replay, args)
     llc = llc_bytes()
     if args.array_bytes is None:
         args.array_bytes = max(160_000_000, 4 * llc)
@@ -254,6 +285,14 @@ def main() -> int:
                         samples.setdefault((v, what, t), []).append(r)
             print(f"done ({step}/{total})", file=sys.stderr)
 
+    report(samples, variants, broken, threads, default_stores, info, args)
+    return 0
+
+
+def report(samples: dict, variants: dict, broken: dict, threads: list[int],
+           default_stores, info: dict, args) -> None:
+    """Print the medians, the ratio table and the spread over the rounds;
+    write the JSON document when asked."""
     med = {}
     for key, vals in samples.items():
         if key[0].startswith("tiers"):
@@ -341,6 +380,24 @@ def main() -> int:
                           "ratio_nt_to_likwid_nt": nt_nt,
                           "ratio_nt_to_likwid_mem_avx512": nt_512,
                           "target_met_default": met})
+    print()
+    print("Spread over the rounds: (max - min) / median of each side's rate, and tiers' "
+          "mean rate over likwid's best variant round by round (median, min-max)")
+    head = (f"{'kernel':<7}{'thr':>4}{'rounds':>8}{'tiers auto':>12}{'likwid best':>13}"
+            f"{'ratio median':>14}{'min-max':>16}")
+    print(head)
+    print("-" * len(head))
+    for row in table:
+        k, t, best_v = row["kernel"], row["threads"], row["likwid_best_variant"]
+        ours = [v[1] for v in samples[("tiers auto", k, t)]]
+        theirs = samples[(best_v, k, t)]
+        per_round = [a / b for a, b in zip(ours, theirs)]
+        row["spread_tiers_auto_mean"] = spread_of(ours)
+        row["spread_likwid_best"] = spread_of(theirs)
+        row["ratio_per_round"] = per_round
+        print(f"{k:<7}{t:>4}{len(per_round):>8}{spread_of(ours):>11.1%}"
+              f"{spread_of(theirs):>13.1%}{statistics.median(per_round):>14.3f}"
+              f"{min(per_round):>9.3f}-{max(per_round):.3f}")
     if args.json:
         raw = {"machine": info, "args": vars(args), "default_stores": default_stores,
                "likwid_failed": broken,
@@ -350,7 +407,6 @@ def main() -> int:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(raw, f, indent=1)
         print(f"wrote {args.json}")
-    return 0
 
 
 if __name__ == "__main__":
