@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 
+from _sync_helpers import pair_stats, summary_of
 from conftest import assert_one_line_error, run_tiers
 
 SYNC = ["parallel", "for", "parallel_for", "barrier", "single", "critical", "lock", "atomic",
@@ -406,23 +407,6 @@ def test_native_tool_bad_input(native_bin):
         assert proc.stdout == ""
 
 
-def _pair_stats(native_bin, refs, tests) -> dict:
-    """One test's result from given samples, computed by tiers-probe-sync
-    itself (the code a measurement runs)."""
-    text = lambda v: "none" if v is None else ",".join(repr(float(x)) for x in v)  # noqa: E731
-    proc = subprocess.run([native_bin("tiers-probe-sync"), "--pair-stats", text(refs),
-                           text(tests)], capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def _summary_of(test: dict) -> dict:
-    from tiers.probe import sync
-
-    raw = {"runs": [{"threads": 2, "tests": [test]}], "params": {"cycles_per_second": 1e9}}
-    return sync.summarise(raw)
-
-
 def test_a_disturbed_reference_does_not_give_a_negative_overhead(native_bin):
     """Twelve pairs; one reference loop was disturbed (4 us instead of 1 us).
     A naive overhead, the mean test time minus the mean reference time, is
@@ -433,11 +417,11 @@ def test_a_disturbed_reference_does_not_give_a_negative_overhead(native_bin):
     tests = [r + 0.2 for r in refs[:4]] + [1.2] + [r + 0.2 for r in refs[5:]]
     naive = sum(tests) / len(tests) - sum(refs) / len(refs)
     assert naive < 0
-    t = _pair_stats(native_bin, refs, tests)
+    t = pair_stats(native_bin, refs, tests)
     assert t["reliable"] is True and "why" not in t
     assert t["overheads_us"] == pytest.approx([b - a for a, b in zip(refs, tests)])
     assert t["reference_us"] == 1.0  # the median of the references beside the tests
-    summary = _summary_of(t)
+    summary = summary_of(t)
     (row,) = summary["rows"]
     assert row["value_us"] == pytest.approx(0.2) and row["reliable"] is True
     assert row["median_ci95_us"] == pytest.approx([0.2, 0.2]) and row["noisy"] is False
@@ -457,10 +441,10 @@ def test_an_overhead_whose_interval_includes_zero_is_below_noise(native_bin):
 
     refs = [1.0] * 12
     diffs = [0.03, -0.02, 0.01, -0.04, 0.02, 0.05, -0.01, 0.04, -0.03, 0.02, 0.01, -0.02]
-    t = _pair_stats(native_bin, refs, [1.0 + d for d in diffs])
+    t = pair_stats(native_bin, refs, [1.0 + d for d in diffs])
     assert t["reliable"] is False and t["why"].startswith("below noise")
     assert "includes zero" in t["why"]
-    summary = _summary_of(t)
+    summary = summary_of(t)
     (row,) = summary["rows"]
     assert row["reliable"] is False and row["noisy"] is True and "includes zero" in row["why"]
     for key in ("value_us", "mean_us", "median_us", "min_us", "ci95_us", "median_ci95_us",
@@ -468,9 +452,9 @@ def test_an_overhead_whose_interval_includes_zero_is_below_noise(native_bin):
         assert row[key] is None, key
     assert sync._cell(row) == "below noise~"
     # a median below zero: reliable false, "at or below zero"
-    t = _pair_stats(native_bin, refs, [1.0 + d - 0.05 for d in diffs])
+    t = pair_stats(native_bin, refs, [1.0 + d - 0.05 for d in diffs])
     assert t["reliable"] is False and "at or below zero" in t["why"]
-    row = _summary_of(t)["rows"][0]
+    row = summary_of(t)["rows"][0]
     assert row["value_us"] is None
     # nothing negative among the figures of the document's raw statistics
     st = t["stats"]
@@ -481,7 +465,7 @@ def test_an_overhead_whose_interval_includes_zero_is_below_noise(native_bin):
     doc = {"params": {"delay_length": 10, "delay_measured_us": 0.1, "delay_time_us": 0.1,
                       "reps": 12, "test_time_us": 100, "figure_time_s": 0.2,
                       "cycles_per_second": 1e9, "pin": "compact", "iters_per_thread": 128},
-           "summary": _summary_of(_pair_stats(native_bin, refs, [1.0 + d for d in diffs]))}
+           "summary": summary_of(pair_stats(native_bin, refs, [1.0 + d for d in diffs]))}
     sync.render(doc, Console(file=buf, width=120))
     out = buf.getvalue()
     assert "below noise" in out and "includes zero" in out
@@ -492,12 +476,12 @@ def test_a_time_without_reference_is_its_median(native_bin):
     """A barrier: the values are the times; noisy when the CI of the median
     is wider than +-5 %, reliable as long as the median is positive."""
     times = [0.2, 0.201, 0.199, 0.2, 0.2, 0.202, 0.2, 0.198, 0.2, 0.2, 0.201, 9.0]
-    t = _pair_stats(native_bin, None, times)
+    t = pair_stats(native_bin, None, times)
     assert t["reference"] is None and t["reliable"] is True
-    row = _summary_of(t)["rows"][0]
+    row = summary_of(t)["rows"][0]
     assert row["value_us"] == pytest.approx(0.2) and row["noisy"] is False
     wide = [0.1, 0.3, 0.15, 0.4, 0.2, 0.35, 0.12, 0.5, 0.25, 0.3, 0.18, 0.45]
-    row = _summary_of(_pair_stats(native_bin, None, wide))["rows"][0]
+    row = summary_of(pair_stats(native_bin, None, wide))["rows"][0]
     assert row["reliable"] is True and row["noisy"] is True
     assert row["value_us"] == pytest.approx(sorted(wide)[5] / 2 + sorted(wide)[6] / 2)
 

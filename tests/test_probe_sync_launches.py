@@ -15,21 +15,13 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 
 import pytest
 
+from _sync_helpers import pair_stats
 from conftest import assert_one_line_error, run_tiers
 
 HZ = 1e9
-
-
-def _pair_stats(native_bin, refs, tests) -> dict:
-    text = lambda v: "none" if v is None else ",".join(repr(float(x)) for x in v)  # noqa: E731
-    proc = subprocess.run([native_bin("tiers-probe-sync"), "--pair-stats", text(refs),
-                           text(tests)], capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 # a steady reference loop (about 1 us per iteration, +-1 %) of 12 pairs
@@ -41,7 +33,7 @@ WOBBLE = [0.0, 0.001, -0.001, 0.0005, -0.0005, 0.0, 0.001, -0.001, 0.0, 0.0005, 
 def _launch(native_bin, overhead: float, refs=REFS) -> dict:
     """One launch's raw output holding one BARRIER test whose pairs give
     ``overhead`` (steady within +-0.5 %)."""
-    test = _pair_stats(native_bin, refs, [r + overhead * (1 + w) for r, w in zip(refs, WOBBLE)])
+    test = pair_stats(native_bin, refs, [r + overhead * (1 + w) for r, w in zip(refs, WOBBLE)])
     test.update(stopped="converged", seconds=0.01, blocks=3)
     return {"params": {"cycles_per_second": HZ, "timer_us": 0.0, "delay_length": 100,
                        "delay_measured_us": 1.0},

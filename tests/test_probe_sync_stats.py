@@ -18,23 +18,8 @@ import subprocess
 
 import pytest
 
+from _sync_helpers import pair_stats, row_of
 from tiers import stats
-
-
-def _pair_stats(native_bin, refs, tests) -> dict:
-    text = lambda v: "none" if v is None else ",".join(repr(float(x)) for x in v)  # noqa: E731
-    proc = subprocess.run([native_bin("tiers-probe-sync"), "--pair-stats", text(refs),
-                           text(tests)], capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def _row(test: dict) -> dict:
-    from tiers.probe import sync
-
-    raw = {"runs": [{"threads": 2, "tests": [test]}], "params": {"cycles_per_second": 1e9}}
-    (row,) = sync.summarise(raw)["rows"]
-    return row
 
 
 def test_resolution_is_twice_the_interquartile_range():
@@ -60,7 +45,7 @@ def test_resolution_is_twice_the_interquartile_range():
 def test_native_and_python_resolution_agree(native_bin):
     refs = [1.07, 1.00, 1.03, 1.05, 1.01, 1.06, 1.02, 1.04, 1.5, 0.99, 1.02, 1.03]
     tests = [r + 0.4 for r in refs]
-    t = _pair_stats(native_bin, refs, tests)
+    t = pair_stats(native_bin, refs, tests)
     assert t["resolution_us"] == pytest.approx(stats.resolution(refs), rel=1e-12)
     assert t["reliable"] is True  # 0.4 us against a resolution of about 0.07 us
 
@@ -74,12 +59,12 @@ def test_an_overhead_below_resolution_is_an_upper_bound(native_bin):
 
     refs = [1.07, 1.00, 1.03, 1.05, 1.01, 1.06, 1.02, 1.04] * 2
     tests = [r + 0.01 for r in refs]
-    t = _pair_stats(native_bin, refs, tests)
+    t = pair_stats(native_bin, refs, tests)
     assert t["stats"]["median_stats"]["median"] == pytest.approx(0.01)
     assert t["resolution_us"] == pytest.approx(2 * 0.035)
     assert t["reliable"] is False and t["below_resolution"] is True
     assert t["why"].startswith("below resolution") and "0.07" in t["why"]
-    row = _row(t)
+    row = row_of(t)
     assert row["reliable"] is False and row["noisy"] is True
     assert row["below_resolution_us"] == pytest.approx(0.07)
     for key in ("value_us", "mean_us", "median_us", "epcc_mean_us", "value_cycles"):
@@ -88,9 +73,9 @@ def test_an_overhead_below_resolution_is_an_upper_bound(native_bin):
     # below noise is still below noise, not a bound
     flat = [1.0] * 12
     diffs = [0.03, -0.02, 0.01, -0.04, 0.02, 0.05, -0.01, 0.04, -0.03, 0.02, 0.01, -0.02]
-    t = _pair_stats(native_bin, flat, [1.0 + d for d in diffs])
+    t = pair_stats(native_bin, flat, [1.0 + d for d in diffs])
     assert t["below_resolution"] is False and t["why"].startswith("below noise")
-    assert "below_resolution_us" not in _row(t)
+    assert "below_resolution_us" not in row_of(t)
 
 
 def test_epcc_figure_and_median_agree_on_steady_pairs(native_bin):
@@ -100,7 +85,7 @@ def test_epcc_figure_and_median_agree_on_steady_pairs(native_bin):
     refs = [1.0 + 0.01 * ((i * 7) % 5 - 2) for i in range(21)]
     wiggle = [0.004 * ((i * 3) % 5 - 2) for i in range(21)]
     tests = [r + 0.3 + w for r, w in zip(refs, wiggle)]
-    t = _pair_stats(native_bin, refs, tests)
+    t = pair_stats(native_bin, refs, tests)
     diffs = [b - a for a, b in zip(refs, tests)]
     rest = diffs[1:]
     mean = sum(rest) / len(rest)
@@ -110,7 +95,7 @@ def test_epcc_figure_and_median_agree_on_steady_pairs(native_bin):
     assert e["mean_us"] == pytest.approx(mean, rel=1e-12)
     assert e["sd_us"] == pytest.approx(sd, rel=1e-9)
     assert e["mean_cycles"] == pytest.approx(mean * 1000, rel=1e-9)
-    row = _row(t)
+    row = row_of(t)
     assert row["reliable"] is True
     assert row["epcc_mean_us"] == pytest.approx(0.3, rel=0.01)
     assert row["value_us"] == pytest.approx(0.3, rel=0.01)
@@ -126,32 +111,32 @@ def test_a_disturbed_repetition_moves_the_epcc_mean_not_the_median(native_bin):
     tests = [1.3] * 21
     tests[0] = 50.0   # a warm-up: EPCC drops it
     tests[9] = 21.3   # disturbed: EPCC keeps it and counts it
-    t = _pair_stats(native_bin, refs, tests)
+    t = pair_stats(native_bin, refs, tests)
     e = t["epcc"]
     assert e["n"] == 20 and e["outliers"] == 1
     assert e["mean_us"] == pytest.approx(0.3 + 20.0 / 20, rel=1e-9)
-    row = _row(t)
+    row = row_of(t)
     assert row["value_us"] == pytest.approx(0.3)
     assert row["epcc_mean_us"] == pytest.approx(1.3)
     assert row["epcc_outliers"] == 1
     # too few repetitions for EPCC's figure: none
-    t = _pair_stats(native_bin, [1.0], [1.3])
+    t = pair_stats(native_bin, [1.0], [1.3])
     assert t["epcc"]["n"] == 0 and t["epcc"]["mean_us"] is None
     assert t["epcc"]["reliable"] is False
     # disturbed references pull the mean below zero: no number, why
     refs = [1.0] * 11
     refs[5] = 9.0
-    t = _pair_stats(native_bin, refs, [1.3] * 11)
+    t = pair_stats(native_bin, refs, [1.3] * 11)
     assert t["epcc"]["mean_us"] is None and t["epcc"]["mean_cycles"] is None
     assert t["epcc"]["reliable"] is False and "at or below zero" in t["epcc"]["why"]
-    row = _row(t)
+    row = row_of(t)
     assert row["epcc_mean_us"] is None and row["value_us"] == pytest.approx(0.3)
 
 
 def test_a_barrier_has_no_reference_figures(native_bin):
-    t = _pair_stats(native_bin, None, [0.2, 0.21, 0.19, 0.2, 0.2, 0.2, 0.2, 0.2])
+    t = pair_stats(native_bin, None, [0.2, 0.21, 0.19, 0.2, 0.2, 0.2, 0.2, 0.2])
     assert "epcc" not in t and "resolution_us" not in t
-    row = _row(t)
+    row = row_of(t)
     assert "epcc_mean_us" not in row and "resolution_us" not in row
 
 
@@ -222,8 +207,8 @@ def test_uneven_pus_mark_the_overheads_of_that_thread_count(native_bin):
     from tiers.probe import sync
 
     refs = [1.0, 1.01, 0.99, 1.0, 1.0, 1.02, 1.0, 0.98, 1.0, 1.01, 0.99, 1.0]
-    over = _pair_stats(native_bin, refs, [r + 0.3 for r in refs])
-    bar = _pair_stats(native_bin, None, [0.2] * 12)
+    over = pair_stats(native_bin, refs, [r + 0.3 for r in refs])
+    bar = pair_stats(native_bin, None, [0.2] * 12)
     raw = {"params": {"cycles_per_second": 1e9},
            "runs": [{"threads": 1, "pu_delay_us": [0.1], "pu_delay_spread": 0.0,
                      "tests": [dict(over)]},
