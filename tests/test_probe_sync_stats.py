@@ -227,3 +227,71 @@ def test_uneven_pus_mark_the_overheads_of_that_thread_count(native_bin):
            "summary": sync.summarise(raw)}
     sync.render(doc, Console(file=buf, width=120))
     assert "at 2 threads the PUs ran delay() 20 % apart" in buf.getvalue()
+
+
+def _render(row: dict) -> str:
+    """What ``tiers probe sync`` prints for a document of this one row."""
+    import io
+
+    from rich.console import Console
+
+    from tiers.probe import sync
+
+    doc = {"params": {"delay_length": 100, "delay_measured_us": 0.1, "delay_time_us": 0.1,
+                      "test_time_us": 1000.0, "reps": 20, "cycles_per_second": 1e9,
+                      "pin": "compact"},
+           "summary": {"rows": [row], "threads": [2], "headline": {"threads": 2}}}
+    buf = io.StringIO()
+    sync.render(doc, Console(file=buf, width=200, color_system=None))
+    return buf.getvalue()
+
+
+def test_a_disturbed_epcc_mean_is_marked_like_a_noisy_median(native_bin):
+    """EPCC's mean keeps disturbed repetitions: beside a steady median it
+    is marked "~", with its own legend line, when its t interval is wider
+    than +-5 % or when it lies outside the median's 95 % CI; a steady one
+    is not marked; in a noisy row both are marked."""
+    from tiers.probe import sync
+
+    # steady pairs: mean and median agree, nothing marked
+    refs = [1.0 + 0.01 * ((i * 7) % 5 - 2) for i in range(21)]
+    wiggle = [0.004 * ((i * 3) % 5 - 2) for i in range(21)]
+    row = row_of(pair_stats(native_bin, refs, [r + 0.3 + w for r, w in zip(refs, wiggle)]))
+    assert row["noisy"] is False and row["epcc_noisy"] is False
+    assert "epcc_noisy_why" not in row
+    assert "~" not in sync._cell(row) and "EPCC mean 0.3" in sync._cell(row)
+    assert sync.EPCC_LEGEND not in _render(row)
+
+    # one test run disturbed by 20 us: the mean reads 1.3 us (4.3x the
+    # median); its t interval (sd about 4.5 us over 20) is far wider than 5 %
+    tests = [1.3] * 21
+    tests[9] = 21.3
+    row = row_of(pair_stats(native_bin, [1.0] * 21, tests))
+    assert row["noisy"] is False and row["value_us"] == pytest.approx(0.3)
+    assert row["epcc_mean_us"] == pytest.approx(1.3) and row["epcc_noisy"] is True
+    assert "t interval" in row["epcc_noisy_why"]
+    cell = sync._cell(row)
+    assert cell.splitlines()[0] == "0.300 ±0.000 µs"  # the median: not marked
+    assert cell.splitlines()[-1] == "EPCC mean 1.300~"
+    text = _render(row)
+    assert sync.EPCC_LEGEND in text and stats.LEGEND not in text
+
+    # 100 pairs, 4 of them 0.2 us slower: the mean (0.308 us) has a t
+    # interval of +-2.5 % but lies above every value the median's CI allows
+    diffs = [0.3] * 100
+    for k in (20, 45, 70, 95):
+        diffs[k] = 0.5
+    row = row_of(pair_stats(native_bin, [1.0] * 100, [1.0 + d for d in diffs]))
+    rest = diffs[1:]
+    assert row["epcc_mean_us"] == pytest.approx(sum(rest) / len(rest))
+    assert row["median_ci95_us"] == pytest.approx([0.3, 0.3])
+    assert row["epcc_noisy"] is True and "outside the 95 % CI" in row["epcc_noisy_why"]
+    assert sync._cell(row).endswith("~")
+
+    # a noisy row: the median and the EPCC mean are both marked, one legend
+    row = dict(row_of(pair_stats(native_bin, refs, [r + 0.3 + w for r, w in zip(refs, wiggle)])),
+               noisy=True)
+    lines = sync._cell(row).splitlines()
+    assert lines[0].endswith("~") and lines[-1].endswith("~")
+    text = _render(row)
+    assert stats.LEGEND in text and sync.EPCC_LEGEND not in text

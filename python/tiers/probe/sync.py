@@ -194,9 +194,41 @@ def _epcc(test: dict) -> dict:
         return {}
     mean = e.get("mean_us")
     ok = isinstance(mean, (int, float)) and mean > 0
-    return {"epcc_mean_us": mean if ok else None, "epcc_sd_us": e.get("sd_us"),
-            "epcc_mean_cycles": e.get("mean_cycles") if ok else None, "epcc_n": e.get("n"),
-            "epcc_outliers": e.get("outliers")}
+    out = {"epcc_mean_us": mean if ok else None, "epcc_sd_us": e.get("sd_us"),
+           "epcc_mean_cycles": e.get("mean_cycles") if ok else None, "epcc_n": e.get("n"),
+           "epcc_outliers": e.get("outliers")}
+    if ok:
+        why = _epcc_disturbed(mean, e.get("sd_us"), e.get("n"),
+                              (test.get("stats") or {}).get("median_stats") or {})
+        out["epcc_noisy"] = why is not None
+        if why:
+            out["epcc_noisy_why"] = why
+    return out
+
+
+#: The legend line of an EPCC mean marked "~" on its own (see _epcc_disturbed).
+EPCC_LEGEND = ("~ after EPCC mean: the mean holds disturbed repetitions (its 95 % t "
+               "interval wider than +-5 %, or outside the median's 95 % CI)")
+
+
+def _epcc_disturbed(mean: float, sd, n, ms: dict) -> str | None:
+    """Why EPCC's mean of an overhead is disturbed, or None.  A mean keeps
+    every disturbed repetition (a preempted test run adds its whole delay
+    divided by the repetitions), so it is marked as the median is when it
+    is noisy: when its own 95 % t interval is wider than +-5 % (the
+    statistics layer's target), or when it lies outside the 95 % CI of
+    the median of the same pairs (the repetitions that moved it are ones
+    the median does not follow)."""
+    if isinstance(sd, (int, float)) and isinstance(n, int) and n > 1:
+        half = _t95(n - 1) * sd / n ** 0.5
+        if half > stats.NOISY_REL * mean:
+            return (f"the 95 % t interval of the EPCC mean is ±{half / mean * 100:.0f} % "
+                    "(disturbed repetitions stay in a mean)")
+    lo, hi = ms.get("ci_low"), ms.get("ci_high")
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not lo <= mean <= hi:
+        return (f"the EPCC mean {mean:.4g} µs lies outside the 95 % CI of the median "
+                f"[{lo:.4g}, {hi:.4g}] µs (disturbed repetitions stay in a mean)")
+    return None
 
 
 def summarise(raw: dict) -> dict:
@@ -642,8 +674,10 @@ def _cell(row: dict | None) -> str:
     if row.get("value_cycles") is not None:
         text += f"\n{row['value_cycles']:,.0f} cy"
     if row.get("epcc_mean_us") is not None:
-        # EPCC's own figure beside the median: what its suite would print
-        text += f"\nEPCC mean {row['epcc_mean_us']:.3f}"
+        # EPCC's own figure beside the median: what its suite would print,
+        # marked when the row is noisy or the mean itself is disturbed
+        text += "\n" + stats.mark(f"EPCC mean {row['epcc_mean_us']:.3f}",
+                                  row.get("noisy") or row.get("epcc_noisy"))
     return text
 
 
@@ -750,6 +784,8 @@ def render(doc: dict, console: Console) -> None:
 
     if any(r.get("noisy") for r in rows):
         console.print(stats.LEGEND)
+    if any(r.get("epcc_noisy") and r.get("epcc_mean_us") is not None for r in rows):
+        console.print(EPCC_LEGEND, markup=False)
     uneven = {r["threads"]: r["pu_delay_spread"] for r in rows if r.get("pu_delay_spread")}
     for n, sp in sorted(uneven.items()):
         console.print(f"uneven PUs: at {plural(n, 'thread')} the PUs ran delay() {sp * 100:.0f} % "
