@@ -36,7 +36,11 @@
  * (MEDIAN_OVERHEAD_US: the median test time minus the median reference
  * time, over the same outer repetitions -- not part of EPCC's method, for
  * comparison with a median) and first a line "delay DELAY_LENGTH MEASURED_US"
- * (the fastest of 50 runs of about 1 ms of delay(), as tiers measures its own).
+ * (the fastest of 50 runs of about 1 ms of delay(), as tiers measures its own);
+ * last, two diagnostic lines that are not part of EPCC's method, measured
+ * after every test: "handoffs CRITICAL LOCK" (the fraction of constructs
+ * whose lock changed hands, median of 5 counted runs each) and "line_ns NS"
+ * (one-way time of a cache line between threads 0 and 1).
  */
 #include <math.h>
 #include <omp.h>
@@ -252,6 +256,94 @@ static void testred(void)
   sink = a;
 }
 
+/* Diagnostics, not part of EPCC's method, run after every test (so that
+ * they change none of the figures above): how often the lock of CRITICAL
+ * and LOCK/UNLOCK changes hands, and how long a cache line takes between
+ * the two threads' PUs. */
+
+/* Who held the lock last, on a line of its own; written inside the lock. */
+static struct {
+  _Alignas(128) int last;
+  _Alignas(128) volatile long flag;
+  _Alignas(128) char end;
+} diag;
+
+/* Hand-overs per construct in one run of innerreps CRITICAL (or, with
+ * @p use_lock, LOCK/UNLOCK) constructs: a construct whose previous holder
+ * was another thread.  The count costs one write of a line inside the
+ * lock, in these runs only. */
+static long count_handover(long h)
+{
+  const int me = omp_get_thread_num();
+  if (diag.last != me) {
+    diag.last = me;
+    h++;
+  }
+  return h;
+}
+
+static double handoffs(int use_lock)
+{
+  long total = 0;
+  diag.last = -1;
+#pragma omp parallel reduction(+ : total)
+  {
+    const long each = innerreps / nthreads;
+    long h = 0;
+    if (use_lock)
+      for (long j = 0; j < each; j++) {
+        omp_set_lock(&lock);
+        h = count_handover(h);
+        delay(delaylength);
+        omp_unset_lock(&lock);
+      }
+    else
+      for (long j = 0; j < each; j++) {
+#pragma omp critical
+        {
+          h = count_handover(h);
+          delay(delaylength);
+        }
+      }
+    total = h;
+  }
+  return (double)total / (double)(innerreps / nthreads * nthreads);
+}
+
+/* One-way time of a cache line between threads 0 and 1 in ns: the
+ * fastest of 5 runs of 20,000 round trips of a counter that each thread
+ * advances in turn (0 with one thread). */
+static double line_transfer_ns(void)
+{
+  if (nthreads < 2)
+    return 0.0;
+  const long trips = 20000;
+  double best = INFINITY;
+  for (int r = 0; r < 5; r++) {
+    double el = 0.0;
+    diag.flag = 0;
+#pragma omp parallel
+    {
+      const int me = omp_get_thread_num();
+#pragma omp barrier
+      if (me < 2) {
+        double t0 = omp_get_wtime();
+        for (long i = 0; i < trips; i++) {
+          while (diag.flag != 2 * i + me)
+            ;
+          diag.flag = 2 * i + me + 1;
+        }
+        if (me == 0)
+          el = omp_get_wtime() - t0;
+      }
+    }
+    double ns = el / (double)trips / 2.0 * 1e9;
+    if (ns < best)
+      best = ns;
+  }
+  return best;
+}
+
 static int nfixed;
 static char **fixed; /* NAME=INNERREPS arguments */
 
@@ -378,6 +470,23 @@ int main(int argc, char **argv)
            r.mean, r.sd, tests[i].ref->mean, r.outliers, r.innerreps,
            r.median - tests[i].ref->median);
   }
+  /* diagnostics (see handoffs, line_transfer_ns), with the inner
+   * repetitions of CRITICAL and LOCK/UNLOCK: the median of 5 runs each */
+  double hc[5], hl[5];
+  innerreps = fixed_innerreps("critical");
+  if (innerreps <= 0)
+    getinnerreps(testcrit);
+  for (int k = 0; k < 5; k++)
+    hc[k] = handoffs(0);
+  innerreps = fixed_innerreps("lock");
+  if (innerreps <= 0)
+    getinnerreps(testlock);
+  for (int k = 0; k < 5; k++)
+    hl[k] = handoffs(1);
+  qsort(hc, 5, sizeof *hc, cmp_double);
+  qsort(hl, 5, sizeof *hl, cmp_double);
+  printf("handoffs %.6f %.6f\n", hc[2], hl[2]);
+  printf("line_ns %.2f\n", line_transfer_ns());
   omp_destroy_lock(&lock);
   return 0;
 }
