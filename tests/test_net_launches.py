@@ -252,3 +252,74 @@ def test_all_pairs_runs_in_separate_launches(tmp_path, ranks):
         assert isinstance(p["noisy"], bool)
     assert doc["summary"]["allpairs"]["noisy_pairs"] == sum(p["noisy"] for p in pairs)
     assert "separate launches" in run.stdout
+
+
+# --------------------------------------------------------------------------
+# Launches of the repeated tests in interleaved rounds
+
+
+def test_launch_order_is_rounds_of_one_launch_of_each_test():
+    assert net.launch_order(["barrier", "allpairs", "pingpong", "allreduce"], 3) == \
+        ["pingpong", "allpairs", "barrier"] * 3
+    assert net.launch_order(["pingpong", "barrier"], 2) == ["pingpong", "barrier"] * 2
+    assert net.launch_order(["allpairs"], 3) == ["allpairs"] * 3
+    assert net.launch_order(["allreduce"], 3) == []
+
+
+def _figures_under_a_passing_state(order, start, length, normal, fast):
+    """Each test's figure (median over its launches) when a state of the
+    machine that gives ``fast`` instead of ``normal`` covers launches
+    start .. start + length - 1 of ``order``."""
+    per_test: dict[str, list[float]] = {}
+    for i, test in enumerate(order):
+        hit = start <= i < start + length
+        per_test.setdefault(test, []).append(fast[test] if hit else normal[test])
+    return {t: stats.launch_agreement(v) for t, v in per_test.items()}
+
+
+def test_interleaved_launches_keep_a_state_shorter_than_a_round_out_of_every_figure():
+    # a state of the machine (0-byte latency 0.19 against 0.28 us, MPI_Barrier
+    # 0.22 against 0.39 us) that lasts as long as three launches, wherever it
+    # starts: interleaved, it reaches at most one launch of each test, which the
+    # median over 3 launches leaves out, and the disagreement is flagged
+    normal = {"pingpong": 0.26, "allpairs": 0.28, "barrier": 0.39}
+    fast = {"pingpong": 0.17, "allpairs": 0.19, "barrier": 0.22}
+    tests = ["pingpong", "allpairs", "barrier"]
+    order = net.launch_order(tests, 3)
+    for start in range(len(order) - 2):
+        got = _figures_under_a_passing_state(order, start, 3, normal, fast)
+        for t in tests:
+            assert got[t]["median"] == pytest.approx(normal[t]), (start, t)
+        assert any(a["noisy"] for a in got.values())
+    # one test's launches back to back: the same state takes two or three of
+    # the all-pairs launches and moves the figure (what the survey saw)
+    back_to_back = [t for t in tests for _ in range(3)]
+    got = _figures_under_a_passing_state(back_to_back, 3, 3, normal, fast)
+    assert got["allpairs"]["median"] == pytest.approx(fast["allpairs"])
+    assert got["allpairs"]["noisy"] is False  # its launches agree: nothing flags it
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_repeated_tests_run_in_interleaved_rounds(tmp_path, ranks):
+    doc, run = _doc(tmp_path, "-n", str(ranks), "--tests", "pingpong,allpairs,barrier",
+                    "--launches", "2", "--sizes", "0,1K", "--center", "64K", "--reps", "2",
+                    "--barrier-threads", "1", "--quick")
+    assert doc["params"]["launch_order"] == ["pingpong", "allpairs", "barrier"] * 2
+    assert doc["params"]["pingpong"]["launches"] == 2
+    assert doc["params"]["allpairs"]["launches"] == 2
+    assert doc["params"]["barrier"]["launches"] == 2
+    rows = doc["samples"]["pingpong"]["rows"]
+    assert [r["bytes"] for r in rows] == [0, 1024]
+    assert all(len(r["rtt_launch_medians_us"]) == 2 for r in rows)
+    assert all(len(p["launch_fits"]) == 2 for p in doc["samples"]["allpairs"]["pairs"])
+    assert all(r["launches"] == 2 for r in doc["samples"]["barrier"]["mpi"])
+    # every pair's 0-byte latency blocks are positive one-way times; a
+    # launch's latency taken from them is its best block, and the pair's the
+    # median over the launches
+    for p in doc["samples"]["allpairs"]["pairs"]:
+        assert p["latency_samples_us"] and min(p["latency_samples_us"]) > 0
+        lats = [f["latency_us"] for f in p["launch_fits"] if f["latency_source"] == "pingpong"]
+        for v in lats:
+            assert v in p["latency_samples_us"]
+        if p["latency_source"] == "pingpong" and len(lats) == 2:
+            assert p["latency_us"] == pytest.approx(statistics.median(lats))

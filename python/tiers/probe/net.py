@@ -220,10 +220,11 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     idle.  ``topology`` is the hwloc source used to classify pairs on one
     host ("this": the machine).  ``vcluster=True`` runs on the virtual
     cluster that ``tiers vcluster up`` built (:mod:`tiers.vcluster`).
-    ``launches``: the ping-pong runs in this many separate launches
-    (default :data:`PINGPONG_LAUNCHES`); each figure is the median of the
-    launches' medians, and is noisy when they disagree by more than +-5 %
-    (:func:`tiers.stats.summarize_blocks`).  Every test runs in launches of
+    ``launches``: the ping-pong, the all-pairs test and MPI_Barrier run
+    in this many separate launches (default :data:`PINGPONG_LAUNCHES`), in
+    interleaved rounds (:func:`launch_order`); each figure is the median of
+    the launches' figures, and is noisy when they disagree by more than
+    +-5 % (:func:`tiers.stats.summarize_blocks`).  Every test runs in launches of
     its own (MPI_Barrier and MPI_Allreduce with MPI_THREAD_SINGLE; the
     hybrid barrier with MPI_THREAD_FUNNELED).
     Raise TiersError (one line) on bad input
@@ -289,7 +290,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     #   launch to the next (where the ranks and their buffers land) is then
     #   in the figure's interval (tiers.stats.summarize_blocks), not only the
     #   steadiness inside one launch;
-    # - all pairs in one launch;
+    # - all pairs and MPI_Barrier in ``launches`` separate launches too;
     # - MPI_Barrier and MPI_Allreduce each in an MPI_THREAD_SINGLE launch,
     #   as a flat MPI program (and osu_barrier, osu_allreduce) sees them
     #   (Allreduce timed after the barrier series in the same launch read
@@ -305,8 +306,24 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         return ["--figure-time", f"{PINGPONG_FIGURE_S[bool(quick)] / n_launches:g}"] \
             if n_launches > 1 else []
 
+    # the launches of the repeated tests run in interleaved rounds (one launch
+    # of each test a round, launch_order), not one test's launches back to
+    # back: a state of the machine that lasts a few seconds (on a 2-vCPU VM
+    # the all-pairs 0-byte latency and MPI_Barrier read 0.19 and 0.22 us in
+    # every launch of two surveys out of five, against 0.28 and 0.39 us in
+    # the others, while the ping-pong launched just before did not move)
+    # then falls on one launch of each test, which the median over the
+    # launches leaves out, rather than on all of one test's launches
+    repeated = {"pingpong": (["pingpong"], []),
+                "allpairs": (["allpairs"], []),
+                "barrier": (["barrier"], ["--barrier-kinds", "mpi"])}
+    runs_of: dict[str, list] = {t: [] for t in repeated}
+    order = launch_order(selected, n_launches)
+    for test in order:
+        tests_l, more = repeated[test]
+        runs_of[test].append(run_tests(tests_l, {}, [*more, *share_time()]))
     if "pingpong" in selected:
-        runs = [run_tests(["pingpong"], {}, share_time()) for _ in range(n_launches)]
+        runs = runs_of["pingpong"]
         merged = runs[0][0]
         merged["pingpong"] = merge_pingpong([r[0] for r in runs])
         merged["params"]["pingpong"]["launches"] = n_launches
@@ -317,7 +334,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         # every pair in each launch; each pair's figures are the medians of
         # the launches' own fits (merge_allpairs, netfit.launch_figures): one
         # launch whose ranks' vCPUs sat closer or farther does not move them
-        runs = [run_tests(["allpairs"], {}, share_time()) for _ in range(n_launches)]
+        runs = runs_of["allpairs"]
         merged = runs[0][0]
         merged["allpairs"] = merge_allpairs([r[0] for r in runs])
         merged["params"]["allpairs"]["launches"] = merged["allpairs"].get("launches", 1)
@@ -325,8 +342,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     if "barrier" in selected:
         # MPI_Barrier in separate launches too: what a launch starts with
         # moved its mean by more than its blocks' interval (merge_collective)
-        runs = [run_tests(["barrier"], {}, ["--barrier-kinds", "mpi", *share_time()])
-                for _ in range(n_launches)]
+        runs = runs_of["barrier"]
         merged = runs[0][0]
         merged["barrier"] = dict(merged["barrier"],
                                  mpi=merge_collective([r[0]["barrier"]["mpi"] for r in runs]),
@@ -344,6 +360,8 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     for label, key in (("allpairs", "allpairs"), ("allreduce", "allreduce")):
         if label in by and key in by[label][1]:
             raw[key] = by[label][1][key]
+            if key in by[label][1]["params"]:  # its own launches' parameters
+                raw["params"][key] = by[label][1]["params"][key]
     if "barrier" in selected:
         flat_b, hyb = by["barrier"][1], by["hybrid barrier"][1]
         raw["barrier"] = dict(flat_b["barrier"], hybrid=hyb["barrier"]["hybrid"],
@@ -354,6 +372,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
             raw["params"]["barrier"]["block_calls"] = flat_b["params"]["barrier"]["block_calls"]
         raw["params"]["barrier_launch_command"] = by["hybrid barrier"][2]
     raw["params"]["launch_commands"] = {p[0]: p[2] for p in parts}
+    raw["params"]["launch_order"] = order
     layer_matrix = cache_matrix = None
     if "allpairs" in raw:
         from .. import topo
@@ -371,6 +390,21 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     extra = {"warnings": warnings} if warnings else {}
     return result.new_document("probe.net", params=params, samples=samples, summary=summary,
                                argv=argv, native=raw.get("native", {}), **extra)
+
+
+#: The tests that run in several separate launches, in the order of a round.
+REPEATED_TESTS = ("pingpong", "allpairs", "barrier")
+
+
+def launch_order(selected: Sequence[str], launches: int) -> list[str]:
+    """Return the order in which :func:`measure` launches the repeated tests
+    (:data:`REPEATED_TESTS`) among ``selected``: ``launches`` rounds, each
+    one launch of every selected test in :data:`REPEATED_TESTS` order
+    (``["pingpong", "allpairs", "pingpong", "allpairs", ...]``), so that the
+    launches of one test are spread over the whole run and a machine state
+    lasting a few seconds reaches at most the launches of about one round."""
+    tests = [t for t in REPEATED_TESTS if t in selected]
+    return [t for _ in range(launches) for t in tests]
 
 
 def _hybrid_placement(ranks: int, threads: int | None, *, local: bool) -> dict:
