@@ -82,6 +82,12 @@ def coll_expr(expr: str, comm: str) -> str:
 
 
 
+def nbr_args(o: dict) -> str:
+    """The C arguments of a neighbourhood collective's send blocks (its
+    table entry's nbr=count,type,counts,types)."""
+    return ", ".join(o["nbr"].split(","))
+
+
 def coll_code(o: dict, pre: list, post: list, nonblocking: bool = False,
               persistent: bool = False, req: str = "*request") -> None:
     """Append the code a collective's wrapper runs before and after the
@@ -108,12 +114,35 @@ def coll_code(o: dict, pre: list, post: list, nonblocking: bool = False,
         post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_pcoll_init(OTF2_COLLECTIVE_OP_{o['op']}, "
                     f"{comm}, {root_c}, tiers_sent_, tiers_recv_, {req});")
         if "nbr" in o:  # a neighbourhood collective's blocks, at each start
-            post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_pcoll_nbr({req}, {comm}, "
-                        f"{', '.join(o['nbr'].split(','))});")
+            post.append(f"  if (rc == MPI_SUCCESS)\n    tiers_trace_pcoll_nbr({req}, {comm}, {nbr_args(o)});")
         return
     end = "tiers_trace_icoll_end" if nonblocking else "tiers_trace_coll_end"
     post.append(f"  {end}(OTF2_COLLECTIVE_OP_{o['op']}, {comm}, "
                 f"{root_c}, tiers_sent_, tiers_recv_);")
+
+def reqs_code(kind: str, pre: list, post: list, f: str = "") -> None:
+    """Append the code of MPI_Waitall/Testall/Waitsome/Testsome: save the
+    requests (and a status array where the caller passed none) before the
+    call, record the completed ones after it.  ``f`` is "" for the C
+    wrapper, "f_" for the Fortran entry point (its arguments' names, its
+    own save and done functions)."""
+    count = "incount" if kind in ("waitsome", "testsome") else "count"
+    save = f"  {f}array_of_statuses = tiers_trace_{'f' if f else ''}reqs_save(&tiers_sv_, {count}, " \
+           f"{f}array_of_requests,"
+    pre.append("  tiers_reqsave_t tiers_sv_;\n" + save + "\n" + " " * (save.index("(") + 1) +
+               f"{f}array_of_statuses);")
+    done = "(rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)"
+    if kind in ("waitall", "testall"):
+        cond = done + (f" && *{f}flag" if kind == "testall" else "")
+        post.append(f"  if ({cond})\n    tiers_trace_reqs_done(&tiers_sv_, count, NULL);\n"
+                    "  tiers_trace_reqs_release(&tiers_sv_);")
+    else:
+        outcount = "(int)*f_outcount" if f else "*outcount"
+        post.append(f"  if ({done} && *{f}outcount != MPI_UNDEFINED)\n"
+                    f"    tiers_trace_{'f' if f else ''}reqs_done(&tiers_sv_, {outcount}, "
+                    f"{f}array_of_indices);\n"
+                    "  tiers_trace_reqs_release(&tiers_sv_);")
+
 
 def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -> bool:
     """Append the recording code of the kinds added for non-blocking
@@ -125,8 +154,7 @@ def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -
         # a neighbourhood collective: the collective with its totals, and
         # one transfer per destination for the communication matrix
         coll_code(o, pre, post, nonblocking=kind == "incoll")
-        c, t, cs, ts = o["nbr"].split(",")
-        post.insert(0, f"  if (rc == MPI_SUCCESS)\n    tiers_trace_nbr_xfer(comm, {c}, {t}, {cs}, {ts});")
+        post.insert(0, f"  if (rc == MPI_SUCCESS)\n    tiers_trace_nbr_xfer(comm, {nbr_args(o)});")
     elif kind == "icoll":
         coll_code(o, pre, post, nonblocking=True)
     elif kind == "pcoll":
@@ -171,33 +199,41 @@ def extra_code(kind: str, o: dict, pre: list, post: list, req: str, reqs: str) -
     return True
 
 
+def lifecycle_code(kind: str, fid: str, call: str, fortran: bool = False) -> list[str]:
+    """Return the whole body of an MPI_Init, MPI_Init_thread, MPI_Finalize
+    or MPI_Abort wrapper ([] for other kinds), CALL being the call of the
+    MPI library's own function: the C wrapper returns its result, the
+    Fortran entry point leaves it in *ierr.  MPI_Finalize always reaches
+    the tracer (its last steps)."""
+    run = call if fortran else f"int rc = {call}"
+    tail = [] if fortran else ["  return rc;"]
+    if kind in ("init", "init_thread"):
+        provided = "MPI_THREAD_SINGLE"
+        if kind == "init_thread":
+            provided = "(int)*f_provided" if fortran else "*provided"
+        return ["  int64_t tiers_t0_ = tiers_trace_clock();", f"  {run};",
+                f"  if ({'*ierr' if fortran else 'rc'} == MPI_SUCCESS)",
+                f"    tiers_trace_after_init({provided}, {fid}, tiers_t0_);", *tail]
+    if kind == "finalize":
+        return [f"  int tiers_on_ = tiers_trace_begin({fid}, __builtin_return_address(0));",
+                "  tiers_trace_before_finalize();", f"  {run};",
+                f"  tiers_trace_after_finalize({fid}, tiers_on_);", *tail]
+    if kind == "abort":
+        return [f"  if (tiers_trace_begin({fid}, __builtin_return_address(0)))",
+                f"    tiers_trace_end({fid});", "  tiers_trace_at_abort();",
+                f"  {call};" if fortran else f"  return {call};"]
+    return []
+
+
 def body(e: dict, fid: str) -> str:
     kind, name, params, o = e["kind"], e["name"], e["params"], e["opts"]
     args = call_args(params)
     pm = f"PMPI_{name}({args})"
+    life = lifecycle_code(kind, fid, pm)
+    if life:
+        return "\n".join(life)
     lines = []
     w = lines.append
-    if kind in ("init", "init_thread"):
-        w("  int64_t tiers_t0_ = tiers_trace_clock();")
-        w(f"  int rc = {pm};")
-        w("  if (rc == MPI_SUCCESS)")
-        w(f"    tiers_trace_after_init({'*provided' if kind == 'init_thread' else 'MPI_THREAD_SINGLE'}, "
-          f"{fid}, tiers_t0_);")
-        w("  return rc;")
-        return "\n".join(lines)
-    if kind == "finalize":  # always reach the tracer: its last steps
-        w(f"  int tiers_on_ = tiers_trace_begin({fid}, __builtin_return_address(0));")
-        w("  tiers_trace_before_finalize();")
-        w(f"  int rc = {pm};")
-        w(f"  tiers_trace_after_finalize({fid}, tiers_on_);")
-        w("  return rc;")
-        return "\n".join(lines)
-    if kind == "abort":
-        w(f"  if (tiers_trace_begin({fid}, __builtin_return_address(0)))")
-        w(f"    tiers_trace_end({fid});")
-        w("  tiers_trace_at_abort();")
-        w(f"  return {pm};")
-        return "\n".join(lines)
     w(f"  if (!tiers_trace_begin({fid}, __builtin_return_address(0)))")
     w(f"    return {pm};")
     pre, post = [], []
@@ -229,20 +265,8 @@ def body(e: dict, fid: str) -> str:
         cond = "rc == MPI_SUCCESS && *index != MPI_UNDEFINED" + (" && *flag" if kind == "testany" else "")
         post.append(f"  if ({cond})\n    tiers_trace_complete(tiers_sv_.req[*index], status);\n"
                     "  tiers_trace_reqs_release(&tiers_sv_);")
-    elif kind in ("waitall", "testall"):
-        pre.append("  tiers_reqsave_t tiers_sv_;\n"
-                   "  array_of_statuses = tiers_trace_reqs_save(&tiers_sv_, count, array_of_requests,\n"
-                   "                                            array_of_statuses);")
-        cond = "(rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)" + (" && *flag" if kind == "testall" else "")
-        post.append(f"  if ({cond})\n    tiers_trace_reqs_done(&tiers_sv_, count, NULL);\n"
-                    "  tiers_trace_reqs_release(&tiers_sv_);")
-    elif kind in ("waitsome", "testsome"):
-        pre.append("  tiers_reqsave_t tiers_sv_;\n"
-                   "  array_of_statuses = tiers_trace_reqs_save(&tiers_sv_, incount, array_of_requests,\n"
-                   "                                            array_of_statuses);")
-        post.append("  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)\n"
-                    "    tiers_trace_reqs_done(&tiers_sv_, *outcount, array_of_indices);\n"
-                    "  tiers_trace_reqs_release(&tiers_sv_);")
+    elif kind in ("waitall", "testall", "waitsome", "testsome"):
+        reqs_code(kind, pre, post)
     elif kind == "coll":
         coll_code(o, pre, post)
     elif kind == "comm_new":
@@ -336,6 +360,16 @@ def fortran_guard() -> list[str]:
     return out
 
 
+def freal_lookup(name: str, then: list[str] = ()) -> list[str]:
+    """Return the lines that find the Fortran library's own pmpi_NAME_
+    (tiers_real_, looked up once), then THEN, then return MPI_ERR_INTERN in
+    *ierr when there is none."""
+    return ["  static void *tiers_slot_;",
+            f"  tiers_ft_{name} tiers_real_ = (tiers_ft_{name})tiers_trace_freal(&tiers_slot_, "
+            f"\"pmpi_{name.lower()}\");",
+            *then, "  if (!tiers_real_) {", "    *ierr = MPI_ERR_INTERN;", "    return;", "  }"]
+
+
 def generate_mpich_f08(entries: list[dict]) -> list[str]:
     """Return the MPICH mpi_f08 forwarders (see FORTRAN_ENTRIES_BY_MPI)."""
     out = ["#elif TIERS_FORTRAN_ENTRIES == 2",
@@ -355,20 +389,11 @@ def generate_mpich_f08(entries: list[dict]) -> list[str]:
                 for t, n, arr in e["params"] if "MPI_Status" in t}
         args = [f"tiers_f08_status_({n}, {many[n]})" if n in many else n for _, n in fps]
         out.append("")
-        out.append(f"typedef void (*tiers_ft_{name})({', '.join(t.strip() for t, _ in fps)});")
+        out.append(ftypedef(name, fps))
         out.append(f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});")
         out.append(f"void {low}_f08_({fdecl(fps)})")
         out.append("{")
-        out.append("  static void *tiers_slot_;")
-        out.append(f"  tiers_ft_{name} tiers_real_ = (tiers_ft_{name})tiers_trace_freal("
-                   f"&tiers_slot_, \"pmpi_{name.lower()}\");")
-        out.append("  MPI_Fint tiers_ierr_;")
-        out.append("  if (!ierr)")
-        out.append("    ierr = &tiers_ierr_;")
-        out.append("  if (!tiers_real_) {")
-        out.append("    *ierr = MPI_ERR_INTERN;")
-        out.append("    return;")
-        out.append("  }")
+        out += freal_lookup(name, ["  MPI_Fint tiers_ierr_;", "  if (!ierr)", "    ierr = &tiers_ierr_;"])
         out.append(f"  tiers_real_({', '.join(args)});")
         out.append("}")
     return out
@@ -430,48 +455,38 @@ def flocals(params, code: str, nbr: bool = False) -> list[str]:
     return out
 
 
+# A Fortran status argument: a local one where the caller passed
+# MPI_STATUS_IGNORE (the recording needs it), and its C form for the
+# recording CALL once the call succeeded (COND).
+FSTATUS_LOCAL = ("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
+                 "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
+
+
+def fstatus_record(cond: str, call: str) -> str:
+    return (f"  if ({cond}) {{\n    MPI_Status tiers_cst_;\n"
+            f"    PMPI_Status_f2c(f_status, &tiers_cst_);\n    {call};\n  }}")
+
+
 def fbody(e: dict, fid: str) -> str:
     """Return the body of the Fortran entry point of table entry ``e``."""
     kind, name, params, o = e["kind"], e["name"], e["params"], e["opts"]
     fps = fparams(params)
     real = f"tiers_real_({', '.join(n for _, n in fps)})"
-    lines = [f"  static void *tiers_slot_;",
-             f"  tiers_ft_{name} tiers_real_ = (tiers_ft_{name})tiers_trace_freal(&tiers_slot_, "
-             f"\"pmpi_{name.lower()}\");",
-             "  if (!tiers_real_) {", "    *ierr = MPI_ERR_INTERN;", "    return;", "  }"]
+    lines = freal_lookup(name)
+    life = lifecycle_code(kind, fid, real, fortran=True)
+    if life:
+        return "\n".join(lines + life)
     w = lines.append
-    if kind in ("init", "init_thread"):
-        w("  int64_t tiers_t0_ = tiers_trace_clock();")
-        w(f"  {real};")
-        w("  if (*ierr == MPI_SUCCESS)")
-        w(f"    tiers_trace_after_init({'(int)*f_provided' if kind == 'init_thread' else 'MPI_THREAD_SINGLE'}, "
-          f"{fid}, tiers_t0_);")
-        return "\n".join(lines)
-    if kind == "finalize":
-        w(f"  int tiers_on_ = tiers_trace_begin({fid}, __builtin_return_address(0));")
-        w("  tiers_trace_before_finalize();")
-        w(f"  {real};")
-        w(f"  tiers_trace_after_finalize({fid}, tiers_on_);")
-        return "\n".join(lines)
-    if kind == "abort":
-        w(f"  if (tiers_trace_begin({fid}, __builtin_return_address(0)))")
-        w(f"    tiers_trace_end({fid});")
-        w("  tiers_trace_at_abort();")
-        w(f"  {real};")
-        return "\n".join(lines)
     w(f"  if (!tiers_trace_begin({fid}, __builtin_return_address(0))) {{")
     w(f"    {real};")
     w("    return;")
     w("  }")
     pre, post = [], []
-    status = "  MPI_Status tiers_cst_;\n  PMPI_Status_f2c(f_status, &tiers_cst_);"
     if kind == "send":
         pre.append("  tiers_trace_send(dest, tag, comm, count, datatype);")
     elif kind == "recv":
-        pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
-                   "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
-        post.append(f"  if (rc == MPI_SUCCESS) {{\n  {status.replace(chr(10), chr(10) + '  ')}\n"
-                    "    tiers_trace_recv(&tiers_cst_, comm);\n  }")
+        pre.append(FSTATUS_LOCAL)
+        post.append(fstatus_record("rc == MPI_SUCCESS", "tiers_trace_recv(&tiers_cst_, comm)"))
     elif kind == "isend":
         post.append("  if (rc == MPI_SUCCESS)\n"
                     "    tiers_trace_isend(dest, tag, comm, count, datatype, "
@@ -481,42 +496,25 @@ def fbody(e: dict, fid: str) -> str:
     elif kind == "sendrecv":
         sc, st = o.get("sendcount", "sendcount"), o.get("sendtype", "sendtype")
         pre.append(f"  tiers_trace_send(dest, sendtag, comm, {sc}, {st});")
-        pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
-                   "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
-        post.append(f"  if (rc == MPI_SUCCESS) {{\n  {status.replace(chr(10), chr(10) + '  ')}\n"
-                    "    tiers_trace_recv(&tiers_cst_, comm);\n  }")
+        pre.append(FSTATUS_LOCAL)
+        post.append(fstatus_record("rc == MPI_SUCCESS", "tiers_trace_recv(&tiers_cst_, comm)"))
     elif kind in ("wait", "test"):
         pre.append("  MPI_Request tiers_saved_ = PMPI_Request_f2c(*f_request);")
-        pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
-                   "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
+        pre.append(FSTATUS_LOCAL)
         cond = "rc == MPI_SUCCESS" + (" && *f_flag" if kind == "test" else "")
-        post.append(f"  if ({cond}) {{\n  {status.replace(chr(10), chr(10) + '  ')}\n"
-                    "    tiers_trace_complete(tiers_saved_, &tiers_cst_);\n  }")
+        post.append(fstatus_record(cond, "tiers_trace_complete(tiers_saved_, &tiers_cst_)"))
     elif kind in ("waitany", "testany"):
         pre.append("  tiers_reqsave_t tiers_sv_;\n"
                    "  tiers_trace_freqs_save(&tiers_sv_, count, f_array_of_requests, NULL);")
-        pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
-                   "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
+        pre.append(FSTATUS_LOCAL)
         cond = "rc == MPI_SUCCESS && *f_index != MPI_UNDEFINED" + (" && *f_flag" if kind == "testany" else "")
         post.append(f"  if ({cond}) {{\n"
                     "    tiers_sv_.fst = f_status;\n"
                     "    int tiers_i_ = (int)*f_index - 1; /* Fortran counts from 1 */\n"
                     "    tiers_trace_reqs_done(&tiers_sv_, 1, &tiers_i_);\n  }\n"
                     "  tiers_trace_reqs_release(&tiers_sv_);")
-    elif kind in ("waitall", "testall"):
-        pre.append("  tiers_reqsave_t tiers_sv_;\n"
-                   "  f_array_of_statuses = tiers_trace_freqs_save(&tiers_sv_, count, f_array_of_requests,\n"
-                   "                                               f_array_of_statuses);")
-        cond = "(rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)" + (" && *f_flag" if kind == "testall" else "")
-        post.append(f"  if ({cond})\n    tiers_trace_reqs_done(&tiers_sv_, count, NULL);\n"
-                    "  tiers_trace_reqs_release(&tiers_sv_);")
-    elif kind in ("waitsome", "testsome"):
-        pre.append("  tiers_reqsave_t tiers_sv_;\n"
-                   "  f_array_of_statuses = tiers_trace_freqs_save(&tiers_sv_, incount, f_array_of_requests,\n"
-                   "                                               f_array_of_statuses);")
-        post.append("  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *f_outcount != MPI_UNDEFINED)\n"
-                    "    tiers_trace_freqs_done(&tiers_sv_, (int)*f_outcount, f_array_of_indices);\n"
-                    "  tiers_trace_reqs_release(&tiers_sv_);")
+    elif kind in ("waitall", "testall", "waitsome", "testsome"):
+        reqs_code(kind, pre, post, f="f_")
     elif kind == "coll":
         coll_code(o, pre, post)
     elif kind == "comm_new":
@@ -540,11 +538,9 @@ def fbody(e: dict, fid: str) -> str:
             post.append("  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL)\n"
                         "    tiers_trace_irecv(tiers_mc_, PMPI_Request_f2c(*f_request));")
         else:
-            pre.append("  MPI_Fint tiers_fst_[TIERS_FSTATUS_MAX];\n"
-                       "  if (tiers_trace_fstatus_ignore(f_status))\n    f_status = tiers_fst_;")
-            post.append(f"  if (rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL) {{\n"
-                        f"  {status.replace(chr(10), chr(10) + '  ')}\n"
-                        "    tiers_trace_recv(&tiers_cst_, tiers_mc_);\n  }")
+            pre.append(FSTATUS_LOCAL)
+            post.append(fstatus_record("rc == MPI_SUCCESS && tiers_mc_ != MPI_COMM_NULL",
+                                       "tiers_trace_recv(&tiers_cst_, tiers_mc_)"))
     elif kind == "comm_idup":
         # the new communicator's Fortran handle is read when the request
         # completes (its C handle is not usable before)
@@ -570,6 +566,29 @@ def fbody(e: dict, fid: str) -> str:
     return "\n".join(lines)
 
 
+def ftypedef(name: str, fps) -> str:
+    """The type of the Fortran library's own entry point for NAME."""
+    return f"typedef void (*tiers_ft_{name})({', '.join(t.strip() for t, _ in fps)});"
+
+
+def fortran_entry(name: str, fps, low: str, up: str, code: str) -> list[str]:
+    """Return the lines of one Fortran entry point: LOW_ running CODE, its
+    other manglings as aliases, and the mpi_f08 module's LOW_f08_, which
+    calls LOW_ (see F08_NOTE).  With CHARACTER arguments LOW_f08_ has the
+    mpif.h one's too: Open MPI's mpi_comm_set_name_f08_(comm, name, ierror,
+    name_len) passes the hidden lengths on to ompi_comm_set_name_f after
+    the optional ierror (checked with objdump on libmpi_usempif08.so)."""
+    out = ["", ftypedef(name, fps), f"TIERS_EXPORT void {low}_({fdecl(fps)});"]
+    for m in FORTRAN_MANGLINGS:
+        out.append(f"TIERS_EXPORT void {m.format(l=low, u=up)}({fdecl(fps)}) "
+                   f"__attribute__((alias(\"{low}_\")));")
+    fargs = ["ierr ? ierr : &tiers_ierr_" if n == "ierr" else n for _, n in fps]
+    out += [f"void {low}_({fdecl(fps)})", "{", code, "}",
+            f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});", f"void {low}_f08_({fdecl(fps)})", "{",
+            "  MPI_Fint tiers_ierr_;", f"  {low}_({', '.join(fargs)});", "}"]
+    return out
+
+
 def generate_fortran_pcoll(entries: list[dict]) -> list[str]:
     """Return Open MPI's Fortran persistent collectives: mpix_barrier_init_
     (mpif.h, `use mpi` with `use mpi_ext`) calls PMPIX_Barrier_init in C, and
@@ -583,23 +602,7 @@ def generate_fortran_pcoll(entries: list[dict]) -> list[str]:
         low, up = f"mpix_{name.lower()}", f"MPIX_{name.upper()}"
         code = fbody(e, f"TIERS_FN_{name}").replace(f'"pmpi_{name.lower()}"',
                                                     f'"pmpix_{name.lower()}"')
-        out.append("")
-        out.append(f"typedef void (*tiers_ft_{name})({', '.join(t.strip() for t, _ in fps)});")
-        out.append(f"TIERS_EXPORT void {low}_({fdecl(fps)});")
-        for m in FORTRAN_MANGLINGS:
-            out.append(f"TIERS_EXPORT void {m.format(l=low, u=up)}({fdecl(fps)}) "
-                       f"__attribute__((alias(\"{low}_\")));")
-        out.append(f"void {low}_({fdecl(fps)})")
-        out.append("{")
-        out.append(code)
-        out.append("}")
-        out.append(f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});")
-        out.append(f"void {low}_f08_({fdecl(fps)})")
-        out.append("{")
-        out.append("  MPI_Fint tiers_ierr_;")
-        fargs = ["ierr ? ierr : &tiers_ierr_" if n == "ierr" else n for _, n in fps]
-        out.append(f"  {low}_({', '.join(fargs)});")
-        out.append("}")
+        out += fortran_entry(name, fps, low, up, code)
     out.append("#endif /* OMPI_HAVE_MPI_EXT_PCOLLREQ */")
     return out
 
@@ -617,28 +620,7 @@ def generate_fortran(entries: list[dict]) -> list[str]:
         name = e["name"]
         fps = fparams(e["params"])
         low, up = f"mpi_{name.lower()}", f"MPI_{name.upper()}"
-        out.append("")
-        out.append(f"typedef void (*tiers_ft_{name})({', '.join(t.strip() for t, _ in fps)});")
-        out.append(f"TIERS_EXPORT void {low}_({fdecl(fps)});")
-        for m in FORTRAN_MANGLINGS:
-            out.append(f"TIERS_EXPORT void {m.format(l=low, u=up)}({fdecl(fps)}) "
-                       f"__attribute__((alias(\"{low}_\")));")
-        out.append(f"void {low}_({fdecl(fps)})")
-        out.append("{")
-        out.append(fbody(e, f"TIERS_FN_{name}"))
-        out.append("}")
-        # the mpi_f08 module's procedure for this function (see F08_NOTE).
-        # With CHARACTER arguments it has the mpif.h one's too: Open MPI's
-        # mpi_comm_set_name_f08_(comm, name, ierror, name_len) passes the
-        # hidden lengths on to ompi_comm_set_name_f after the optional
-        # ierror (checked with objdump on libmpi_usempif08.so)
-        out.append(f"TIERS_EXPORT void {low}_f08_({fdecl(fps)});")
-        out.append(f"void {low}_f08_({fdecl(fps)})")
-        out.append("{")
-        out.append("  MPI_Fint tiers_ierr_;")
-        fargs = ["ierr ? ierr : &tiers_ierr_" if n == "ierr" else n for _, n in fps]
-        out.append(f"  {low}_({', '.join(fargs)});")
-        out.append("}")
+        out += fortran_entry(name, fps, low, up, fbody(e, f"TIERS_FN_{name}"))
     # MPICH's mpi_f08 procedures with CHARACTER arguments have the mpif.h
     # ones' arguments too (mpi_comm_set_name_f08_(comm, name, ierror,
     # name_len), checked with objdump on libmpichfort.so) and call PMPI_ in
