@@ -25,20 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tiers_check.h"
 
-static int rank, size, checks, failed;
-
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    checks++;                                     \
-    if (!(cond)) {                                \
-      failed++;                                   \
-      printf("FAIL rank %d: ", rank);             \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-      fflush(stdout);                             \
-    }                                             \
-  } while (0)
+static int rank, size;
 
 static void fill(int *b, int n, int seed)
 {
@@ -299,10 +288,7 @@ int main(int argc, char **argv)
   proc_null_case();
   MPI_Barrier(MPI_COMM_WORLD);
   wildcard_case();
-  int tot[2] = {checks, failed}, sum[2];
-  MPI_Reduce(tot, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-  if (rank == 0)
-    printf("checks %d failed %d\n", sum[0], sum[1]);
+  tiers_check_summary();
   MPI_Finalize();
   return 0;
 }

@@ -6,20 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define TIERS_CHECK_WITH_LINE
+#include "tiers_check.h"
 
-static int rank, size, checks, failed;
-
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    checks++;                                     \
-    if (!(cond)) {                                \
-      failed++;                                   \
-      printf("FAIL rank %d: ", rank);             \
-      printf(__VA_ARGS__);                        \
-      printf(" (line %d)\n", __LINE__);           \
-      fflush(stdout);                             \
-    }                                             \
-  } while (0)
+static int rank, size;
 
 static unsigned char pat(int src, int tag, size_t i) { return (unsigned char)(src * 31 + tag * 7 + i * 13); }
 
@@ -527,10 +517,7 @@ int main(int argc, char **argv)
   test_mixed();
   test_cancel_trunc_null();
   test_collectives();
-  int tot[2] = {checks, failed}, sum[2];
-  MPI_Reduce(tot, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-  if (rank == 0)
-    printf("checks %d failed %d\n", sum[0], sum[1]);
+  tiers_check_summary();
   MPI_Finalize();
-  return failed ? 1 : 0;
+  return tiers_failed ? 1 : 0;
 }

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "tiers_check.h"
 
 #define ROUNDS 3
 #define BLOCK 4096
@@ -56,7 +57,6 @@ int main(int argc, char **argv)
     peer = MPI_PROC_NULL;
   int receiver = rank % 2 == 0;
   unsigned char *buf = malloc(bytes ? bytes : 1);
-  long checks = 0, failed = 0;
 
   double winval[2] = {0, 0};
   MPI_Win win = MPI_WIN_NULL;
@@ -95,8 +95,7 @@ int main(int argc, char **argv)
         MPI_Put(&(double){round + 1.0}, 1, MPI_DOUBLE, peer, 0, 1, MPI_DOUBLE, win);
       MPI_Win_fence(0, win);
       if (peer != MPI_PROC_NULL && receiver) {
-        checks++;
-        failed += winval[0] != round + 1.0;
+        tiers_tally(winval[0] == round + 1.0);
       }
     } else if (!strcmp(mode, "pscw") && peer != MPI_PROC_NULL) {
       /* even rounds: the receiver is the target (MPI_Win_wait waits for
@@ -106,8 +105,7 @@ int main(int argc, char **argv)
       if (target) {
         MPI_Win_post(pair, 0, win);
         MPI_Win_wait(win);
-        checks++;
-        failed += winval[1] != round + 1.0;
+        tiers_tally(winval[1] == round + 1.0);
       } else {
         MPI_Win_start(pair, 0, win);
         MPI_Put(&(double){round + 1.0}, 1, MPI_DOUBLE, peer, 1, 1, MPI_DOUBLE, win);
@@ -129,8 +127,7 @@ int main(int argc, char **argv)
           size_t bad = got != BLOCK;
           for (size_t i = 0; i < got; i++)
             bad += block[i] != pattern(i, round, r);
-          checks++;
-          failed += bad != 0;
+          tiers_tally(bad == 0);
         }
         if (f)
           fclose(f);
@@ -140,8 +137,7 @@ int main(int argc, char **argv)
       MPI_Comm_dup(MPI_COMM_WORLD, &dup);
       int dsize;
       MPI_Comm_size(dup, &dsize);
-      checks++;
-      failed += dsize != size;
+      tiers_tally(dsize == size);
       MPI_Comm_free(&dup);
     }
 
@@ -153,8 +149,7 @@ int main(int argc, char **argv)
       size_t bad = (size_t)count != bytes || st.MPI_SOURCE != peer || st.MPI_TAG != round;
       for (size_t i = 0; i < bytes; i++)
         bad += buf[i] != pattern(i, round, peer);
-      checks++;
-      failed += bad != 0;
+      tiers_tally(bad == 0);
     }
   }
 
@@ -162,11 +157,8 @@ int main(int argc, char **argv)
     MPI_Win_free(&win);
   if (pair != MPI_GROUP_NULL)
     MPI_Group_free(&pair);
-  long mine[2] = {checks, failed}, all[2];
-  MPI_Reduce(mine, all, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-  if (rank == 0)
-    printf("checks %ld failed %ld\n", all[0], all[1]);
+  long failed = tiers_check_summary();
   free(buf);
   MPI_Finalize();
-  return rank == 0 && all[1] ? 1 : 0;
+  return failed ? 1 : 0;
 }

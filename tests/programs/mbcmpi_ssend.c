@@ -14,24 +14,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include "tiers_check.h"
 
 #define LATE 0.3       /* the receiver's delay, seconds */
 #define MIN_WAIT 0.2   /* a synchronous send must have waited at least this */
 #define MAX_STD 0.2    /* a standard small send returns well before the delay ends */
 
-static int rank, size, checks, failed;
-
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    checks++;                                     \
-    if (!(cond)) {                                \
-      failed++;                                   \
-      printf("FAIL rank %d: ", rank);             \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-      fflush(stdout);                             \
-    }                                             \
-  } while (0)
+static int rank, size;
 
 static void pause_s(double s)
 {
@@ -215,10 +204,7 @@ int main(int argc, char **argv)
   reversed(48);                     /* many unacknowledged at once */
   cancel_asked(65536, 9);           /* the receive had sent a send request */
   cancel_asked(8, 10);              /* a small one had not */
-  int tot[2] = {checks, failed}, sum[2];
-  MPI_Reduce(tot, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-  if (rank == 0)
-    printf("checks %d failed %d\n", sum[0], sum[1]);
+  tiers_check_summary();
   MPI_Finalize();
   return 0;
 }
