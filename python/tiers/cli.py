@@ -181,8 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="all-pairs repetitions per size, at most (default 50; 20 with "
                    "--quick; they repeat until the median is steady, docs/statistics.md)")
     p.add_argument("--launches", type=V.count("--launches", 1, 100), metavar="N",
-                   help="separate launches of the ping-pong test; each figure is the median "
-                   "of their medians (default 3)")
+                   help="separate launches of the ping-pong, all-pairs and MPI_Barrier "
+                   "tests, run in interleaved rounds; each figure is the median over them "
+                   "(default 3)")
     p.add_argument("--cores-per-node", type=V.count("--cores-per-node"), metavar="C",
                    help="cores per node measuring different steps between nodes at once "
                    "(default 1)")
