@@ -184,14 +184,17 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
  * the two nodes' sent bytes (inter-node bytes not growing), then every two
  * nodes that talk, for the inter-node bytes (no node above the busiest
  * node's volume).  Swapped ranks trade their slots, so every node keeps
- * its rank count and every rank a distinct slot.  Up to 32,768 ranks a
- * second run from the same start puts the inter-node bytes first: phase
- * 0, Kernighan-Lin between every two nodes that talk for the inter-node
- * bytes alone (a node's volume may grow), then, when that ends below the
- * first run's inter-node bytes, phases 1-4, phase 3 free to give back half
- * of what phase 0 saved; its result is kept when it is better than the
- * first run's on one measure (the busiest node's sent bytes, the
- * inter-node bytes) and no worse on the other.  Deterministic.
+ * its rank count and every rank a distinct slot.  Then, where ranks x
+ * nodes is at most 2^18, chains of moves (a rank moves to another node,
+ * one of that node's ranks moves on, ... until a move fills the node the
+ * chain began at: cyclic exchanges among 2 or more nodes), each rank once
+ * a pass, the best move first even when worse, each pass cut back to its
+ * best state where every node holds its slots: passes for the inter-node
+ * bytes (the busiest node not above the start's), then for the busiest
+ * node (the inter-node bytes not above what the first passes reached);
+ * kept when no worse than the start on either measure and below the
+ * swaps' result on the inter-node bytes (or equal there and below on the
+ * busiest node).  Deterministic.
  * @param g the graph
  * @param sent_bytes per CSR entry e of rank v, the bytes v sends to
  *        adjncy[e] (the rest of adjwgt[e] goes the other way); NULL: half
@@ -200,7 +203,8 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
  * @param[in,out] node_of per rank, its node
  * @param[in,out] slot_of per rank, its slot in the node
  * @param budget work limit, in edges visited (swaps tried x their degrees),
- *        for phases 1-2, again for phases 3-4 and again for phase 0
+ *        for phases 1-2, again for phases 3-4 and again for the chains
+ *        (there: table entries read and edges visited)
  * @param[out] swaps swaps applied (may be NULL)
  * @return TIERS_OK; TIERS_ERR_ARG for bad arguments; TIERS_ERR_NOMEM.
  *         Thread-safe (no shared state).

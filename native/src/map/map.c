@@ -1487,12 +1487,6 @@ typedef struct klctx {
 } klctx_t;
 
 #define KL_SIDE_MAX 256
-/* Phase 0's passes over every pair of nodes that talk, at most. */
-#define KL_PASSES 16
-/* After phase 0, phase 3 may give back this share of what phase 0 saved. */
-#define GIVE_BACK 0.5
-/* Above this many ranks only the busiest-node-first refinement runs. */
-#define CUT_FIRST_MAX_RANKS 32768
 
 static int kl_pair(klctx_t *k, int a, int b, int mode, double limit_sent, double limit_cut)
 {
@@ -1622,15 +1616,9 @@ static int node_neighbours(const rstate_t *st, const int64_t *start, const int32
 }
 
 /* One refinement of node_of/slot_of in place (arguments checked by the
- * caller).  cut_first: phase 0 first, Kernighan-Lin between every two
- * nodes that talk for the inter-node bytes alone, pass after pass, before
- * the phases that work on the busiest node; the result may then send more
- * from its busiest node than the start (the caller checks).  It stops
- * after phase 0, with *swaps = -1, unless phase 0 ends below cut_to_beat
- * inter-node bytes. */
+ * caller): phases 1-4, the busiest node first. */
 static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
-                      int *node_of, int *slot_of, int64_t budget, int cut_first,
-                      double cut_to_beat, int *swaps)
+                      int *node_of, int *slot_of, int64_t budget, int *swaps)
 {
   const int n = g->n;
   int rc = TIERS_OK;
@@ -1692,35 +1680,6 @@ static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int 
   }
   int done = 0;
   int64_t work = 0;
-  double give = 0; /* inter-node bytes phase 3 may add, above the current */
-  if (cut_first) {
-    /* Phase 0: Kernighan-Lin between every two nodes that talk, for the
-     * inter-node bytes alone (a node's sent bytes may grow), pass after
-     * pass until none lowers them; the phases below then bring the
-     * busiest node down, phase 3 giving back at most GIVE_BACK of what
-     * phase 0 saved.  Its own budget. */
-    const double cut_start = st.cut;
-    for (int pass = 0; pass < KL_PASSES && k.work < k.budget; pass++) {
-      int improved = 0;
-      for (int a = 0; a < nodes && k.work < k.budget; a++) {
-        const int c = node_neighbours(&st, start, members, a, 1, stamp, &stamp_val, nb);
-        k.work += start[a + 1] - start[a];
-        for (int j = 0; j < c && k.work < k.budget; j++) {
-          const int kept = kl_pair(&k, a, nb[j], 0, INFINITY, INFINITY);
-          done += kept;
-          improved |= kept > 0;
-        }
-      }
-      if (!improved)
-        break;
-    }
-    k.work = 0;
-    if (!lower(st.cut, cut_to_beat)) {
-      done = -1; /* the rest could not end below the first run's bytes */
-      goto finished;
-    }
-    give = fmax(0.0, GIVE_BACK * (cut_start - st.cut));
-  }
   /* Phase 1 works on the busiest node, phase 2 on every node in turn:
    * a swap is taken when no node it changes ends above both its old volume
    * and the busiest node's, the inter-node bytes do not grow, and either
@@ -1833,7 +1792,7 @@ static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int 
    * (no node above the busiest node's volume).  Their own budget. */
   k.work = 0;
   {
-    const double limit3 = st.cut + give;
+    const double limit3 = st.cut;
     while (k.work < k.budget) {
       int w = 0;
       for (int i = 1; i < nodes; i++)
@@ -1870,7 +1829,6 @@ static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int 
         break;
     }
   }
-finished:
   if (swaps)
     *swaps = done;
 out:
@@ -1893,6 +1851,344 @@ out:
   free(pos);
   free(cand);
   free(seen);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Refinement: chains of moves (cyclic exchanges)
+ *
+ * A pair swap moves two ranks at once between two nodes; a chain moves one
+ * rank at a time: a rank leaves node h for node o (h one rank short, o one
+ * over its slots), then a rank of o moves on, to h (a swap) or to a third
+ * node, which is then the one over, and so on until a move reaches h and
+ * every node holds its slots again: a cyclic exchange among 2, 3 or more
+ * nodes, which no sequence of improving pair swaps need find.  Moves are
+ * Fiduccia-Mattheyses style: each rank once a pass, the best move first
+ * even when it makes things worse, the pass cut back to its best balanced
+ * state (every node at its slot count).  With out[r][t] / in[r][t] the
+ * bytes rank r sends to / receives from the ranks of node t and S_r all r
+ * sends, a move of r from node x to node y changes only x's and y's sent
+ * bytes:
+ *   sent[x] += in[r][x] - (S_r - out[r][x]),  sent[y] += (S_r - out[r][y]) - in[r][y],
+ *   cut     += (out[r][x] + in[r][x]) - (out[r][y] + in[r][y]),
+ * so every move is judged exactly in O(1) from the two tables, which a
+ * move updates along the moved rank's edges. */
+
+/* Moves one chain may make before it must close (a move to the short node). */
+#define CHAIN_OPEN_MAX 8
+/* A pass stops this many moves after its best state. */
+#define CHAIN_STALL (2 * CHAIN_OPEN_MAX)
+/* Passes of each kind, at most. */
+#define CHAIN_PASSES 8
+/* The tables hold ranks x nodes entries each: the chains run only up to
+ * this many (e.g. 2,048 ranks on 128 nodes). */
+#define CHAIN_CELLS_MAX (1 << 18)
+
+typedef struct chain {
+  const tiers_map_graph_t *g;
+  const double *out_e; /* per CSR entry, bytes v sends to adjncy[e] (NULL: half) */
+  int n, nodes;
+  int *node, *slot_of;
+  double *sent, cut;
+  double *outw, *inw;  /* n x nodes */
+  double *tot;         /* per rank, all it sends */
+  int *ext;            /* per rank, its neighbours on other nodes */
+  int32_t *mem;        /* per node its ranks: mem[moff[i] .. moff[i] + cnt[i]) */
+  int64_t *moff;
+  int *cnt;
+  int32_t *mpos;       /* a rank's index in its node's list */
+  char *locked, *used;
+  int32_t *seq_r, *seq_from, *oldslot;
+  int top3[3];
+  int64_t work, budget;
+} chain_t;
+
+static double chain_sent_e(const chain_t *c, int64_t e)
+{
+  return c->out_e ? c->out_e[e] : 0.5 * edge_weight(c->g, e);
+}
+
+/* The three nodes that send most (-1 where there are fewer nodes). */
+static void chain_top3(chain_t *c)
+{
+  c->top3[0] = c->top3[1] = c->top3[2] = -1;
+  for (int i = 0; i < c->nodes; i++) {
+    const double s = c->sent[i];
+    int k = 3;
+    while (k > 0 && (c->top3[k - 1] < 0 || c->sent[c->top3[k - 1]] < s))
+      k--;
+    if (k < 3) {
+      for (int j = 2; j > k; j--)
+        c->top3[j] = c->top3[j - 1];
+      c->top3[k] = i;
+    }
+  }
+  c->work += c->nodes;
+}
+
+/* The most any node other than x and y sends. */
+static double chain_top_other(const chain_t *c, int x, int y)
+{
+  for (int k = 0; k < 3; k++)
+    if (c->top3[k] >= 0 && c->top3[k] != x && c->top3[k] != y)
+      return c->sent[c->top3[k]];
+  return 0;
+}
+
+static void chain_move(chain_t *c, int r, int y)
+{
+  const tiers_map_graph_t *g = c->g;
+  const int x = c->node[r], nodes = c->nodes;
+  double *o = c->outw + (size_t)r * nodes, *in = c->inw + (size_t)r * nodes;
+  c->sent[x] += in[x] - (c->tot[r] - o[x]);
+  c->sent[y] += (c->tot[r] - o[y]) - in[y];
+  c->cut += (o[x] + in[x]) - (o[y] + in[y]);
+  int ext = 0;
+  for (int64_t e = g->xadj[r]; e < g->xadj[r + 1]; e++) {
+    const int u = g->adjncy[e];
+    const double so = chain_sent_e(c, e), si = edge_weight(g, e) - so;
+    double *ou = c->outw + (size_t)u * nodes, *iu = c->inw + (size_t)u * nodes;
+    ou[x] -= si;
+    ou[y] += si;
+    iu[x] -= so;
+    iu[y] += so;
+    if (c->node[u] == x)
+      c->ext[u]++;
+    else if (c->node[u] == y)
+      c->ext[u]--;
+    ext += c->node[u] != y;
+  }
+  c->ext[r] = ext;
+  c->work += g->xadj[r + 1] - g->xadj[r];
+  /* node lists */
+  const int32_t p = c->mpos[r];
+  const int32_t last = c->mem[c->moff[x] + c->cnt[x] - 1];
+  c->mem[c->moff[x] + p] = last;
+  c->mpos[last] = p;
+  c->cnt[x]--;
+  c->mem[c->moff[y] + c->cnt[y]] = r;
+  c->mpos[r] = c->cnt[y]++;
+  c->node[r] = y;
+  chain_top3(c);
+}
+
+/* Whether (a1, a2, a3) is below (b1, b2, b3), the first measure first. */
+static int key3_lower(double a1, double a2, double a3, double b1, double b2, double b3)
+{
+  if (lower(a1, b1) || lower(b1, a1))
+    return lower(a1, b1);
+  if (lower(a2, b2) || lower(b2, a2))
+    return lower(a2, b2);
+  return lower(a3, b3);
+}
+
+/* One pass.  mode 0: the inter-node bytes first, then the busiest node's
+ * sent bytes, among balanced states whose busiest node sends at most
+ * limit_top; mode 1: the busiest node first, then the inter-node bytes,
+ * among balanced states with at most limit_cut inter-node bytes.  Moves
+ * are chosen by the same measures (mode 1 then by how much the two nodes'
+ * squared volumes drop, so that a node tied with the busiest one counts),
+ * those that break the limit last.  Returns the moves kept. */
+static int chain_pass(chain_t *c, int mode, double limit_top, double limit_cut)
+{
+  const int n = c->n, nodes = c->nodes;
+  double top = c->sent[c->top3[0]];
+  double best1 = mode == 0 ? c->cut : top, best2 = mode == 0 ? top : c->cut;
+  int best_p = 0, steps = 0, hole = -1, over = -1, open = 0;
+  memset(c->locked, 0, (size_t)n);
+  while (c->work < c->budget && steps < n && steps - best_p < CHAIN_STALL) {
+    int br = -1, bt = -1, bad_b = 1;
+    double b1 = INFINITY, b2 = INFINITY, b3 = INFINITY;
+    /* the ranks that may move: any rank that talks to another node when
+     * every node holds its slots, else those of the node over them */
+    const int64_t lo = over < 0 ? 0 : c->moff[over];
+    const int64_t hi = over < 0 ? n : c->moff[over] + c->cnt[over];
+    c->work += hi - lo;
+    for (int64_t i = lo; i < hi; i++) {
+      const int r = over < 0 ? (int)i : c->mem[i];
+      if (c->locked[r] || (over < 0 && c->ext[r] == 0))
+        continue;
+      const int x = c->node[r];
+      const double *o = c->outw + (size_t)r * nodes, *in = c->inw + (size_t)r * nodes;
+      const double s_r = c->tot[r];
+      c->work += nodes;
+      for (int y = 0; y < nodes; y++) {
+        if (y == x || (y != hole && o[y] + in[y] <= 0))
+          continue;
+        if (over >= 0 && open >= CHAIN_OPEN_MAX && y != hole)
+          continue;
+        const double sx = c->sent[x] + in[x] - (s_r - o[x]);
+        const double sy = c->sent[y] + (s_r - o[y]) - in[y];
+        const double cut = c->cut + (o[x] + in[x]) - (o[y] + in[y]);
+        const double t = fmax(fmax(sx, sy), chain_top_other(c, x, y));
+        const double sq = sx * sx + sy * sy - c->sent[x] * c->sent[x] -
+                          c->sent[y] * c->sent[y];
+        const double k1 = mode == 0 ? cut : t, k2 = mode == 0 ? t : sq;
+        const double k3 = mode == 0 ? 0 : cut;
+        const int bad = mode == 0 ? lower(limit_top, t) : lower(limit_cut, cut);
+        if (br < 0 || bad < bad_b || (bad == bad_b && key3_lower(k1, k2, k3, b1, b2, b3))) {
+          br = r;
+          bt = y;
+          b1 = k1;
+          b2 = k2;
+          b3 = k3;
+          bad_b = bad;
+        }
+      }
+    }
+    if (br < 0)
+      break;
+    const int from = c->node[br];
+    c->seq_r[steps] = br;
+    c->seq_from[steps] = from;
+    steps++;
+    chain_move(c, br, bt);
+    c->locked[br] = 1;
+    if (over < 0) {
+      hole = from;
+      over = bt;
+      open = 1;
+    } else if (bt == hole) {
+      hole = over = -1;
+      open = 0;
+    } else {
+      over = bt;
+      open++;
+    }
+    if (over < 0) {
+      top = c->sent[c->top3[0]];
+      const double k1 = mode == 0 ? c->cut : top, k2 = mode == 0 ? top : c->cut;
+      const int ok = mode == 0 ? !lower(limit_top, top) : !lower(limit_cut, c->cut);
+      if (ok && key3_lower(k1, k2, 0, best1, best2, 0)) {
+        best1 = k1;
+        best2 = k2;
+        best_p = steps;
+      }
+    }
+  }
+  for (int p = steps - 1; p >= best_p; p--)
+    chain_move(c, c->seq_r[p], c->seq_from[p]);
+  /* slots: the ranks that arrived at a node take the slots its leavers
+   * freed (the counts match: every node holds its slots again; each rank
+   * moved at most once in the pass) */
+  for (int p = 0; p < best_p; p++) {
+    c->oldslot[p] = c->slot_of[c->seq_r[p]];
+    c->used[p] = 0;
+  }
+  for (int p = 0; p < best_p; p++) {
+    const int y = c->node[c->seq_r[p]];
+    for (int q = 0; q < best_p; q++)
+      if (!c->used[q] && c->seq_from[q] == y) {
+        c->used[q] = 1;
+        c->slot_of[c->seq_r[p]] = c->oldslot[q];
+        break;
+      }
+  }
+  c->work += (int64_t)best_p * best_p;
+  return best_p;
+}
+
+/* Chain passes on node_of/slot_of in place, never above limit_cut
+ * inter-node bytes nor limit_top from the busiest node: passes for the
+ * inter-node bytes first until one keeps nothing, then passes for the
+ * busiest node (the inter-node bytes not above what the first reached),
+ * within budget (entries of the tables read and edges visited).  Leaves
+ * the placement as it is where ranks x nodes is above CHAIN_CELLS_MAX.
+ * *moves: moves kept. */
+static int chain_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                        int *node_of, int *slot_of, int64_t budget, double limit_cut,
+                        double limit_top, int *moves)
+{
+  const int n = g->n;
+  *moves = 0;
+  if ((int64_t)n * nodes > CHAIN_CELLS_MAX || nodes < 2)
+    return TIERS_OK;
+  int rc = TIERS_OK;
+  chain_t c;
+  memset(&c, 0, sizeof c);
+  c.g = g;
+  c.out_e = sent_bytes;
+  c.n = n;
+  c.nodes = nodes;
+  c.node = node_of;
+  c.slot_of = slot_of;
+  c.budget = budget;
+  c.sent = calloc((size_t)nodes, sizeof *c.sent);
+  c.outw = calloc((size_t)n * nodes, sizeof *c.outw);
+  c.inw = calloc((size_t)n * nodes, sizeof *c.inw);
+  c.tot = calloc((size_t)n, sizeof *c.tot);
+  c.ext = calloc((size_t)n, sizeof *c.ext);
+  c.mem = malloc(((size_t)n + (size_t)nodes) * sizeof *c.mem);
+  c.moff = calloc((size_t)nodes + 1, sizeof *c.moff);
+  c.cnt = calloc((size_t)nodes, sizeof *c.cnt);
+  c.mpos = malloc((size_t)n * sizeof *c.mpos);
+  c.locked = malloc((size_t)n);
+  c.used = malloc((size_t)n);
+  c.seq_r = malloc((size_t)n * sizeof *c.seq_r);
+  c.seq_from = malloc((size_t)n * sizeof *c.seq_from);
+  c.oldslot = malloc((size_t)n * sizeof *c.oldslot);
+  if (!c.sent || !c.outw || !c.inw || !c.tot || !c.ext || !c.mem || !c.moff || !c.cnt ||
+      !c.mpos || !c.locked || !c.used || !c.seq_r || !c.seq_from || !c.oldslot) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  for (int v = 0; v < n; v++) {
+    const int x = node_of[v];
+    c.cnt[x]++;
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
+      const int t = node_of[g->adjncy[e]];
+      const double so = chain_sent_e(&c, e);
+      c.outw[(size_t)v * nodes + t] += so;
+      c.inw[(size_t)v * nodes + t] += edge_weight(g, e) - so;
+      c.tot[v] += so;
+      if (t != x) {
+        c.sent[x] += so;
+        c.cut += so;
+        c.ext[v]++;
+      }
+    }
+  }
+  /* each node's list has room for one rank over its slots */
+  for (int i = 0; i < nodes; i++)
+    c.moff[i + 1] = c.moff[i] + c.cnt[i] + 1;
+  memset(c.cnt, 0, (size_t)nodes * sizeof *c.cnt);
+  for (int v = 0; v < n; v++) {
+    const int x = node_of[v];
+    c.mem[c.moff[x] + c.cnt[x]] = v;
+    c.mpos[v] = c.cnt[x]++;
+  }
+  c.work = (int64_t)n * nodes + g->xadj[n];
+  chain_top3(&c);
+  for (int pass = 0; pass < CHAIN_PASSES && c.work < c.budget; pass++) {
+    const int got = chain_pass(&c, 0, limit_top, INFINITY);
+    *moves += got;
+    if (!got)
+      break;
+  }
+  {
+    const double cut_reached = fmin(limit_cut, c.cut);
+    for (int pass = 0; pass < CHAIN_PASSES && c.work < c.budget; pass++) {
+      const int got = chain_pass(&c, 1, INFINITY, cut_reached);
+      *moves += got;
+      if (!got)
+        break;
+    }
+  }
+out:
+  free(c.sent);
+  free(c.outw);
+  free(c.inw);
+  free(c.tot);
+  free(c.ext);
+  free(c.mem);
+  free(c.moff);
+  free(c.cnt);
+  free(c.mpos);
+  free(c.locked);
+  free(c.used);
+  free(c.seq_r);
+  free(c.seq_from);
+  free(c.oldslot);
   return rc;
 }
 
@@ -1926,45 +2222,44 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
     if (node_of[v] < 0 || node_of[v] >= nodes)
       TIERS_ERROR(TIERS_ERR_ARG, "map: rank %d is on node %d, outside 0..%d", v, node_of[v],
                   nodes - 1);
-  if (n > CUT_FIRST_MAX_RANKS)
-    return refine_one(g, sent_bytes, nodes, node_of, slot_of, budget, 0, 0, swaps);
-  /* Two refinements of the same start: the busiest node first (phases
-   * 1-4), and the inter-node bytes first (phase 0, then phases 1-4, only
-   * when phase 0 ends below the first run's inter-node bytes).  The second
-   * is kept when it is better than the first on one measure (busiest
-   * node's sent bytes, inter-node bytes) and no worse on the other. */
-  int *alt = malloc((size_t)2 * (size_t)n * sizeof *alt);
+  double cut0, top0, cut1, top1;
   double *scratch = malloc((size_t)nodes * sizeof *scratch);
-  if (!alt || !scratch) {
-    free(alt);
-    free(scratch);
+  if (!scratch)
     TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory to refine %d ranks", n);
-  }
-  memcpy(alt, node_of, (size_t)n * sizeof *alt);
-  memcpy(alt + n, slot_of, (size_t)n * sizeof *alt);
-  double cut0, top0, cut1, top1, cut2, top2;
-  int done1 = 0, done2 = 0;
   node_bytes(g, sent_bytes, nodes, node_of, scratch, &cut0, &top0);
-  int rc = refine_one(g, sent_bytes, nodes, node_of, slot_of, budget, 0, 0, &done1);
-  if (rc == TIERS_OK)
+  int done = 0;
+  int rc = refine_one(g, sent_bytes, nodes, node_of, slot_of, budget, &done);
+  /* Then chains of moves from that result, for the inter-node bytes first
+   * (the busiest node not above the start's), then for the busiest node
+   * (the inter-node bytes not above what the first passes reached); kept
+   * when the exact sums say it is no worse than the start on either
+   * measure and lower than the swaps' result on the inter-node bytes, or
+   * equal there and lower on the busiest node. */
+  int *alt = NULL;
+  if (rc == TIERS_OK && (int64_t)n * nodes <= CHAIN_CELLS_MAX) {
     node_bytes(g, sent_bytes, nodes, node_of, scratch, &cut1, &top1);
-  if (rc == TIERS_OK)
-    rc = refine_one(g, sent_bytes, nodes, alt, alt + n, budget, 1, cut1, &done2);
-  if (rc == TIERS_OK) {
-    node_bytes(g, sent_bytes, nodes, alt, scratch, &cut2, &top2);
-    /* better than the first run on one measure, and no worse on either
-     * (so no worse than the start either) */
-    const int no_worse = !lower(top1, top2) && !lower(cut1, cut2) && !lower(top0, top2) &&
-                         !lower(cut0, cut2);
-    const int before = lower(top2, top1) || lower(cut2, cut1);
-    if (done2 > 0 && no_worse && before) {
-      memcpy(node_of, alt, (size_t)n * sizeof *alt);
-      memcpy(slot_of, alt + n, (size_t)n * sizeof *alt);
-      done1 = done2;
+    alt = malloc((size_t)2 * (size_t)n * sizeof *alt);
+    if (!alt) {
+      free(scratch);
+      TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory to refine %d ranks", n);
     }
-    if (swaps)
-      *swaps = done1;
+    memcpy(alt, node_of, (size_t)n * sizeof *alt);
+    memcpy(alt + n, slot_of, (size_t)n * sizeof *alt);
+    int moves = 0;
+    rc = chain_refine(g, sent_bytes, nodes, alt, alt + n, budget, cut0, top0, &moves);
+    if (rc == TIERS_OK && moves > 0) {
+      double cut2, top2;
+      node_bytes(g, sent_bytes, nodes, alt, scratch, &cut2, &top2);
+      if (!lower(cut0, cut2) && !lower(top0, top2) &&
+          (lower(cut2, cut1) || (!lower(cut1, cut2) && lower(top2, top1)))) {
+        memcpy(node_of, alt, (size_t)n * sizeof *alt);
+        memcpy(slot_of, alt + n, (size_t)n * sizeof *alt);
+        done += moves;
+      }
+    }
   }
+  if (rc == TIERS_OK && swaps)
+    *swaps = done;
   free(alt);
   free(scratch);
   return rc;
