@@ -40,13 +40,17 @@
  * last, two diagnostic lines that are not part of EPCC's method, measured
  * after every test: "handoffs CRITICAL LOCK" (the fraction of constructs
  * whose lock changed hands, median of 5 counted runs each) and "line_ns NS"
- * (one-way time of a cache line between threads 0 and 1).
+ * (one-way time of a cache line between threads 0 and 1), then per page
+ * of PAGES pages of their own "pages_line_ns NS..." and "pages_lock_us
+ * US..." (that line time and LOCK/UNLOCK's median overhead with the lock
+ * in that page).
  */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static int delaylength;
 static long innerreps;
@@ -313,7 +317,7 @@ static double handoffs(int use_lock)
 /* One-way time of a cache line between threads 0 and 1 in ns: the
  * fastest of 5 runs of 20,000 round trips of a counter that each thread
  * advances in turn (0 with one thread). */
-static double line_transfer_ns(void)
+static double line_transfer_ns(volatile long *flag)
 {
   if (nthreads < 2)
     return 0.0;
@@ -321,7 +325,7 @@ static double line_transfer_ns(void)
   double best = INFINITY;
   for (int r = 0; r < 5; r++) {
     double el = 0.0;
-    diag.flag = 0;
+    *flag = 0;
 #pragma omp parallel
     {
       const int me = omp_get_thread_num();
@@ -329,9 +333,9 @@ static double line_transfer_ns(void)
       if (me < 2) {
         double t0 = omp_get_wtime();
         for (long i = 0; i < trips; i++) {
-          while (diag.flag != 2 * i + me)
+          while (*flag != 2 * i + me)
             ;
-          diag.flag = 2 * i + me + 1;
+          *flag = 2 * i + me + 1;
         }
         if (me == 0)
           el = omp_get_wtime() - t0;
@@ -342,6 +346,67 @@ static double line_transfer_ns(void)
       best = ns;
   }
   return best;
+}
+
+/* The same lock and line on PAGES pages of their own: within one process,
+ * does the cost depend on where the line lies?  (On a mesh of cores the
+ * line's home, chosen from its physical address, is part of every transfer
+ * between two cores; ASLR does not change a static variable's place in its
+ * page, but every process gets other physical pages.) */
+#define PAGES 8
+
+static int cmp_double(const void *a, const void *b);
+
+static double lock_run_at(omp_lock_t *lk)
+{
+  const long each = innerreps / nthreads;
+  double t0 = omp_get_wtime();
+#pragma omp parallel
+  for (long j = 0; j < each; j++) {
+    omp_set_lock(lk);
+    delay(delaylength);
+    omp_unset_lock(lk);
+  }
+  return (omp_get_wtime() - t0) * 1e6 / (double)innerreps;
+}
+
+static double median_of(double *v, int n)
+{
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Per page: the one-way line time (ns) and LOCK/UNLOCK's overhead (us; the
+ * median of 5 runs minus @p ref_us), each the median of 3 passes over the
+ * pages. */
+static int pages_diag(double ref_us, double *line_ns, double *lock_us)
+{
+  char *base = mmap(NULL, 4096L * PAGES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                    -1, 0);
+  if (base == MAP_FAILED)
+    return -1;
+  double ln[3][PAGES], lk[3][PAGES], runs[5];
+  for (int p = 0; p < PAGES; p++) {
+    base[4096L * p] = 1;
+    omp_init_lock((omp_lock_t *)(base + 4096L * p + 0x200));
+  }
+  for (int pass = 0; pass < 3; pass++)
+    for (int p = 0; p < PAGES; p++) {
+      omp_lock_t *lk_p = (omp_lock_t *)(base + 4096L * p + 0x200);
+      ln[pass][p] = line_transfer_ns((volatile long *)(base + 4096L * p + 0x800));
+      (void)lock_run_at(lk_p);
+      for (int k = 0; k < 5; k++)
+        runs[k] = lock_run_at(lk_p);
+      lk[pass][p] = median_of(runs, 5) - ref_us;
+    }
+  for (int p = 0; p < PAGES; p++) {
+    double a[3] = {ln[0][p], ln[1][p], ln[2][p]}, b[3] = {lk[0][p], lk[1][p], lk[2][p]};
+    line_ns[p] = median_of(a, 3);
+    lock_us[p] = median_of(b, 3);
+    omp_destroy_lock((omp_lock_t *)(base + 4096L * p + 0x200));
+  }
+  munmap(base, 4096L * PAGES);
+  return 0;
 }
 
 static int nfixed;
@@ -486,7 +551,17 @@ int main(int argc, char **argv)
   qsort(hc, 5, sizeof *hc, cmp_double);
   qsort(hl, 5, sizeof *hl, cmp_double);
   printf("handoffs %.6f %.6f\n", hc[2], hl[2]);
-  printf("line_ns %.2f\n", line_transfer_ns());
+  printf("line_ns %.2f\n", line_transfer_ns(&diag.flag));
+  double pl[PAGES], pk[PAGES];
+  if (pages_diag(ref.median, pl, pk) == 0) {
+    printf("pages_line_ns");
+    for (int p = 0; p < PAGES; p++)
+      printf(" %.2f", pl[p]);
+    printf("\npages_lock_us");
+    for (int p = 0; p < PAGES; p++)
+      printf(" %.6f", pk[p]);
+    printf("\n");
+  }
   omp_destroy_lock(&lock);
   return 0;
 }
