@@ -35,6 +35,22 @@ def build_program(folder, name: str, *flags: str) -> str:
     return str(exe)
 
 
+def build_fortran_program(folder, name: str, required: bool = False) -> str:
+    """Compile tests/programs/NAME.f90 with mpif90 (or mpifort) -O1 into
+    ``folder`` (run there, so any module files land there too); return the
+    executable's path.  Without a Fortran MPI compiler the test is skipped,
+    or fails when ``required``."""
+    fc = shutil.which("mpif90") or shutil.which("mpifort")
+    if not fc:
+        if required:
+            pytest.fail("mpif90 missing: install gfortran and the MPI Fortran bindings")
+        pytest.skip("needs mpif90")
+    exe = Path(folder) / name
+    subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / f"{name}.f90")], check=True,
+                   capture_output=True, cwd=folder)
+    return str(exe)
+
+
 @dataclass
 class Run:
     returncode: int

@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, build_program, needs_mpicc
+from conftest import build_fortran_program, build_program, needs_mpicc
 from tiers import launch, native
 
 LIB = "libtiers-mbc-mpi.so"
@@ -254,17 +253,9 @@ def test_thread_multiple_is_refused_in_one_line(programs, ranks):
 @pytest.fixture(scope="module")
 def fortran_programs(tmp_path_factory):
     """mbcmpi_f.f90 (`use mpi`) and mbcmpi_f08.f90 (`use mpi_f08`), compiled."""
-    fc = shutil.which("mpif90") or shutil.which("mpifort")
-    if not fc:
-        pytest.fail("mpif90 missing: install gfortran and the MPI Fortran bindings")
     folder = tmp_path_factory.mktemp("mbcmpi_f")
-    exes = {}
-    for name in ("mbcmpi_f", "mbcmpi_f08"):
-        exe = folder / name
-        subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / f"{name}.f90")], check=True,
-                       capture_output=True, cwd=folder)
-        exes[name] = str(exe)
-    return exes
+    return {name: build_fortran_program(folder, name, required=True)
+            for name in ("mbcmpi_f", "mbcmpi_f08")}
 
 
 @pytest.mark.parametrize("name,ok", [("mbcmpi_f", "fortran ok"), ("mbcmpi_f08", "f08 ok")])

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 
 import pytest
 
-from conftest import PROGRAMS, build_program, needs_mpicc, run_tiers
+from conftest import build_fortran_program, build_program, needs_mpicc, run_tiers
 from tiers import launch
 
 pytestmark = needs_mpicc
@@ -102,13 +101,8 @@ def test_fortran_send_facing_a_fence_finishes(tmp_path, ranks, path):
     """mbcmpi_progress_f.f90 (`use mpi`): Open MPI's and MPICH's Fortran
     bindings call the PMPI_ names, which the library defines; every byte
     right, no hang."""
-    fc = shutil.which("mpif90") or shutil.which("mpifort")
-    if not fc:
-        pytest.fail("mpif90 missing: install gfortran and the MPI Fortran bindings")
-    exe = tmp_path / "mbcmpi_progress_f"
-    subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / "mbcmpi_progress_f.f90")],
-                   check=True, capture_output=True)
-    cmd = ["mbc", "run", "--", *_launcher(ranks), str(exe)]
+    exe = build_fortran_program(tmp_path, "mbcmpi_progress_f", required=True)
+    cmd = ["mbc", "run", "--", *_launcher(ranks), exe]
     try:
         res = run_tiers(*cmd, env=PATHS[path], timeout=120)
     except subprocess.TimeoutExpired:

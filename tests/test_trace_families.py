@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import collections
 import json
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import build_program, needs_mpicc, run_tiers
+from conftest import build_fortran_program, build_program, needs_mpicc, run_tiers
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
 MPIRUN = ["mpirun", "--oversubscribe"]
 
 pytestmark = needs_mpicc
@@ -117,13 +114,8 @@ def test_c_families_exact_counts_and_bytes(tmp_path, families, n):
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_fortran_nonblocking_collective_persistent_and_put(tmp_path, n):
-    fc = shutil.which("mpif90") or shutil.which("mpifort")
-    if not fc:
-        pytest.skip("needs mpif90")
-    exe = tmp_path / "trace_families_f"
-    subprocess.run([fc, "-O1", "-o", str(exe), str(PROGRAMS / "trace_families_f.f90")],
-                   check=True, capture_output=True)
-    _, doc = trace(tmp_path, *MPIRUN, "-n", str(n), str(exe))
+    exe = build_fortran_program(tmp_path, "trace_families_f")
+    _, doc = trace(tmp_path, *MPIRUN, "-n", str(n), exe)
     for r in doc["samples"]["ranks"]:
         f = calls_bytes(r)
         assert f["MPI_Iallreduce"] == (3, 3 * 2 * 16)
