@@ -182,21 +182,30 @@ def test_laplacian_solution_is_exact(tmp_path, symmetric, ranks, threads):
     assert res["x_sum"] == pytest.approx(exact.sum(), rel=1e-10)
 
 
+def assert_matches_dense_solve(path, a, ranks: int, threads: int, rel: float):
+    """Write the symmetric matrix ``a`` (its lower triangle) to ``path``,
+    solve A x = 1 with tiers-cg to 1e-12 on ``ranks`` x ``threads`` and
+    assert that the run verifies and that x is numpy's dense solution to
+    within ``rel`` of its largest entry."""
+    n = a.shape[0]
+    entries = [(i + 1, j + 1, float(a[i, j])) for i in range(n) for j in range(i + 1)
+               if a[i, j] != 0]
+    mtx = write_mtx(path, n, entries, symmetric=True)
+    sol = path.parent / "x.txt"
+    doc = _run(ranks, threads, "--matrix", mtx, "--solution", str(sol), "--tol", "1e-12")
+    assert doc["verification"]["passed"] is True
+    x = np.loadtxt(sol)
+    want = np.linalg.solve(a, np.ones(n))
+    assert np.max(np.abs(x - want)) <= rel * np.max(np.abs(want))
+
+
 @pytest.mark.parametrize("ranks,threads", [(1, 2), (3, 1)])
 def test_random_spd_matches_dense_solve(tmp_path, ranks, threads):
     rng = np.random.default_rng(7)
     n = 40
     b = rng.uniform(-1, 1, size=(n, n)) * (rng.uniform(size=(n, n)) < 0.15)
     a = b + b.T + np.diag(rng.uniform(1, 2, size=n) + np.abs(b + b.T).sum(axis=1))
-    entries = [(i + 1, j + 1, float(a[i, j])) for i in range(n) for j in range(n)
-               if a[i, j] != 0 and j <= i]
-    path = write_mtx(tmp_path / "spd.mtx", n, entries, symmetric=True)
-    sol = tmp_path / "x.txt"
-    doc = _run(ranks, threads, "--matrix", path, "--solution", str(sol), "--tol", "1e-12")
-    assert doc["verification"]["passed"] is True
-    x = np.loadtxt(sol)
-    want = np.linalg.solve(a, np.ones(n))
-    assert np.max(np.abs(x - want)) <= 1e-9 * np.max(np.abs(want))
+    assert_matches_dense_solve(tmp_path / "spd.mtx", a, ranks, threads, 1e-9)
 
 
 @pytest.mark.parametrize("ranks,threads", [(1, 1), (2, 1), (1, 2)])
@@ -212,17 +221,9 @@ def test_rows_of_every_length_match_dense_solve(tmp_path, ranks, threads):
         for j in cols:
             a[i, j] = a[j, i] = rng.uniform(-1, 1)
     a += np.diag(np.abs(a).sum(axis=1) + rng.uniform(1, 2, size=n))
-    entries = [(i + 1, j + 1, float(a[i, j])) for i in range(n) for j in range(i + 1)
-               if a[i, j] != 0]
     lengths = set(int(c) for c in np.count_nonzero(a, axis=1))
     assert {k % 4 for k in lengths} == {0, 1, 2, 3} and max(lengths) >= 12
-    path = write_mtx(tmp_path / "rows.mtx", n, entries, symmetric=True)
-    sol = tmp_path / "x.txt"
-    doc = _run(ranks, threads, "--matrix", path, "--solution", str(sol), "--tol", "1e-12")
-    assert doc["verification"]["passed"] is True
-    x = np.loadtxt(sol)
-    want = np.linalg.solve(a, np.ones(n))
-    assert np.max(np.abs(x - want)) <= 1e-10 * np.max(np.abs(want))
+    assert_matches_dense_solve(tmp_path / "rows.mtx", a, ranks, threads, 1e-10)
 
 
 @pytest.mark.parametrize("ranks,threads", [(1, 1), (2, 1), (1, 2)])
