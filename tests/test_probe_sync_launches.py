@@ -85,6 +85,14 @@ def test_epcc_figure_drops_every_launchs_first_repetition(native_bin):
     assert test["epcc"]["n"] == len(rest) == 33
     assert test["epcc"]["mean_us"] == pytest.approx(sum(rest) / len(rest), rel=1e-12)
     assert row["epcc_mean_us"] == test["epcc"]["mean_us"]
+    # each launch's own EPCC figure, and their median: the middle launch's
+    # (0.302), where the pooled mean is pulled toward the 0.40 launch
+    each = [sum(r["runs"][0]["tests"][0]["overheads_us"][1:]) / 11 for r in raws]
+    assert test["epcc"]["launch_means_us"] == pytest.approx(each, rel=1e-12)
+    assert row["epcc_launch_means_us"] == test["epcc"]["launch_means_us"]
+    assert row["epcc_launch_median_us"] == pytest.approx(sorted(each)[1], rel=1e-12)
+    assert row["epcc_launch_median_us"] == pytest.approx(0.302, rel=0.01)
+    assert row["epcc_mean_us"] > row["epcc_launch_median_us"] * 1.05
 
 
 def test_pooled_pairs_below_zero_are_below_noise(native_bin):
@@ -93,6 +101,7 @@ def test_pooled_pairs_below_zero_are_below_noise(native_bin):
     test, row = _merged_row([_launch(native_bin, x) for x in (-0.05, 0.05, -0.04)])
     assert row["reliable"] is False and row["why"].startswith("below noise")
     assert row["value_us"] is None and row["epcc_mean_us"] is None
+    assert row["epcc_launch_median_us"] is None
 
 
 def test_one_launch_is_the_tools_output(native_bin):

@@ -37,6 +37,7 @@ document (docs/schemas/probe-sync.md), prints tables and draws the plots.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Callable
 
@@ -179,7 +180,8 @@ def _reliability(test: dict) -> tuple[bool, str | None]:
 #: the row fields that are figures: None in a row that is below the noise
 _FIGURES = ("mean_us", "median_us", "stddev_us", "ci95_us", "min_us", "max_us", "mean_cycles",
             "median_cycles", "stddev_cycles", "ci95_cycles", "value_us", "value_cycles",
-            "median_ci95_us", "epcc_mean_us", "epcc_sd_us", "epcc_mean_cycles")
+            "median_ci95_us", "epcc_mean_us", "epcc_sd_us", "epcc_mean_cycles",
+            "epcc_launch_means_us", "epcc_launch_median_us")
 
 
 def _epcc(test: dict) -> dict:
@@ -197,6 +199,9 @@ def _epcc(test: dict) -> dict:
     out = {"epcc_mean_us": mean if ok else None, "epcc_sd_us": e.get("sd_us"),
            "epcc_mean_cycles": e.get("mean_cycles") if ok else None, "epcc_n": e.get("n"),
            "epcc_outliers": e.get("outliers")}
+    if "launch_means_us" in e:
+        out["epcc_launch_means_us"] = e["launch_means_us"]
+        out["epcc_launch_median_us"] = e.get("launch_median_us")
     if ok:
         why = _epcc_disturbed(mean, e.get("sd_us"), e.get("n"),
                               (test.get("stats") or {}).get("median_stats") or {})
@@ -383,10 +388,17 @@ def _epcc_figure(blocks: list[list[float]], hz: float) -> dict:
     warm-up), the deviation, and the repetitions beyond 3 deviations
     counted and kept, as the tool's ``epcc``."""
     rest = [v for b in blocks for v in b[1:]]
+    # each launch's own EPCC figure (None where it has no repetition left
+    # or is not above zero), and their median: the figure of independent
+    # launches (docs/statistics.md), which one disturbed launch cannot pull
+    each = [sum(b[1:]) / len(b[1:]) if len(b) > 1 else None for b in blocks]
+    each = [m if m is not None and m > 0 else None for m in each]
     out = {"method": "mean over the outer repetitions of (test - reference) per inner "
                      "repetition, the first repetition of every launch dropped",
            "n": len(rest), "mean_us": None, "sd_us": None, "mean_cycles": None,
-           "outliers": 0, "reliable": False}
+           "outliers": 0, "reliable": False, "launch_means_us": each,
+           "launch_median_us": statistics.median(each)
+           if each and all(m is not None for m in each) else None}
     if not rest:
         out["why"] = "fewer than 2 repetitions"
         return out
