@@ -241,8 +241,8 @@ def _simd_levels() -> list[str]:
 @pytest.mark.parametrize("scale", ["1", "1e300", "1e-300"])
 def test_every_simd_level_is_exact_with_threads_sharing_the_work(simd, scale):
     # long enough that both threads of the reductions take part (below
-    # 16384 complex numbers per thread zdotc and dznrm2 run on one), with a
-    # ragged tail; zdotc is exact (multiples of 1/16), dznrm2 within 1e-13
+    # 768 complex numbers per thread zdotc runs on one, below 384 dznrm2),
+    # with a ragged tail; zdotc is exact (multiples of 1/16), dznrm2 within 1e-13
     # of the exact norm, relative, whether its blocks take the fast path (scale 1)
     # or Blue's scaled sums (huge and tiny values)
     # (a sum of 65,000 rounded squares)
@@ -257,11 +257,15 @@ def test_every_simd_level_is_exact_with_threads_sharing_the_work(simd, scale):
     assert doc["result"]["dznrm2"] == pytest.approx(want, rel=1e-13)
 
 
-def test_small_reductions_run_on_one_thread_and_stay_exact():
-    # below the threshold the second thread sits out: same exact values
-    n = 1000
+@pytest.mark.parametrize("n", [760, 776, 1528, 1544])
+def test_reductions_either_side_of_their_thread_split_stay_exact(n):
+    # zdotc splits over two threads from 768 complex numbers a thread
+    # (n >= 1536), dznrm2 from 384 (n >= 768): below, the second thread sits
+    # out; either way, and on one thread, the values are the exact ones,
+    # bit for bit
     for threads in (1, 2):
         doc = _run(1, threads, "--size", str(n), "--iters", "5", "--kernel", "zdotc,dznrm2")
+        _assert_consistent(doc, n, int(math.isqrt(n)), 5, names=["zdotc", "dznrm2"])
         assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
         assert doc["result"]["dznrm2"] == math.sqrt(exact_sumsq(n))
 
@@ -320,12 +324,14 @@ def test_dznrm2_exact_whether_it_reads_x_or_a_scaled_copy(threads):
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_reductions_with_both_threads_over_many_calls_are_exact(ranks):
     # 32776 complex numbers per process: zdotc and dznrm2 reduce over both
-    # threads every call (each thread's partial sums alternate between two
-    # slots, the master adds them in thread order after one barrier), then
-    # over the processes; after 5 calls the values are still exact
+    # threads every call (each thread writes its partial sums to a ring of
+    # four slots, the master adds them in thread order as they arrive and
+    # frees the slot), then over the processes; 203 calls reuse every slot
+    # about 50 times (at 2 ranks the 4 threads outnumber this machine's
+    # CPUs on small hosts, and waits sleep), and the values are still exact
     n = ranks * 32776
-    doc = _run(ranks, 2, "--size", str(n), "--iters", "5", "--kernel", "zdotc,dznrm2")
-    _assert_consistent(doc, n, int(math.isqrt(n)), 5, names=["zdotc", "dznrm2"])
+    doc = _run(ranks, 2, "--size", str(n), "--iters", "203", "--kernel", "zdotc,dznrm2")
+    _assert_consistent(doc, n, int(math.isqrt(n)), 203, names=["zdotc", "dznrm2"])
     assert tuple(doc["result"]["zdotc"]) == exact_zdotc(n)
     assert doc["result"]["dznrm2"] == math.sqrt(exact_sumsq(n))
     if ranks > 1:

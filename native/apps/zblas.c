@@ -83,6 +83,8 @@
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +92,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/wait.h"
 #include "hybrid_app.h"
 
 #define SIZE_DEFAULT 65536L
@@ -901,6 +904,24 @@ static void a_at(long i, long j, double *v)
  * The run.
  * --------------------------------------------------------------------- */
 
+/* A call counter one thread advances and others wait for: polled for up
+ * to spin_ns, then slept on (futex); the writer wakes sleepers only when
+ * there are some. */
+struct zseq {
+  _Atomic uint32_t n;
+  atomic_int sleepers;
+};
+
+/* One call's partial sums from one thread, in one cache line with the
+ * number (+ 1) of the call they belong to. */
+struct zslot {
+  _Alignas(64) struct zseq seq;
+  double v[4];
+};
+
+/* Slots per thread: a thread may run this many calls ahead of the master. */
+#define SLOT_RING 4
+
 struct run {
   const kernels_t *K;
   int nprocs;
@@ -916,7 +937,10 @@ struct run {
   double *xfull;   /* zgemv_n: all of x (m); zgemv_t/_c: the partial products (m) */
   double *part;    /* zgemv_t/_c: this process's block of the summed products (ml) */
   tiers_barrier_t bar;
-  double *slots;   /* zdotc/dznrm2 partial sums: per thread two slots of 8 doubles */
+  struct zslot *slots; /* zdotc/dznrm2 partial sums: per thread SLOT_RING slots */
+  _Alignas(64) struct zseq done; /* calls whose partial sums the master has added */
+  char done_pad[64 - sizeof(struct zseq)];
+  int64_t spin_ns;     /* how long a reduction wait polls before it sleeps */
   double dot[2], nrm;
   long v0, r0;     /* global index of the first local vector element, matrix row */
   double scale;    /* dznrm2's input scale */
@@ -931,17 +955,21 @@ static int team_wait(tiers_team_t team, tiers_barrier_t bar)
   return rc;
 }
 
-/* zdotc and dznrm2 end every call in a team reduction (a barrier): below
- * PAR_MIN complex numbers per thread that costs more than the split saves,
- * so they run on fewer threads (one: no reduction at all with one
- * process).  zaxpy needs no barrier between calls and splits from
+/* zdotc and dznrm2 end every call in a team reduction (each thread hands
+ * the master one cache line): below DOT_PAR_MIN (NRM2_PAR_MIN) complex
+ * numbers per thread that hand-over costs more than the split saves, so
+ * they run on fewer threads (one: no reduction at all with one process).
+ * Measured at 2 threads: zdotc on one thread wins at n = 1,024 (the
+ * vectors in its L1 cache), on two from 1,536; dznrm2 on two from 768.
+ * zaxpy needs no synchronisation between calls and splits from
  * AXPY_PAR_MIN numbers a thread; zgemv always uses every thread. */
-#define PAR_MIN 16384L
+#define DOT_PAR_MIN 768L
+#define NRM2_PAR_MIN 384L
 #define AXPY_PAR_MIN 1024L /* zaxpy: numbers per thread, at least */
 
-static int active_threads(long n, int nthreads)
+static int active_threads(long n, long par_min, int nthreads)
 {
-  long a = n / PAR_MIN;
+  long a = n / par_min;
   if (a < 1)
     a = 1;
   return a < nthreads ? (int)a : nthreads;
@@ -990,30 +1018,99 @@ static int init_body(tiers_team_t team, int t, void *arg)
   return TIERS_OK;
 }
 
-/* One call's reduction of zdotc or dznrm2 over the team: every thread has
- * put its @p count partial sums in its slot for this call (slot it & 1);
- * after one barrier the master alone adds the slots in thread order (the
- * result does not depend on timing), and with several processes sums over
- * them; the other threads go on to the next call at once.  Two slots per
- * thread make that safe: a thread writes slot it & 1 again only at call
- * it + 2, past the barrier of call it + 1, which the master reaches only
- * after reading call it.  The team's general allreduce takes three
- * barriers, because every thread gets the result; here only the caller
- * (the master) needs it, as with a BLAS call. */
-static int reduce_call(tiers_team_t team, struct run *R, int t, long it, int count,
+/* Whether counter value @p v has reached @p target (modulo 2^32). */
+static inline int seq_reached(uint32_t v, uint32_t target) { return (int32_t)(v - target) >= 0; }
+
+static void seq_publish(struct zseq *q, uint32_t v)
+{
+  /* seq_cst store and load: either the waiter sees the new value before
+   * it sleeps, or we see its announcement and wake it */
+  atomic_store_explicit(&q->n, v, memory_order_seq_cst);
+  if (atomic_load_explicit(&q->sleepers, memory_order_seq_cst) > 0) {
+#ifdef TIERS_WAIT_HAVE_FUTEX
+    tiers_futex_wake_all(&q->n, 0);
+#endif
+  }
+}
+
+/* Waits until q has reached target: polls (the other thread is normally
+ * running and a call away), then, after spin_ns, sleeps. */
+static void seq_wait(const struct run *R, struct zseq *q, uint32_t target)
+{
+  if (seq_reached(atomic_load_explicit(&q->n, memory_order_acquire), target))
+    return;
+  int64_t t0 = tiers_now_ns();
+  for (unsigned i = 1;; i++) {
+    tiers_cpu_relax();
+    if (seq_reached(atomic_load_explicit(&q->n, memory_order_acquire), target))
+      return;
+    if ((i & 63) == 0 && tiers_now_ns() - t0 > R->spin_ns)
+      break;
+  }
+  atomic_fetch_add_explicit(&q->sleepers, 1, memory_order_seq_cst);
+  for (;;) {
+    uint32_t v = atomic_load_explicit(&q->n, memory_order_seq_cst);
+    if (seq_reached(v, target))
+      break;
+#ifdef TIERS_WAIT_HAVE_FUTEX
+    tiers_futex_wait(&q->n, v, 0, 0);
+#else
+    sched_yield();
+#endif
+  }
+  atomic_fetch_sub_explicit(&q->sleepers, 1, memory_order_relaxed);
+}
+
+/* One call's reduction of zdotc or dznrm2 over the first act threads of
+ * the team, without a barrier: thread t > 0 writes its @p count partial
+ * sums (in @p part, computed into its slot for call it) and publishes the
+ * call number in that slot's own cache line, then goes on to its next
+ * call; the master adds the slots in thread order as each is published
+ * (the result does not depend on timing) and, with several processes,
+ * sums over them, then publishes that it is done with call it.  A thread
+ * may run SLOT_RING calls ahead: it writes slot it % SLOT_RING again only
+ * once the master is done with call it - SLOT_RING, which it rarely has to
+ * wait for.  Per call the master reads one line per thread and each
+ * thread hands over one line, where a barrier had every thread wait for
+ * the slowest. */
+static double *call_slot(struct run *R, int t, long it)
+{
+  return R->slots[(size_t)t * SLOT_RING + (size_t)(it % SLOT_RING)].v;
+}
+
+static int worker_ready(struct run *R, long it)
+{
+  if (it >= SLOT_RING)
+    seq_wait(R, &R->done, (uint32_t)(it - SLOT_RING + 1));
+  return TIERS_OK;
+}
+
+static int reduce_call(tiers_team_t team, struct run *R, int t, int act, long it, int count,
                        double *out)
 {
-  TIERS_CALL(team_wait(team, R->bar));
-  if (t != 0)
+  if (t != 0) {
+    seq_publish(&R->slots[(size_t)t * SLOT_RING + (size_t)(it % SLOT_RING)].seq,
+                (uint32_t)(it + 1));
     return TIERS_OK;
-  int nt = tiers_team_nthreads(team);
-  const double *s0 = R->slots + 8 * (it & 1);
-  for (int i = 0; i < count; i++) {
-    double acc = s0[i];
-    for (int u = 1; u < nt; u++)
-      acc += R->slots[16 * u + 8 * (it & 1) + i];
-    out[i] = acc;
   }
+  const double *mine = call_slot(R, 0, it);
+  double acc[4];
+  for (int i = 0; i < count; i++)
+    acc[i] = mine[i];
+  for (int u = 1; u < act; u++) {
+    struct zslot *sl = &R->slots[(size_t)u * SLOT_RING + (size_t)(it % SLOT_RING)];
+    if (!seq_reached(atomic_load_explicit(&sl->seq.n, memory_order_acquire), (uint32_t)(it + 1))) {
+      tiers_phase_t was = tiers_team_phase(team, TIERS_PHASE_SYNC);
+      seq_wait(R, &sl->seq, (uint32_t)(it + 1));
+      if (was != TIERS_PHASE_COUNT)
+        tiers_team_phase(team, was);
+    }
+    for (int i = 0; i < count; i++)
+      acc[i] += sl->v[i];
+  }
+  seq_publish(&R->done, (uint32_t)(it + 1));
+  for (int i = 0; i < count; i++)
+    out[i] = acc[i];
   if (R->nprocs > 1) {
     tiers_team_phase(team, TIERS_PHASE_COMM);
     int rc = MPI_Allreduce(MPI_IN_PLACE, out, count, MPI_DOUBLE, MPI_SUM,
@@ -1044,7 +1141,7 @@ static int batch_body(tiers_team_t team, int t, void *arg)
       K->zaxpy(hi - lo, ALPHA, R->x + 2 * lo, R->yaxpy + 2 * lo);
     break;
   case K_ZDOTC:
-    act = active_threads(R->nl, nt);
+    act = active_threads(R->nl, DOT_PAR_MIN, nt);
     vsplit(R->nl, act, t, &lo, &hi);
     if (act == 1 && R->nprocs == 1) { /* one thread, nothing to reduce */
       if (t == 0)
@@ -1052,13 +1149,16 @@ static int batch_body(tiers_team_t team, int t, void *arg)
           K->zdotc(R->nl, R->x, R->yd, R->dot);
       break;
     }
+    if (t >= act)
+      break; /* no share: the master reads only the active threads' slots */
     for (long it = 0; it < R->iters; it++) {
-      K->zdotc(hi - lo, R->x + 2 * lo, R->yd + 2 * lo, R->slots + 16 * t + 8 * (it & 1));
-      TIERS_CALL(reduce_call(team, R, t, it, 2, R->dot));
+      TIERS_CALL(worker_ready(R, it));
+      K->zdotc(hi - lo, R->x + 2 * lo, R->yd + 2 * lo, call_slot(R, t, it));
+      TIERS_CALL(reduce_call(team, R, t, act, it, 2, R->dot));
     }
     break;
   case K_DZNRM2:
-    act = active_threads(R->nl, nt);
+    act = active_threads(R->nl, NRM2_PAR_MIN, nt);
     vsplit(2 * R->nl, act, t, &lo, &hi);
     if (act == 1 && R->nprocs == 1) {
       if (t == 0)
@@ -1069,10 +1169,13 @@ static int batch_body(tiers_team_t team, int t, void *arg)
         }
       break;
     }
+    if (t >= act)
+      break;
     for (long it = 0; it < R->iters; it++) {
       double all[3];
-      K->nrm2(hi - lo, R->xs + lo, R->slots + 16 * t + 8 * (it & 1));
-      TIERS_CALL(reduce_call(team, R, t, it, 3, all));
+      TIERS_CALL(worker_ready(R, it));
+      K->nrm2(hi - lo, R->xs + lo, call_slot(R, t, it));
+      TIERS_CALL(reduce_call(team, R, t, act, it, 3, all));
       if (t == 0)
         R->nrm = nrm2_combine(all);
     }
@@ -1354,9 +1457,23 @@ int main(int argc, char **argv)
   R.part = zalloc(&app, R.ml);
   memset(R.xfull, 0, sizeof(double) * 2 * (size_t)m);
   memset(R.part, 0, sizeof(double) * 2 * (size_t)R.ml);
-  R.slots = aligned_alloc(64, sizeof(double) * 16 * (size_t)nthreads);
+  R.slots = aligned_alloc(64, sizeof *R.slots * SLOT_RING * (size_t)nthreads);
   app_check(&app, !R.slots, "cannot allocate the reduction slots");
-  memset(R.slots, 0, sizeof(double) * 16 * (size_t)nthreads);
+  memset(R.slots, 0, sizeof *R.slots * SLOT_RING * (size_t)nthreads);
+  /* A reduction wait polls while the awaited thread is surely running
+   * (this node's threads fit in its CPUs); otherwise it sleeps almost at
+   * once, leaving the CPU to the thread it waits for. */
+  {
+    MPI_Comm node;
+    int node_procs = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+      MPI_Comm_size(node, &node_procs);
+      MPI_Comm_free(&node);
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    R.spin_ns = (long)node_procs * nthreads <= (cpus > 0 ? cpus : 1) ? 200000 : 2000;
+  }
   int rc = tiers_barrier_create(&R.bar, nthreads);
   app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());
   R.v0 = v0;
@@ -1373,6 +1490,12 @@ int main(int argc, char **argv)
     if (!want[k])
       continue;
     R.kern = (enum kern)k;
+    /* every batch numbers its calls from 0 (and finds no sums left over) */
+    for (int u = 0; u < nthreads * SLOT_RING; u++) {
+      atomic_store_explicit(&R.slots[u].seq.n, 0u, memory_order_relaxed);
+      memset(R.slots[u].v, 0, sizeof R.slots[u].v);
+    }
+    atomic_store_explicit(&R.done.n, 0u, memory_order_relaxed);
     rc = tiers_team_barrier(team);
     double t0 = tiers_now();
     if (rc == TIERS_OK)
