@@ -23,10 +23,11 @@ import pytest
 from conftest import run_tiers
 
 
-def _app(tmp_path, app, ranks, threads, stores, *args):
+def _app(tmp_path, app, ranks, threads, stores, *args, env=None):
     out = tmp_path / f"{app}-{ranks}x{threads}.json"
     run = run_tiers("bench", app, "--ranks", str(ranks), "--threads", str(threads), *args,
-                    "--json", str(out), timeout=300, env={"TIERS_STENCIL_STORES": stores})
+                    "--json", str(out), timeout=300,
+                    env={"TIERS_STENCIL_STORES": stores, **(env or {})})
     assert run.returncode == 0, run.stderr
     doc = json.loads(out.read_text())["samples"][0]["doc"]
     assert doc["verification"]["passed"] is True
@@ -103,6 +104,26 @@ def test_jacobi3d_matches_the_numpy_sweep_bit_for_bit(tmp_path, ranks, threads, 
     assert got["error_max"] == want
 
 
+@pytest.mark.parametrize("ranks,threads,stores", [(1, 1, "regular"), (1, 2, "nt"),
+                                                  (2, 1, "regular")])
+def test_tiled_jacobi3d_sweeps_give_the_same_field_and_residuals(tmp_path, ranks, threads,
+                                                                 stores):
+    # tiles of 3 rows (TIERS_STENCIL_TILE; large grids get tiles sized to L2)
+    # visit the rows in another order; the field must still match the numpy
+    # sweep, and the residuals, summed back in row order, the untiled run's
+    # to the last bit, with and without --overlap
+    nx, ny, nz, iters = 22, 14, 10, 6
+    _, want = _jacobi3d(nx, ny, nz, iters)
+    for overlap in ([], ["--overlap"]):
+        got = [_app(tmp_path, "jacobi3d", ranks, threads, stores, "--size", f"{nx},{ny},{nz}",
+                    "--iters", str(iters), *overlap, env={"TIERS_STENCIL_TILE": tile})
+               for tile in ("0", "3")]
+        for res in got:
+            assert res["error_max"] == want
+        assert got[1]["residual"] == got[0]["residual"]
+        assert got[1]["residual_initial"] == got[0]["residual_initial"]
+
+
 @pytest.mark.parametrize("ranks,threads,stores", CONFIGS)
 def test_laplace2d_matches_the_numpy_sweep_bit_for_bit(tmp_path, ranks, threads, stores):
     nx, ny, iters = 34, 22, 40
@@ -140,6 +161,43 @@ def _l1_bytes() -> int:
         return int(out) if out.isdigit() else 0
     except (OSError, subprocess.SubprocessError):
         return 0
+
+
+def _l2_bytes() -> int:
+    try:
+        out = subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        return int(out) if out.isdigit() else 0
+    except (OSError, subprocess.SubprocessError):
+        return 0
+
+
+def test_jacobi3d_tiles_planes_larger_than_the_l2_cache(tmp_path):
+    l2 = _l2_bytes()
+    if not 65536 <= l2 <= 8 << 20:
+        pytest.skip(f"L2 size unknown or unusual ({l2})")
+    # four planes of (n + 2)^2 doubles beyond L2: tiles of rows that fill half
+    # of it in four planes; a grid whose planes fit: untiled
+    n = int(math.sqrt(1.5 * l2 / 32)) + 2
+    docs = {}
+    for tile in (None, "0"):
+        out = tmp_path / f"tile-{tile}.json"
+        env = {"TIERS_STENCIL_TILE": tile} if tile else {"TIERS_STENCIL_TILE": ""}
+        run = run_tiers("bench", "jacobi3d", "--ranks", "1", "--threads", "1", "--size",
+                        f"{n},{n},4", "--iters", "3", "--json", str(out), timeout=300, env=env)
+        assert run.returncode == 0, run.stderr
+        docs[tile] = json.loads(out.read_text())["samples"][0]["doc"]
+    want = max(8, int(l2 / 2 / (4 * 8 * (n + 2))))
+    assert want < n
+    assert docs[None]["params"]["tile_rows"] == want
+    assert docs["0"]["params"]["tile_rows"] == 0
+    assert docs[None]["result"] == docs["0"]["result"]
+    small = tmp_path / "small.json"
+    run = run_tiers("bench", "jacobi3d", "--ranks", "1", "--threads", "1", "--size", "24",
+                    "--iters", "2", "--json", str(small), timeout=300,
+                    env={"TIERS_STENCIL_TILE": ""})
+    assert run.returncode == 0, run.stderr
+    assert json.loads(small.read_text())["samples"][0]["doc"]["params"]["tile_rows"] == 0
 
 
 def _stores(tmp_path, app, size):

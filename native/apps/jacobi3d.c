@@ -46,7 +46,11 @@
  * and a row fits in a quarter of L1 (app_stencil_nt) each row is computed
  * into a row buffer and copied to u' with non-temporal stores, which saves the read-for-ownership of every
  * written line: 16 bytes per update move instead of 24.  params.stores
- * says which.
+ * says which.  When the four planes a sweep works on (three of u, one of
+ * u') exceed the L2 cache, the sweep goes through tiles of rows (j) that
+ * fill half of it, each through all its planes (tile_rows; params.tile_rows,
+ * 0 when untiled), so that every plane of u is read from memory once per
+ * sweep; the residual is still summed in row order (sweep_box).
  *
  * Output: the tiers.app/1 document of hybrid_app.h; "result" holds
  * iterations, residual_initial, residual, error_max and the grid; the
@@ -57,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "hybrid_app.h"
@@ -82,40 +87,102 @@ typedef struct source3 {
   double *x, *y, *z;
 } source3_t;
 
-/* Jacobi update of the box [i0,i1) x [j0,j1) x [k0,k1) (block
- * coordinates); returns the sum of squared residuals of the points read. */
-/* Built for AVX-512, AVX2 and the baseline, picked at load time (the
- * arithmetic is the same in each: no contraction into FMAs, -ffp-contract=off). */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static double sweep_box(const grid3_t *g, const double *restrict u, double *restrict un,
-                        const source3_t *src, double *restrict row, long i0, long i1,
-                        long j0, long j1, long k0, long k1)
+/* The sweep is written on GCC vectors of LANES doubles (one zmm with
+ * AVX-512, two ymm with AVX2, four xmm with SSE2): every point gets the
+ * same IEEE operations in the same order as in scalar code (no contraction
+ * into FMAs, -ffp-contract=off), and the residual sum of a row keeps
+ * LANES partial sums whatever the instruction set: lane l sums the points
+ * i0 + l, i0 + l + LANES, ...; the points after the last full vector go
+ * into lane 0; then the row's lanes are added to the running sum in lane
+ * order.  (This is the order an `omp simd` reduction of width 8 gave, so
+ * the residuals are the same bit for bit as those of the earlier AVX-512
+ * build; they no longer depend on the vector width.) */
+#define LANES 8
+typedef double lanes_t __attribute__((vector_size(LANES * sizeof(double))));
+/* the same, at any address a double may have */
+typedef double lanes_u
+    __attribute__((vector_size(LANES * sizeof(double)), aligned(sizeof(double)), may_alias));
+
+/* Updates the row of n points that starts at u[p0] into dst[0..n) and
+ * leaves its LANES partial residual sums in acc. */
+static inline __attribute__((always_inline)) void
+sweep_row(const grid3_t *g, const double *restrict u, double *restrict dst,
+          const double *restrict fx, double fy, double fz, size_t p0, long n,
+          double acc[LANES])
 {
-  double r2 = 0.0;
-  const double inv = 1.0 / g->diag;
-  for (long k = k0; k < k1; k++)
-    for (long j = j0; j < j1; j++) {
-      const size_t p0 = at3(g, i0, j, k);
-      const double *restrict fx = src->x + 1 + i0;
-      const double fy = src->y[j + 1], fz = src->z[k + 1];
-      /* with a row buffer the row goes there first, then to u' with
-       * non-temporal stores (the same loop either way: the same lanes) */
-      double *restrict dst = row ? row : un + p0;
-      /* vectorised: the lanes keep their own partial sums of r^2 (the
-       * field's arithmetic is per point, the same as in scalar code) */
-#pragma omp simd reduction(+ : r2)
-      for (long i = i0; i < i1; i++) {
-        const size_t p = p0 + (size_t)(i - i0);
-        const double f = (fx[i - i0] * fy) * fz;
-        double s = g->cx * (u[p - 1] + u[p + 1]) + g->cy * (u[p - g->sx] + u[p + g->sx]) +
-                   g->cz * (u[p - g->sxy] + u[p + g->sxy]) + f;
-        double v = s * inv;
-        double r = (v - u[p]) * g->diag;
-        r2 += r * r;
-        dst[i - i0] = v;
+  const double cx = g->cx, cy = g->cy, cz = g->cz, diag = g->diag, inv = 1.0 / g->diag;
+  const size_t sx = (size_t)g->sx, sxy = (size_t)g->sxy;
+  const double *restrict c = u + p0;
+  lanes_t a = {0};
+  long i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    const double *q = c + i;
+    const lanes_t f = (*(const lanes_u *)(fx + i) * fy) * fz;
+    const lanes_t s = cx * (*(const lanes_u *)(q - 1) + *(const lanes_u *)(q + 1)) +
+                      cy * (*(const lanes_u *)(q - sx) + *(const lanes_u *)(q + sx)) +
+                      cz * (*(const lanes_u *)(q - sxy) + *(const lanes_u *)(q + sxy)) + f;
+    const lanes_t v = s * inv;
+    const lanes_t r = (v - *(const lanes_u *)q) * diag;
+    a += r * r;
+    *(lanes_u *)(dst + i) = v;
+  }
+  for (int l = 0; l < LANES; l++)
+    acc[l] = a[l];
+  for (; i < n; i++) {
+    const double *q = c + i;
+    const double f = (fx[i] * fy) * fz;
+    const double s = cx * (q[-1] + q[1]) + cy * (q[-(long)sx] + q[sx]) +
+                     cz * (q[-(long)sxy] + q[sxy]) + f;
+    const double v = s * inv;
+    const double r = (v - q[0]) * diag;
+    acc[0] += r * r;
+    dst[i] = v;
+  }
+}
+
+/* Jacobi update of the box [i0,i1) x [j0,j1) x [k0,k1) (block
+ * coordinates); returns the sum of squared residuals of the points read,
+ * row after row (k outer, j inner).  With tile > 0 it sweeps tiles of
+ * `tile` rows (j) through all the planes, so that the three planes the
+ * update reads stay in L2 (tile_rows); the rows' partial sums wait
+ * in part[] (LANES per row of the box) and are added in the untiled order,
+ * so the sum is the same bit for bit.  With a row buffer (non-temporal
+ * stores) each row goes there first, then to u' (app_stream_row).  Built
+ * for AVX-512, AVX2 and the baseline, picked at load time. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static double
+sweep_box(const grid3_t *g, const double *restrict u, double *restrict un,
+          const source3_t *src, double *restrict row, double *restrict part, long tile,
+          long i0, long i1, long j0, long j1, long k0, long k1)
+{
+  double r2 = 0.0, acc[LANES];
+  const double *restrict fx = src->x + 1 + i0;
+  const long n = i1 - i0, rows = j1 - j0;
+  if (tile <= 0 || tile >= rows || !part)
+    tile = rows;
+  for (long jt = j0; jt < j1; jt += tile) {
+    const long je = jt + tile < j1 ? jt + tile : j1;
+    for (long k = k0; k < k1; k++)
+      for (long j = jt; j < je; j++) {
+        const size_t p0 = at3(g, i0, j, k);
+        double *restrict dst = row ? row : un + p0;
+        sweep_row(g, u, dst, fx, src->y[j + 1], src->z[k + 1], p0, n, acc);
+        if (row)
+          app_stream_row(un + p0, row, (size_t)n);
+        if (tile == rows) {
+          for (int l = 0; l < LANES; l++)
+            r2 += acc[l];
+        } else {
+          double *to = part + ((size_t)(k - k0) * (size_t)rows + (size_t)(j - j0)) * LANES;
+          for (int l = 0; l < LANES; l++)
+            to[l] = acc[l];
+        }
       }
-      if (row)
-        app_stream_row(un + p0, row, (size_t)(i1 - i0));
-    }
+  }
+  if (tile != rows) {
+    const size_t m = (size_t)(k1 - k0) * (size_t)rows * LANES;
+    for (size_t q = 0; q < m; q++)
+      r2 += part[q];
+  }
   if (row)
     app_stream_fence();
   return r2;
@@ -128,16 +195,16 @@ static double sweep_shell(const grid3_t *g, const double *u, double *un, const s
   double r2 = 0.0;
   for (long k = k0; k < k1; k++) {
     if (k == 0 || k == g->nz - 1) {
-      r2 += sweep_box(g, u, un, f, row, 0, g->nx, 0, g->ny, k, k + 1);
+      r2 += sweep_box(g, u, un, f, row, NULL, 0, 0, g->nx, 0, g->ny, k, k + 1);
       continue;
     }
-    r2 += sweep_box(g, u, un, f, row, 0, g->nx, 0, 1, k, k + 1);
+    r2 += sweep_box(g, u, un, f, row, NULL, 0, 0, g->nx, 0, 1, k, k + 1);
     if (g->ny > 1)
-      r2 += sweep_box(g, u, un, f, row, 0, g->nx, g->ny - 1, g->ny, k, k + 1);
+      r2 += sweep_box(g, u, un, f, row, NULL, 0, 0, g->nx, g->ny - 1, g->ny, k, k + 1);
     if (g->ny > 2) {
-      r2 += sweep_box(g, u, un, f, row, 0, 1, 1, g->ny - 1, k, k + 1);
+      r2 += sweep_box(g, u, un, f, row, NULL, 0, 0, 1, 1, g->ny - 1, k, k + 1);
       if (g->nx > 1)
-        r2 += sweep_box(g, u, un, f, row, g->nx - 1, g->nx, 1, g->ny - 1, k, k + 1);
+        r2 += sweep_box(g, u, un, f, row, NULL, 0, g->nx - 1, g->nx, 1, g->ny - 1, k, k + 1);
     }
   }
   return r2;
@@ -195,6 +262,7 @@ struct run {
   long iters;
   int overlap;
   int nt;             /* the sweeps write u' with non-temporal stores */
+  long tile;          /* rows per tile of the sweeps, 0: untiled (tile_rows) */
   double res2_first, res2_last;
   double hvol;        /* hx hy hz */
 };
@@ -208,17 +276,21 @@ static int body(tiers_team_t team, int t, void *arg)
   double *u = R->u, *un = R->un;
   /* non-temporal stores through a row buffer (regular ones if it cannot be had) */
   double *row = R->nt ? malloc((size_t)g->nx * sizeof *row) : NULL;
+  /* the rows' partial residual sums of a tiled sweep (untiled if it cannot be had) */
+  double *part = R->tile > 0 && k1 > k0
+                     ? malloc((size_t)(k1 - k0) * (size_t)g->ny * LANES * sizeof *part)
+                     : NULL;
   for (long it = 0; it < R->iters; it++) {
     double r2;
     if (R->overlap) {
       TIERS_CALL(tiers_halo_begin(R->halo, u));
       long ka = k0 > 1 ? k0 : 1, kb = k1 < g->nz - 1 ? k1 : g->nz - 1;
-      r2 = ka < kb ? sweep_box(g, u, un, &R->src, row, 1, g->nx - 1, 1, g->ny - 1, ka, kb) : 0.0;
+      r2 = ka < kb ? sweep_box(g, u, un, &R->src, row, part, R->tile, 1, g->nx - 1, 1, g->ny - 1, ka, kb) : 0.0;
       TIERS_CALL(tiers_halo_end(R->halo, u));
       r2 += sweep_shell(g, u, un, &R->src, row, k0, k1);
     } else {
       TIERS_CALL(tiers_halo_exchange(R->halo, u));
-      r2 = sweep_box(g, u, un, &R->src, row, 0, g->nx, 0, g->ny, k0, k1);
+      r2 = sweep_box(g, u, un, &R->src, row, part, R->tile, 0, g->nx, 0, g->ny, k0, k1);
     }
     double all;
     TIERS_CALL(app_allreduce_double(R->app, &r2, &all, 1, TIERS_OP_SUM));
@@ -237,6 +309,7 @@ static int body(tiers_team_t team, int t, void *arg)
     R->un = tmp;
   }
   free(row);
+  free(part);
   return TIERS_OK;
 }
 
@@ -252,6 +325,29 @@ static int init_body(tiers_team_t team, int t, void *arg)
   memset(R->u + a, 0, (b - a) * sizeof(double));
   memset(R->un + a, 0, (b - a) * sizeof(double));
   return TIERS_OK;
+}
+
+/* Rows (j) per tile of a sweep: 0 (untiled) when the four planes a sweep
+ * works on (three of u read, one of u' written) fit in the L2 cache, else
+ * as many rows as fill half of it in those four planes (at least 8), so
+ * that each plane of u comes from memory once per sweep instead of being
+ * read again from a farther cache.  TIERS_STENCIL_TILE=ROWS (0: untiled)
+ * overrides it. */
+static long tile_rows(const grid3_t *g)
+{
+  const char *force = getenv("TIERS_STENCIL_TILE");
+  long rows = -1;
+  if (force && *force && tiers_parse_long(force, &rows) == 0 && rows >= 0)
+    return rows;
+  long l2 = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+  l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  const double row_bytes = (double)g->sx * sizeof(double);
+  if (l2 <= 0 || 4.0 * row_bytes * (double)(g->ny + 2) <= (double)l2)
+    return 0;
+  rows = (long)((double)l2 / 2 / (4.0 * row_bytes));
+  return rows < 8 ? 8 : rows;
 }
 
 static grid3_t make_grid(long nx, long ny, long nz, const double h[3])
@@ -365,6 +461,7 @@ int main(int argc, char **argv)
   R.overlap = app.opts.overlap;
   size_t n = (size_t)(R.g.sxy * (R.g.nz + 2));
   R.nt = app_stencil_nt(2 * n * sizeof(double), (size_t)R.g.nx * sizeof(double));
+  R.tile = tile_rows(&R.g);
   R.u = app_grid_alloc(n);
   R.un = app_grid_alloc(n);
   app_check(&app, !R.u || !R.un || source_tables(&R.src, d.local, d.lo, R.h) != 0,
@@ -390,7 +487,7 @@ int main(int argc, char **argv)
 
   /* Residual of the final iterate (one more untimed sweep into un). */
   tiers_halo_exchange(R.halo, R.u);
-  double r2 = sweep_box(&R.g, R.u, R.un, &R.src, NULL, 0, R.g.nx, 0, R.g.ny, 0, R.g.nz), r2_all;
+  double r2 = sweep_box(&R.g, R.u, R.un, &R.src, NULL, NULL, 0, 0, R.g.nx, 0, R.g.ny, 0, R.g.nz), r2_all;
   app_allreduce_double(&app, &r2, &r2_all, 1, TIERS_OP_SUM);
   double res0 = sqrt(R.hvol * R.res2_first), res = sqrt(R.hvol * r2_all);
 
@@ -456,7 +553,7 @@ int main(int argc, char **argv)
           free(buf);
       }
       for (long it = 0; it < iters; it++) {
-        sweep_box(&G, gu, gun, &gf, NULL, 0, G.nx, 0, G.ny, 0, G.nz);
+        sweep_box(&G, gu, gun, &gf, NULL, NULL, 0, 0, G.nx, 0, G.ny, 0, G.nz);
         double *tmp = gu;
         gu = gun;
         gun = tmp;
@@ -492,6 +589,7 @@ int main(int argc, char **argv)
     tiers_json_kv_int(&j, "iters", iters);
     tiers_json_kv_bool(&j, "quick", app.opts.quick);
     tiers_json_kv_string(&j, "stores", R.nt ? "nt" : "regular");
+    tiers_json_kv_int(&j, "tile_rows", R.tile);
     if (perm_path)
       tiers_json_kv_string(&j, "permutation", perm_path);
     tiers_json_object_end(&j);

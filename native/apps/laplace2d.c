@@ -59,32 +59,63 @@ static inline size_t at2(const grid2_t *g, long i, long j)
   return (size_t)((i + 1) + g->sx * (j + 1));
 }
 
-/* Jacobi update of [i0,i1) x [j0,j1); returns the sum of squared residuals. */
-/* Built for AVX-512, AVX2 and the baseline, picked at load time (the
- * arithmetic is the same in each: no contraction into FMAs, -ffp-contract=off). */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static double sweep_box(const grid2_t *g, const double *restrict u, double *restrict un,
-                        double *restrict row, long i0, long i1, long j0, long j1)
+/* The sweep is written on GCC vectors of LANES doubles (one zmm with
+ * AVX-512, two ymm with AVX2, four xmm with SSE2): every point gets the
+ * same IEEE operations in the same order as in scalar code (no contraction
+ * into FMAs, -ffp-contract=off), and the residual sum of a row keeps
+ * LANES partial sums whatever the instruction set: lane l sums the points
+ * i0 + l, i0 + l + LANES, ...; the points after the last full vector go
+ * into lane 0; then the row's lanes are added to the running sum in lane
+ * order.  (This is the order an `omp simd` reduction of width 8 gave, so
+ * the residuals are the same bit for bit as those of the earlier AVX-512
+ * build; they no longer depend on the vector width.) */
+#define LANES 8
+typedef double lanes_t __attribute__((vector_size(LANES * sizeof(double))));
+/* the same, at any address a double may have */
+typedef double lanes_u
+    __attribute__((vector_size(LANES * sizeof(double)), aligned(sizeof(double)), may_alias));
+
+/* Jacobi update of [i0,i1) x [j0,j1); returns the sum of squared
+ * residuals, row after row.  With a row buffer (non-temporal stores) each
+ * row goes there first, then to u' (app_stream_row).  Built for AVX-512,
+ * AVX2 and the baseline, picked at load time. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static double
+sweep_box(const grid2_t *g, const double *restrict u, double *restrict un,
+          double *restrict row, long i0, long i1, long j0, long j1)
 {
+  const double cx = g->cx, cy = g->cy, diag = g->diag, inv = 1.0 / g->diag;
+  const size_t sx = (size_t)g->sx;
+  const long n = i1 - i0;
   double r2 = 0.0;
-  const double inv = 1.0 / g->diag;
   for (long j = j0; j < j1; j++) {
     const size_t p0 = at2(g, i0, j);
-    /* with a row buffer the row goes there first, then to u' with
-     * non-temporal stores (the same loop either way: the same lanes) */
+    const double *restrict c = u + p0;
     double *restrict dst = row ? row : un + p0;
-    /* vectorised: the lanes keep their own partial sums of r^2 (the
-     * field's arithmetic is per point, the same as in scalar code) */
-#pragma omp simd reduction(+ : r2)
-    for (long i = i0; i < i1; i++) {
-      const size_t p = p0 + (size_t)(i - i0);
-      double s = g->cx * (u[p - 1] + u[p + 1]) + g->cy * (u[p - g->sx] + u[p + g->sx]);
-      double v = s * inv;
-      double r = (v - u[p]) * g->diag;
-      r2 += r * r;
-      dst[i - i0] = v;
+    lanes_t a = {0};
+    long i = 0;
+    for (; i + LANES <= n; i += LANES) {
+      const double *q = c + i;
+      const lanes_t s = cx * (*(const lanes_u *)(q - 1) + *(const lanes_u *)(q + 1)) +
+                        cy * (*(const lanes_u *)(q - sx) + *(const lanes_u *)(q + sx));
+      const lanes_t v = s * inv;
+      const lanes_t r = (v - *(const lanes_u *)q) * diag;
+      a += r * r;
+      *(lanes_u *)(dst + i) = v;
     }
+    double acc0 = a[0];
+    for (; i < n; i++) {
+      const double *q = c + i;
+      const double s = cx * (q[-1] + q[1]) + cy * (q[-(long)sx] + q[sx]);
+      const double v = s * inv;
+      const double r = (v - q[0]) * diag;
+      acc0 += r * r;
+      dst[i] = v;
+    }
+    r2 += acc0;
+    for (int l = 1; l < LANES; l++)
+      r2 += a[l];
     if (row)
-      app_stream_row(un + p0, row, (size_t)(i1 - i0));
+      app_stream_row(un + p0, row, (size_t)n);
   }
   if (row)
     app_stream_fence();
