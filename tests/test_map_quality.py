@@ -277,6 +277,33 @@ def test_a_grid_with_one_extra_edge_is_not_a_grid():
     assert h.coords is None and h.grid is None
 
 
+@pytest.mark.parametrize("parts", [[5, 4, 3], [6, 5]])
+def test_a_grid_with_two_edges_rewired_is_not_a_grid(parts):
+    """Two face edges a-b and c-d of a shuffled grid replaced by a-d and
+    c-b: every rank keeps its degree, the corners and the edge count stay,
+    and the distances from the corners still look like a grid's; only the
+    edge check tells it apart (the last coordinate is derived from the
+    distance to the first corner, not searched), so it gets no
+    coordinates."""
+    g = G.stencil(parts, [8] * len(parts))
+    u, v, w = g.edge_list()
+    coords = g.coords
+    # two parallel edges of the first axis, at opposite ends of the grid
+    along = [i for i in range(u.size) if np.abs(coords[u[i]] - coords[v[i]])[0] == 1]
+    i, j = along[0], along[-1]
+    a, b, c, d = int(u[i]), int(v[i]), int(u[j]), int(v[j])
+    edges = {(int(x), int(y)) for x, y in zip(u, v)}
+    assert (a, d) not in edges and (d, a) not in edges and (c, b) not in edges
+    u2, v2 = u.copy(), v.copy()
+    v2[i], v2[j] = d, b
+    h = G.from_coo(g.n, u2, v2, w, symmetric=True)
+    assert np.array_equal(np.diff(h.xadj), np.diff(g.xadj))
+    perm = np.random.default_rng(3).permutation(h.n)
+    h = h.permuted(perm)
+    assert not G.recover_grid(h)
+    assert h.coords is None and h.grid is None
+
+
 def test_shuffled_grid_from_a_file_gets_the_tiling(tmp_path, node16):
     """tiers map --comm of a shuffled 4x4x4 grid of 64x32x16 subdomains on 4
     nodes: the geometric candidate is there and its busiest node sends what

@@ -808,7 +808,7 @@ def recover_grid(g: Graph) -> bool:
     the same bytes across each axis, as a shuffled ``--stencil`` read from
     a file) and give it grid coordinates (``coords``, ``grid``), so that
     the geometric candidate applies.  Return whether it did; the graph is
-    unchanged otherwise.  Cost: a few breadth-first searches."""
+    unchanged otherwise.  Cost: one breadth-first search per dimension."""
     import itertools
 
     if g.coords is not None or g.n < 4:
@@ -839,6 +839,16 @@ def recover_grid(g: Graph) -> bool:
         coords = np.empty((g.n, dims), dtype=np.int64)
         ok = True
         for a, e in enumerate(ends):
+            if a == dims - 1:
+                # the last coordinate without a search of its own: a grid
+                # point's distance from the first corner is the sum of its
+                # coordinates (the checks below test every edge anyway)
+                last = d0 - coords[:, :a].sum(axis=1)
+                if last.min() < 0 or last.max() > sizes[a] - 1:
+                    ok = False
+                    break
+                coords[:, a] = last
+                break
             if e not in from_corner:
                 from_corner[e] = _bfs(g, e)
             twice = d0 - from_corner[e] + (sizes[a] - 1)
