@@ -1646,11 +1646,7 @@ static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int 
   int *nb = malloc((size_t)nodes * sizeof *nb);
   int stamp_val = 0;
   if (!k.ca || !k.cb || !k.wmark || !k.locked || !k.R || !k.S || !k.sr || !k.ss || !stamp ||
-      !nb) {
-    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
-    goto out;
-  }
-  if (!st.sent || !st.touched || !st.before || !st.mark || !start || !members || !pos ||
+      !nb || !st.sent || !st.touched || !st.before || !st.mark || !start || !members || !pos ||
       !cand || !seen) {
     rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
     goto out;
