@@ -39,9 +39,10 @@
  * columns, in blocks of 8 (whole cache lines of y, which two threads
  * writing the same line would bounce between them every call).  One
  * parallel region runs a whole timed batch of --iters calls
- * (default 100; --quick 10).  The only barriers in a batch are those a
- * call needs: the reductions of zdotc and dznrm2, and with more than one
- * process the two around zgemv's message.
+ * (default 100; --quick 10).  The only waits in a batch are those a call
+ * needs: the reductions of zdotc and dznrm2 (each thread hands the master
+ * one cache line per call, no barrier), and with more than one process
+ * the two barriers around zgemv's message.
  *
  * dznrm2 is Blue's algorithm (as in reference LAPACK/BLAS since 3.10):
  * squares of mid-range components are summed directly, huge ones scaled
