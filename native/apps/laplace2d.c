@@ -71,6 +71,9 @@ static inline size_t at2(const grid2_t *g, long i, long j)
  * build; they no longer depend on the vector width.) */
 #define LANES 8
 typedef double lanes_t __attribute__((vector_size(LANES * sizeof(double))));
+/* Software prefetch distance in doubles (2 KiB; a prefetch never faults,
+ * so it may run past a row). */
+#define PREFETCH_AHEAD 256
 /* the same, at any address a double may have */
 typedef double lanes_u
     __attribute__((vector_size(LANES * sizeof(double)), aligned(sizeof(double)), may_alias));
@@ -95,6 +98,10 @@ sweep_box(const grid2_t *g, const double *restrict u, double *restrict un,
     long i = 0;
     for (; i + LANES <= n; i += LANES) {
       const double *q = c + i;
+      /* the row from beyond L1 (j+1) and the written row, a few lines
+       * ahead: the L2 streamer restarts at every 4 KiB page */
+      __builtin_prefetch(q + sx + PREFETCH_AHEAD, 0, 3);
+      __builtin_prefetch(dst + i + PREFETCH_AHEAD, 1, 3);
       const lanes_t s = cx * (*(const lanes_u *)(q - 1) + *(const lanes_u *)(q + 1)) +
                         cy * (*(const lanes_u *)(q - sx) + *(const lanes_u *)(q + sx));
       const lanes_t v = s * inv;
