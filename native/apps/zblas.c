@@ -84,7 +84,6 @@
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -905,12 +904,13 @@ static void a_at(long i, long j, double *v)
  * The run.
  * --------------------------------------------------------------------- */
 
-/* A call counter one thread advances and others wait for: polled for up
- * to spin_ns, then slept on (futex); the writer wakes sleepers only when
- * there are some. */
+/* A call counter one thread advances and others wait for (the waits of
+ * common/wait.h: a learned spin, then a futex sleep; the writer wakes
+ * sleepers only when there are some). */
 struct zseq {
   _Atomic uint32_t n;
   atomic_int sleepers;
+  tiers_spin_t spin;
 };
 
 /* One call's partial sums from one thread, in one cache line with the
@@ -919,6 +919,7 @@ struct zslot {
   _Alignas(64) struct zseq seq;
   double v[4];
 };
+_Static_assert(sizeof(struct zslot) == 64, "a slot is one cache line");
 
 /* Slots per thread: a thread may run this many calls ahead of the master. */
 #define SLOT_RING 4
@@ -941,7 +942,6 @@ struct run {
   struct zslot *slots; /* zdotc/dznrm2 partial sums: per thread SLOT_RING slots */
   _Alignas(64) struct zseq done; /* calls whose partial sums the master has added */
   char done_pad[64 - sizeof(struct zseq)];
-  int64_t spin_ns;     /* how long a reduction wait polls before it sleeps */
   double dot[2], nrm;
   long v0, r0;     /* global index of the first local vector element, matrix row */
   double scale;    /* dznrm2's input scale */
@@ -1024,42 +1024,20 @@ static inline int seq_reached(uint32_t v, uint32_t target) { return (int32_t)(v 
 
 static void seq_publish(struct zseq *q, uint32_t v)
 {
-  /* seq_cst store and load: either the waiter sees the new value before
-   * it sleeps, or we see its announcement and wake it */
   atomic_store_explicit(&q->n, v, memory_order_seq_cst);
-  if (atomic_load_explicit(&q->sleepers, memory_order_seq_cst) > 0) {
-#ifdef TIERS_WAIT_HAVE_FUTEX
-    tiers_futex_wake_all(&q->n, 0);
-#endif
-  }
+  tiers_wake_waiters(&q->n, &q->sleepers);
 }
 
-/* Waits until q has reached target: polls (the other thread is normally
- * running and a call away), then, after spin_ns, sleeps. */
-static void seq_wait(const struct run *R, struct zseq *q, uint32_t target)
+/* Waits until q has reached target (the other thread is normally running
+ * and a call away: the spin usually ends it). */
+static void seq_wait(struct zseq *q, uint32_t target)
 {
-  if (seq_reached(atomic_load_explicit(&q->n, memory_order_acquire), target))
-    return;
-  int64_t t0 = tiers_now_ns();
-  for (unsigned i = 1;; i++) {
-    tiers_cpu_relax();
-    if (seq_reached(atomic_load_explicit(&q->n, memory_order_acquire), target))
-      return;
-    if ((i & 63) == 0 && tiers_now_ns() - t0 > R->spin_ns)
-      break;
-  }
-  atomic_fetch_add_explicit(&q->sleepers, 1, memory_order_seq_cst);
   for (;;) {
-    uint32_t v = atomic_load_explicit(&q->n, memory_order_seq_cst);
+    uint32_t v = atomic_load_explicit(&q->n, memory_order_acquire);
     if (seq_reached(v, target))
-      break;
-#ifdef TIERS_WAIT_HAVE_FUTEX
-    tiers_futex_wait(&q->n, v, 0, 0);
-#else
-    sched_yield();
-#endif
+      return;
+    tiers_wait_while_equal(&q->n, v, &q->spin, &q->sleepers);
   }
-  atomic_fetch_sub_explicit(&q->sleepers, 1, memory_order_relaxed);
 }
 
 /* One call's reduction of zdotc or dznrm2 over the first act threads of
@@ -1082,7 +1060,7 @@ static double *call_slot(struct run *R, int t, long it)
 static int worker_ready(struct run *R, long it)
 {
   if (it >= SLOT_RING)
-    seq_wait(R, &R->done, (uint32_t)(it - SLOT_RING + 1));
+    seq_wait(&R->done, (uint32_t)(it - SLOT_RING + 1));
   return TIERS_OK;
 }
 
@@ -1102,7 +1080,7 @@ static int reduce_call(tiers_team_t team, struct run *R, int t, int act, long it
     struct zslot *sl = &R->slots[(size_t)u * SLOT_RING + (size_t)(it % SLOT_RING)];
     if (!seq_reached(atomic_load_explicit(&sl->seq.n, memory_order_acquire), (uint32_t)(it + 1))) {
       tiers_phase_t was = tiers_team_phase(team, TIERS_PHASE_SYNC);
-      seq_wait(R, &sl->seq, (uint32_t)(it + 1));
+      seq_wait(&sl->seq, (uint32_t)(it + 1));
       if (was != TIERS_PHASE_COUNT)
         tiers_team_phase(team, was);
     }
@@ -1473,7 +1451,11 @@ int main(int argc, char **argv)
       MPI_Comm_free(&node);
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    R.spin_ns = (long)node_procs * nthreads <= (cpus > 0 ? cpus : 1) ? 200000 : 2000;
+    double spin_us = (long)node_procs * nthreads <= (cpus > 0 ? cpus : 1) ? TIERS_SPIN_CAP_US : 2.0;
+    uint32_t cap = (uint32_t)(spin_us * tiers_wait_polls_per_us());
+    for (int u = 0; u < nthreads * SLOT_RING; u++)
+      tiers_spin_init(&R.slots[u].seq.spin, cap, 0);
+    tiers_spin_init(&R.done.spin, cap, 0);
   }
   int rc = tiers_barrier_create(&R.bar, nthreads);
   app_check(&app, rc != TIERS_OK, "%s", tiers_last_error());

@@ -96,3 +96,29 @@ int tiers_spin_yield_while_equal(const _Atomic uint32_t *word, uint32_t expected
   }
   return 0;
 }
+
+void tiers_wait_while_equal(_Atomic uint32_t *word, uint32_t expected, tiers_spin_t *s,
+                            atomic_int *sleepers)
+{
+  uint32_t budget;
+  if (tiers_spin_while_equal(word, expected, s, &budget))
+    return;
+  int64_t t0 = tiers_now_ns();
+  if (tiers_spin_yield_while_equal(word, expected, s)) {
+    tiers_spin_blocked(s, budget, tiers_now_ns() - t0);
+    return;
+  }
+#ifdef TIERS_WAIT_HAVE_FUTEX
+  /* announce the sleep before the last check (seq_cst on both sides, see
+   * tiers_wake_waiters) */
+  atomic_fetch_add_explicit(sleepers, 1, memory_order_seq_cst);
+  while (atomic_load_explicit(word, memory_order_seq_cst) == expected)
+    tiers_futex_wait(word, expected, 0, 0);
+  atomic_fetch_sub_explicit(sleepers, 1, memory_order_relaxed);
+#else
+  (void)sleepers;
+  while (atomic_load_explicit(word, memory_order_acquire) == expected)
+    sched_yield();
+#endif
+  tiers_spin_blocked(s, budget, tiers_now_ns() - t0);
+}

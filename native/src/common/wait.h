@@ -168,4 +168,26 @@ static inline void tiers_futex_wake_all(_Atomic uint32_t *word, int shared)
 }
 #endif
 
+/* Waits, inside one process, until *@p word no longer equals @p expected:
+ * polls within the learned bound of @p s, yields as @p s allows, then
+ * sleeps on the futex, announced in *@p sleepers; learns from the wait.
+ * The writer stores the new value (seq_cst) and calls tiers_wake_waiters():
+ * either the waiter sees the value before it sleeps, or the writer sees
+ * its announcement and wakes it. */
+void tiers_wait_while_equal(_Atomic uint32_t *word, uint32_t expected, tiers_spin_t *s,
+                            atomic_int *sleepers);
+
+/* The writer's half of tiers_wait_while_equal(): wakes the sleepers of
+ * @p word, if there are any, after a seq_cst store to it. */
+static inline void tiers_wake_waiters(_Atomic uint32_t *word, atomic_int *sleepers)
+{
+#ifdef TIERS_WAIT_HAVE_FUTEX
+  if (atomic_load_explicit(sleepers, memory_order_seq_cst) > 0)
+    tiers_futex_wake_all(word, 0);
+#else
+  (void)word;
+  (void)sleepers;
+#endif
+}
+
 #endif

@@ -7,12 +7,10 @@
  */
 #include "tiers/hybrid.h"
 
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/clock.h"
 #include "common/wait.h"
 
 /* Two 64-byte lines: keeps the adjacent-line prefetcher from pairing the
@@ -108,27 +106,7 @@ int tiers_barrier_destroy(tiers_barrier_t *barrier)
  * sense word moves on from @p episode. */
 static __attribute__((noinline)) void wait_episode(struct tiers_barrier *b, unsigned episode)
 {
-  uint32_t budget;
-  if (tiers_spin_while_equal(&b->sense, episode, &b->spin, &budget))
-    return;
-  int64_t t0 = tiers_now_ns();
-  if (tiers_spin_yield_while_equal(&b->sense, episode, &b->spin)) {
-    tiers_spin_blocked(&b->spin, budget, tiers_now_ns() - t0);
-    return;
-  }
-#ifdef TIERS_WAIT_HAVE_FUTEX
-  /* Announce the sleep before the last check (seq_cst on both sides, see
-   * tiers_barrier_wait): either the last arrival sees sleepers > 0 and
-   * wakes us, or we see its new sense word here or in the kernel. */
-  atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
-  while (atomic_load_explicit(&b->sense, memory_order_seq_cst) == episode)
-    tiers_futex_wait(&b->sense, episode, 0, 0);
-  atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_relaxed);
-#else
-  while (atomic_load_explicit(&b->sense, memory_order_acquire) == episode)
-    sched_yield();
-#endif
-  tiers_spin_blocked(&b->spin, budget, tiers_now_ns() - t0);
+  tiers_wait_while_equal(&b->sense, episode, &b->spin, &b->sleepers);
 }
 
 int tiers_barrier_wait(tiers_barrier_t b)
@@ -146,10 +124,7 @@ int tiers_barrier_wait(tiers_barrier_t b)
      * (release), so a thread that sees the new sense sees the reset. */
     atomic_store_explicit(&b->remaining, b->nthreads, memory_order_relaxed);
     atomic_store_explicit(&b->sense, episode + 1u, memory_order_seq_cst);
-#ifdef TIERS_WAIT_HAVE_FUTEX
-    if (atomic_load_explicit(&b->sleepers, memory_order_seq_cst) > 0)
-      tiers_futex_wake_all(&b->sense, 0);
-#endif
+    tiers_wake_waiters(&b->sense, &b->sleepers);
     return TIERS_OK;
   }
   if (atomic_load_explicit(&b->sense, memory_order_acquire) != episode)
