@@ -291,6 +291,25 @@ TIERS_API int tiers_map_search(const tiers_map_graph_t *g, const double *sent_by
                                int ncand, int use_scotch, uint64_t seed, int64_t budget,
                                int *place, tiers_map_cost_t *costs, int *chosen, int *swaps);
 
+/**
+ * @brief Recognises a 2-D or 3-D grid of face exchanges in any numbering:
+ *        every rank a grid point, the edges exactly the face neighbours,
+ *        the same bytes across each axis and (with @p sent_bytes) half of
+ *        each pair's bytes each way.  Cost: O(n + m) per corner tried, a
+ *        breadth-first search from at most 2^dims corners.
+ * @param g the graph (symmetric, see tiers_map_check)
+ * @param sent_bytes per CSR entry, the bytes rank v sends (NULL: half each way)
+ * @param[out] dims 2 or 3 when @p g is such a grid, 0 when not
+ * @param[out] sizes 3 entries: ranks along each axis (first @p dims used)
+ * @param[out] pair 3 entries: bytes of one neighbour pair across each axis
+ * @param[out] coords n x 3 entries: rank v's coordinates at
+ *        coords[v * dims + a] (meaningful only when @p dims is not 0)
+ * @return TIERS_OK (a graph that is not a grid is not an error);
+ *         TIERS_ERR_ARG for NULL arguments; TIERS_ERR_NOMEM.  Thread-safe.
+ */
+TIERS_API int tiers_map_grid(const tiers_map_graph_t *g, const double *sent_bytes, int *dims,
+                             int *sizes, double *pair, int32_t *coords);
+
 #ifdef __cplusplus
 }
 #endif

@@ -244,6 +244,38 @@ class Cost(ctypes.Structure):
                 ("link_node", ctypes.c_int)]
 
 
+def has_grid() -> bool:
+    """Return whether libtiers has the native grid recogniser (:func:`grid`)."""
+    return hasattr(_library(), "tiers_map_grid")
+
+
+def grid(graph):
+    """Recognise a 2-D or 3-D grid of face exchanges in any numbering
+    (``tiers_map_grid``) and return ``(coords, sizes, pair)`` -- per rank
+    its coordinates (n x dims int32), ranks per axis, bytes of one
+    neighbour pair across each axis -- or None when ``graph`` is not one."""
+    lib = _library()
+    fn = lib.tiers_map_grid
+    n = graph.n
+    g, keep = _graph(graph)
+    sent = None if graph.adjsent is None or not graph.adjsent.size else \
+        np.ascontiguousarray(graph.adjsent, dtype=np.float64)
+    dims = ctypes.c_int(0)
+    sizes = (ctypes.c_int * 3)()
+    pair = (ctypes.c_double * 3)()
+    coords = np.empty(3 * n, dtype=np.int32)
+    rc = fn(ctypes.byref(g), sent.ctypes.data_as(ctypes.c_void_p) if sent is not None else None,
+            ctypes.byref(dims), sizes, pair, coords.ctypes.data_as(ctypes.c_void_p))
+    del keep
+    if rc != 0:
+        message = (lib.tiers_last_error() or b"").decode("utf-8", "replace")
+        raise TiersError(message.removeprefix("map: ") or f"tiers_map_grid failed: {rc}")
+    k = dims.value
+    if not k:
+        return None
+    return coords[:n * k].reshape(n, k), tuple(sizes[:k]), tuple(pair[:k])
+
+
 def has_search() -> bool:
     """Return whether libtiers has the one-call search (:func:`search`)."""
     return hasattr(_library(), "tiers_map_search")

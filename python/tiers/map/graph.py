@@ -808,7 +808,24 @@ def recover_grid(g: Graph) -> bool:
     the same bytes across each axis, as a shuffled ``--stencil`` read from
     a file) and give it grid coordinates (``coords``, ``grid``), so that
     the geometric candidate applies.  Return whether it did; the graph is
-    unchanged otherwise.  Cost: one breadth-first search per dimension."""
+    unchanged otherwise.  Cost: one breadth-first search per dimension
+    (in libtiers when it has ``tiers_map_grid``, else in Python)."""
+    if g.coords is not None or g.n < 4:
+        return False
+    from . import core
+    if core.has_grid():
+        found = core.grid(g)
+        if found is None:
+            return False
+        g.coords, sizes, pair = found
+        g.grid = (sizes, pair)
+        return True
+    return recover_grid_python(g)
+
+
+def recover_grid_python(g: Graph) -> bool:
+    """:func:`recover_grid` in Python (the same tests as libtiers'
+    ``tiers_map_grid``, kept for a library without it and to check it)."""
     import itertools
 
     if g.coords is not None or g.n < 4:
