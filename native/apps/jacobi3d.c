@@ -87,25 +87,22 @@ typedef struct source3 {
   double *x, *y, *z;
 } source3_t;
 
-/* The sweep is written on GCC vectors of LANES doubles (one zmm with
- * AVX-512, two ymm with AVX2, four xmm with SSE2): every point gets the
- * same IEEE operations in the same order as in scalar code (no contraction
- * into FMAs, -ffp-contract=off), and the residual sum of a row keeps
- * LANES partial sums whatever the instruction set: lane l sums the points
- * i0 + l, i0 + l + LANES, ...; the points after the last full vector go
- * into lane 0; then the row's lanes are added to the running sum in lane
- * order.  (This is the order an `omp simd` reduction of width 8 gave, so
- * the residuals are the same bit for bit as those of the earlier AVX-512
- * build; they no longer depend on the vector width.) */
+/* The sweep goes through a row in groups of LANES points, one lane per
+ * point of a group (vectorised at the build's width: one zmm with AVX-512,
+ * two ymm with AVX2, two-double xmm with SSE2): every point gets the same
+ * IEEE operations in the same order as in scalar code (no contraction into
+ * FMAs, -ffp-contract=off), and the residual sum of a row keeps LANES
+ * partial sums whatever the instruction set: lane l sums the points
+ * i0 + l, i0 + l + LANES, ...; the points after the last full group go into
+ * lane 0; then the row's lanes are added to the running sum in lane order.
+ * (This is the order an `omp simd` reduction of width 8 gave, so the
+ * residuals are the same bit for bit as those of the earlier AVX-512 build;
+ * they no longer depend on the vector width.) */
 #define LANES 8
-typedef double lanes_t __attribute__((vector_size(LANES * sizeof(double))));
 /* Software prefetch distance in doubles (2 KiB): measured on a 2-CPU Xeon
  * VM, 1.3x faster sweeps at 192^3 and 1.2x at 410^3 than with the hardware
  * prefetchers alone (a prefetch never faults, so it may run past a row). */
 #define PREFETCH_AHEAD 256
-/* the same, at any address a double may have */
-typedef double lanes_u
-    __attribute__((vector_size(LANES * sizeof(double)), aligned(sizeof(double)), may_alias));
 
 /* Updates the row of n points that starts at u[p0] into dst[0..n) and
  * leaves its LANES partial residual sums in acc. */
@@ -117,7 +114,7 @@ sweep_row(const grid3_t *g, const double *restrict u, double *restrict dst,
   const double cx = g->cx, cy = g->cy, cz = g->cz, diag = g->diag, inv = 1.0 / g->diag;
   const size_t sx = (size_t)g->sx, sxy = (size_t)g->sxy;
   const double *restrict c = u + p0;
-  lanes_t a = {0};
+  double a[LANES] = {0};
   long i = 0;
   for (; i + LANES <= n; i += LANES) {
     const double *q = c + i;
@@ -125,14 +122,16 @@ sweep_row(const grid3_t *g, const double *restrict u, double *restrict dst,
      * few lines ahead: the L2 streamer restarts at every 4 KiB page */
     __builtin_prefetch(q + sxy + PREFETCH_AHEAD, 0, 3);
     __builtin_prefetch(dst + i + PREFETCH_AHEAD, 1, 3);
-    const lanes_t f = (*(const lanes_u *)(fx + i) * fy) * fz;
-    const lanes_t s = cx * (*(const lanes_u *)(q - 1) + *(const lanes_u *)(q + 1)) +
-                      cy * (*(const lanes_u *)(q - sx) + *(const lanes_u *)(q + sx)) +
-                      cz * (*(const lanes_u *)(q - sxy) + *(const lanes_u *)(q + sxy)) + f;
-    const lanes_t v = s * inv;
-    const lanes_t r = (v - *(const lanes_u *)q) * diag;
-    a += r * r;
-    *(lanes_u *)(dst + i) = v;
+#pragma omp simd
+    for (int l = 0; l < LANES; l++) {
+      const double f = (fx[i + l] * fy) * fz;
+      const double s = cx * (q[l - 1] + q[l + 1]) + cy * (q[l - (long)sx] + q[l + sx]) +
+                       cz * (q[l - (long)sxy] + q[l + sxy]) + f;
+      const double v = s * inv;
+      const double r = (v - q[l]) * diag;
+      a[l] += r * r;
+      dst[i + l] = v;
+    }
   }
   for (int l = 0; l < LANES; l++)
     acc[l] = a[l];

@@ -59,24 +59,21 @@ static inline size_t at2(const grid2_t *g, long i, long j)
   return (size_t)((i + 1) + g->sx * (j + 1));
 }
 
-/* The sweep is written on GCC vectors of LANES doubles (one zmm with
- * AVX-512, two ymm with AVX2, four xmm with SSE2): every point gets the
- * same IEEE operations in the same order as in scalar code (no contraction
- * into FMAs, -ffp-contract=off), and the residual sum of a row keeps
- * LANES partial sums whatever the instruction set: lane l sums the points
- * i0 + l, i0 + l + LANES, ...; the points after the last full vector go
- * into lane 0; then the row's lanes are added to the running sum in lane
- * order.  (This is the order an `omp simd` reduction of width 8 gave, so
- * the residuals are the same bit for bit as those of the earlier AVX-512
- * build; they no longer depend on the vector width.) */
+/* The sweep goes through a row in groups of LANES points, one lane per
+ * point of a group (vectorised at the build's width: one zmm with AVX-512,
+ * two ymm with AVX2, two-double xmm with SSE2): every point gets the same
+ * IEEE operations in the same order as in scalar code (no contraction into
+ * FMAs, -ffp-contract=off), and the residual sum of a row keeps LANES
+ * partial sums whatever the instruction set: lane l sums the points
+ * i0 + l, i0 + l + LANES, ...; the points after the last full group go into
+ * lane 0; then the row's lanes are added to the running sum in lane order.
+ * (This is the order an `omp simd` reduction of width 8 gave, so the
+ * residuals are the same bit for bit as those of the earlier AVX-512 build;
+ * they no longer depend on the vector width.) */
 #define LANES 8
-typedef double lanes_t __attribute__((vector_size(LANES * sizeof(double))));
 /* Software prefetch distance in doubles (2 KiB; a prefetch never faults,
  * so it may run past a row). */
 #define PREFETCH_AHEAD 256
-/* the same, at any address a double may have */
-typedef double lanes_u
-    __attribute__((vector_size(LANES * sizeof(double)), aligned(sizeof(double)), may_alias));
 
 /* Jacobi update of [i0,i1) x [j0,j1); returns the sum of squared
  * residuals, row after row.  With a row buffer (non-temporal stores) each
@@ -94,7 +91,7 @@ sweep_box(const grid2_t *g, const double *restrict u, double *restrict un,
     const size_t p0 = at2(g, i0, j);
     const double *restrict c = u + p0;
     double *restrict dst = row ? row : un + p0;
-    lanes_t a = {0};
+    double a[LANES] = {0};
     long i = 0;
     for (; i + LANES <= n; i += LANES) {
       const double *q = c + i;
@@ -102,12 +99,14 @@ sweep_box(const grid2_t *g, const double *restrict u, double *restrict un,
        * ahead: the L2 streamer restarts at every 4 KiB page */
       __builtin_prefetch(q + sx + PREFETCH_AHEAD, 0, 3);
       __builtin_prefetch(dst + i + PREFETCH_AHEAD, 1, 3);
-      const lanes_t s = cx * (*(const lanes_u *)(q - 1) + *(const lanes_u *)(q + 1)) +
-                        cy * (*(const lanes_u *)(q - sx) + *(const lanes_u *)(q + sx));
-      const lanes_t v = s * inv;
-      const lanes_t r = (v - *(const lanes_u *)q) * diag;
-      a += r * r;
-      *(lanes_u *)(dst + i) = v;
+#pragma omp simd
+      for (int l = 0; l < LANES; l++) {
+        const double s = cx * (q[l - 1] + q[l + 1]) + cy * (q[l - (long)sx] + q[l + sx]);
+        const double v = s * inv;
+        const double r = (v - q[l]) * diag;
+        a[l] += r * r;
+        dst[i + l] = v;
+      }
     }
     double acc0 = a[0];
     for (; i < n; i++) {
