@@ -266,11 +266,6 @@ class Cost(ctypes.Structure):
                 ("link_node", ctypes.c_int)]
 
 
-def has_grid() -> bool:
-    """Return whether libtiers has the native grid recogniser (:func:`grid`)."""
-    return hasattr(_library(), "tiers_map_grid")
-
-
 def grid(graph):
     """Recognise a 2-D or 3-D grid of face exchanges in any numbering
     (``tiers_map_grid``) and return ``(coords, sizes, pair)`` -- per rank

@@ -760,140 +760,20 @@ def stencil(parts, points, bytes_per_point: int = BYTES_PER_POINT, *,
 # Grids read from a file
 
 
-#: Up to this many ranks a breadth-first search runs in plain Python
-#: (numpy's cost per frontier dominates on small graphs).
-BFS_PLAIN_RANKS = 1024
-
-
-def _bfs(g: Graph, start: int) -> np.ndarray:
-    """Return the hop distance of every rank from ``start`` (-1: not
-    reached), one frontier at a time."""
-    if g.n <= BFS_PLAIN_RANKS:
-        xadj, adj = g._cached("lists", lambda: (g.xadj.tolist(), g.adjncy.tolist()))
-        d = [-1] * g.n
-        d[start] = 0
-        front = [start]
-        while front:
-            nxt = []
-            for v in front:
-                dv = d[v] + 1
-                for u in adj[xadj[v]:xadj[v + 1]]:
-                    if d[u] < 0:
-                        d[u] = dv
-                        nxt.append(u)
-            front = nxt
-        return np.asarray(d, dtype=np.int64)
-    dist = np.full(g.n, -1, dtype=np.int64)
-    dist[start] = 0
-    front = np.array([start], dtype=np.int64)
-    d = 0
-    while front.size:
-        lo, hi = g.xadj[front], g.xadj[front + 1]
-        lens = hi - lo
-        if not lens.sum():
-            break
-        idx = np.repeat(lo - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + \
-            np.arange(int(lens.sum()))
-        nb = g.adjncy[idx].astype(np.int64)
-        nb = nb[dist[nb] < 0]
-        d += 1
-        dist[nb] = d
-        front = np.unique(nb)
-    return dist
-
-
 def recover_grid(g: Graph) -> bool:
     """Recognise a graph that is a 2-D or 3-D grid of face exchanges in any
     numbering (every rank a grid point, edges exactly the face neighbours,
     the same bytes across each axis, as a shuffled ``--stencil`` read from
     a file) and give it grid coordinates (``coords``, ``grid``), so that
     the geometric candidate applies.  Return whether it did; the graph is
-    unchanged otherwise.  Cost: one breadth-first search per dimension
-    (in libtiers when it has ``tiers_map_grid``, else in Python)."""
+    unchanged otherwise.  Cost: one breadth-first search per dimension, in
+    libtiers (``tiers_map_grid``)."""
     if g.coords is not None or g.n < 4:
         return False
     from . import core
-    if core.has_grid():
-        found = core.grid(g)
-        if found is None:
-            return False
-        g.coords, sizes, pair = found
-        g.grid = (sizes, pair)
-        return True
-    return recover_grid_python(g)
-
-
-def recover_grid_python(g: Graph) -> bool:
-    """:func:`recover_grid` in Python (the same tests as libtiers'
-    ``tiers_map_grid``, kept for a library without it and to check it)."""
-    import itertools
-
-    if g.coords is not None or g.n < 4:
+    found = core.grid(g)
+    if found is None:
         return False
-    # the cheap tests first: degrees (a sparse matrix's graph fails here)
-    deg = np.diff(g.xadj)
-    dims = int(deg.min())
-    if dims not in (2, 3) or deg.max() > 2 * dims:
-        return False
-    corners = np.flatnonzero(deg == dims)
-    if corners.size != 2 ** dims:
-        return False
-    # both directions alike (np.allclose's first call costs milliseconds)
-    if g.adjsent is not None and g.adjsent.size and \
-            np.abs(g.adjsent * 2 - g.adjwgt).max() > 1e-9 * np.abs(g.adjwgt).max():
-        return False
-    c0 = int(corners[0])
-    d0 = _bfs(g, c0)
-    if d0.min() < 0:
-        return False
-    others = [int(c) for c in corners[1:]]
-    u, v, w = g.edge_list()
-    from_corner: dict[int, np.ndarray] = {}    # each corner's search once
-    for ends in itertools.combinations(others, dims):
-        sizes = [int(d0[e]) + 1 for e in ends]
-        if math.prod(sizes) != g.n:
-            continue
-        coords = np.empty((g.n, dims), dtype=np.int64)
-        ok = True
-        for a, e in enumerate(ends):
-            if a == dims - 1:
-                # the last coordinate without a search of its own: a grid
-                # point's distance from the first corner is the sum of its
-                # coordinates (the checks below test every edge anyway)
-                last = d0 - coords[:, :a].sum(axis=1)
-                if last.min() < 0 or last.max() > sizes[a] - 1:
-                    ok = False
-                    break
-                coords[:, a] = last
-                break
-            if e not in from_corner:
-                from_corner[e] = _bfs(g, e)
-            twice = d0 - from_corner[e] + (sizes[a] - 1)
-            if np.any(twice % 2) or twice.min() < 0 or twice.max() > 2 * (sizes[a] - 1):
-                ok = False
-                break
-            coords[:, a] = twice // 2
-        if not ok:
-            continue
-        lin = np.zeros(g.n, dtype=np.int64)
-        for a in reversed(range(dims)):
-            lin = lin * sizes[a] + coords[:, a]
-        if np.bincount(lin, minlength=g.n).max() != 1:
-            continue
-        step = np.abs(coords[u] - coords[v])
-        if not np.all(step.sum(axis=1) == 1):
-            continue
-        axis = np.argmax(step, axis=1)
-        expect = sum((sizes[a] - 1) * g.n // sizes[a] for a in range(dims))
-        if u.size != expect:
-            continue
-        pair = []
-        for a in range(dims):
-            wa = w[axis == a]
-            if wa.size and not np.all(wa == wa[0]):
-                return False
-            pair.append(float(wa[0]) if wa.size else 0.0)
-        g.coords = coords.astype(np.int32)
-        g.grid = (tuple(sizes), tuple(pair))
-        return True
-    return False
+    g.coords, sizes, pair = found
+    g.grid = (sizes, pair)
+    return True
