@@ -916,8 +916,9 @@ def render(doc: dict, console: Console) -> None:
                           f"{pr['skip']} ({pr['skip_large']}) warm-up ones, the median block "
                           f"beside it; blocks repeat until the 95 % CI of the median is within "
                           f"+-5 % or {pr['figure_time_s']:.2g} s pass"
-                          + ("; median = the median of the launches' medians, noisy when "
-                             "they disagree by more than +-5 %" if launches > 1 else "")
+                          + ("; best = the median of the launches' best blocks, median = "
+                             "the median of the launches' medians, noisy when they disagree "
+                             "by more than +-5 %" if launches > 1 else "")
                           + "; latency = round trip / 2; "
                           f"streaming bandwidth: windows of {pr['window']} non-blocking sends; "
                           f"MB = 10^6 bytes.")
