@@ -194,7 +194,9 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
  * node (the inter-node bytes not above what the first passes reached);
  * kept when no worse than the start on either measure and below the
  * swaps' result on the inter-node bytes (or equal there and below on the
- * busiest node).  Deterministic.
+ * busiest node).  Then the balancing phase (tiers_map_refine_within),
+ * which lowers the busiest node's volume without raising the inter-node
+ * bytes above what the swaps and chains reached.  Deterministic.
  * @param g the graph
  * @param sent_bytes per CSR entry e of rank v, the bytes v sends to
  *        adjncy[e] (the rest of adjwgt[e] goes the other way); NULL: half
@@ -203,14 +205,44 @@ TIERS_API int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_
  * @param[in,out] node_of per rank, its node
  * @param[in,out] slot_of per rank, its slot in the node
  * @param budget work limit, in edges visited (swaps tried x their degrees),
- *        for phases 1-2, again for phases 3-4 and again for the chains
- *        (there: table entries read and edges visited)
- * @param[out] swaps swaps applied (may be NULL)
+ *        for phases 1-2, again for phases 3-4, again for the chains and
+ *        again for the balancing (there: table entries read and edges
+ *        visited)
+ * @param[out] swaps swaps and moves applied, plus the balancing's rounds
+ *        when its result is kept (may be NULL)
  * @return TIERS_OK; TIERS_ERR_ARG for bad arguments; TIERS_ERR_NOMEM.
  *         Thread-safe (no shared state).
  */
 TIERS_API int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
                                int *node_of, int *slot_of, int64_t budget, int *swaps);
+
+/**
+ * @brief tiers_map_refine with a cap on the balancing phase's budget of
+ *        inter-node bytes.
+ *
+ * tiers_map_refine ends, where ranks x nodes is at most 2^18, with a
+ * balancing phase: an iterated local search for the busiest node that may
+ * pass through states with more inter-node bytes.  Each round kicks the
+ * placement with a swap of a rank of the busiest node and a rank of
+ * another node that lowers the busiest node's volume (a few such swaps,
+ * those that lower it most), repairs each kicked state (greedy swaps for
+ * the busiest node and for the inter-node bytes, then chain passes) and
+ * goes on from the best repaired one, which may lie up to 2 % above the
+ * budget.  The budget is the inter-node bytes the swaps and chains reached
+ * (or @p limit_cut when lower), and the phase's result -- the best state
+ * seen within it -- is kept only when its busiest node sends less than
+ * theirs (or as much, with fewer inter-node bytes): it trades nothing, so
+ * the result is never worse than the start on either measure.  Work:
+ * @p budget again (table entries read and edges visited).  Deterministic.
+ * @param limit_cut a cap on the balancing's budget of inter-node bytes
+ *        (both directions): INFINITY for none (tiers_map_refine), e.g. the
+ *        fewest of the candidates a mapping compares; a value below what
+ *        the swaps and chains reach turns the balancing off
+ * @return as tiers_map_refine.  Thread-safe (no shared state).
+ */
+TIERS_API int tiers_map_refine_within(const tiers_map_graph_t *g, const double *sent_bytes,
+                                      int nodes, int *node_of, int *slot_of, int64_t budget,
+                                      double limit_cut, int *swaps);
 
 /** What a placement costs for one exchange of the graph (tiers_map_eval). */
 typedef struct tiers_map_cost {
@@ -257,7 +289,9 @@ TIERS_API int tiers_map_eval(const tiers_map_graph_t *g, const double *sent_byte
  *        with Scotch's default strategy), the same grouping with ranks in
  *        rank order (``afc-nb``), the caller's candidates, each measured
  *        with tiers_map_eval; the best chosen; the winner refined with
- *        tiers_map_refine and the result kept when it ranks first.
+ *        tiers_map_refine_within (the balancing capped at the fewest
+ *        inter-node bytes of any candidate) and the result kept when it
+ *        ranks first.
  *
  * The order: the lowest predicted time, where times within @p time_tie
  * (relative) of the fastest are a tie, broken by the bytes the busiest

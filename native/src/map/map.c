@@ -1895,6 +1895,7 @@ typedef struct chain {
   int32_t *mpos;       /* a rank's index in its node's list */
   char *locked, *used;
   int32_t *seq_r, *seq_from, *oldslot;
+  double *wrs, *wsr;   /* per rank, scratch: bytes with the rank being tried */
   int top3[3];
   int64_t work, budget;
 } chain_t;
@@ -2084,108 +2085,426 @@ static int chain_pass(chain_t *c, int mode, double limit_top, double limit_cut)
   return best_p;
 }
 
-/* Chain passes on node_of/slot_of in place, never above limit_cut
- * inter-node bytes nor limit_top from the busiest node: passes for the
- * inter-node bytes first until one keeps nothing, then passes for the
- * busiest node (the inter-node bytes not above what the first reached),
- * within budget (entries of the tables read and edges visited).  Leaves
- * the placement as it is where ranks x nodes is above CHAIN_CELLS_MAX.
- * *moves: moves kept. */
-static int chain_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
-                        int *node_of, int *slot_of, int64_t budget, double limit_cut,
-                        double limit_top, int *moves)
+static void chain_close(chain_t *c)
 {
-  const int n = g->n;
-  *moves = 0;
-  if ((int64_t)n * nodes > CHAIN_CELLS_MAX || nodes < 2)
-    return TIERS_OK;
-  int rc = TIERS_OK;
-  chain_t c;
-  memset(&c, 0, sizeof c);
-  c.g = g;
-  c.out_e = sent_bytes;
-  c.n = n;
-  c.nodes = nodes;
-  c.node = node_of;
-  c.slot_of = slot_of;
-  c.budget = budget;
-  c.sent = calloc((size_t)nodes, sizeof *c.sent);
-  c.outw = calloc((size_t)n * nodes, sizeof *c.outw);
-  c.inw = calloc((size_t)n * nodes, sizeof *c.inw);
-  c.tot = calloc((size_t)n, sizeof *c.tot);
-  c.ext = calloc((size_t)n, sizeof *c.ext);
-  c.mem = malloc(((size_t)n + (size_t)nodes) * sizeof *c.mem);
-  c.moff = calloc((size_t)nodes + 1, sizeof *c.moff);
-  c.cnt = calloc((size_t)nodes, sizeof *c.cnt);
-  c.mpos = malloc((size_t)n * sizeof *c.mpos);
-  c.locked = malloc((size_t)n);
-  c.used = malloc((size_t)n);
-  c.seq_r = malloc((size_t)n * sizeof *c.seq_r);
-  c.seq_from = malloc((size_t)n * sizeof *c.seq_from);
-  c.oldslot = malloc((size_t)n * sizeof *c.oldslot);
-  if (!c.sent || !c.outw || !c.inw || !c.tot || !c.ext || !c.mem || !c.moff || !c.cnt ||
-      !c.mpos || !c.locked || !c.used || !c.seq_r || !c.seq_from || !c.oldslot) {
-    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
-    goto out;
-  }
+  free(c->sent);
+  free(c->outw);
+  free(c->inw);
+  free(c->tot);
+  free(c->ext);
+  free(c->mem);
+  free(c->moff);
+  free(c->cnt);
+  free(c->mpos);
+  free(c->locked);
+  free(c->used);
+  free(c->seq_r);
+  free(c->seq_from);
+  free(c->oldslot);
+  free(c->wrs);
+  free(c->wsr);
+  memset(c, 0, sizeof *c);
+}
+
+/* The tables, the node lists, the sent bytes and the cut of the placement
+ * in c->node (every node at its slot count).  Work: ranks x nodes + edges. */
+static void chain_load(chain_t *c)
+{
+  const tiers_map_graph_t *g = c->g;
+  const int n = c->n, nodes = c->nodes;
+  memset(c->sent, 0, (size_t)nodes * sizeof *c->sent);
+  memset(c->outw, 0, (size_t)n * nodes * sizeof *c->outw);
+  memset(c->inw, 0, (size_t)n * nodes * sizeof *c->inw);
+  memset(c->tot, 0, (size_t)n * sizeof *c->tot);
+  memset(c->ext, 0, (size_t)n * sizeof *c->ext);
+  memset(c->cnt, 0, (size_t)nodes * sizeof *c->cnt);
+  c->cut = 0;
   for (int v = 0; v < n; v++) {
-    const int x = node_of[v];
-    c.cnt[x]++;
+    const int x = c->node[v];
+    c->cnt[x]++;
     for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++) {
-      const int t = node_of[g->adjncy[e]];
-      const double so = chain_sent_e(&c, e);
-      c.outw[(size_t)v * nodes + t] += so;
-      c.inw[(size_t)v * nodes + t] += edge_weight(g, e) - so;
-      c.tot[v] += so;
+      const int t = c->node[g->adjncy[e]];
+      const double so = chain_sent_e(c, e);
+      c->outw[(size_t)v * nodes + t] += so;
+      c->inw[(size_t)v * nodes + t] += edge_weight(g, e) - so;
+      c->tot[v] += so;
       if (t != x) {
-        c.sent[x] += so;
-        c.cut += so;
-        c.ext[v]++;
+        c->sent[x] += so;
+        c->cut += so;
+        c->ext[v]++;
       }
     }
   }
   /* each node's list has room for one rank over its slots */
   for (int i = 0; i < nodes; i++)
-    c.moff[i + 1] = c.moff[i] + c.cnt[i] + 1;
-  memset(c.cnt, 0, (size_t)nodes * sizeof *c.cnt);
+    c->moff[i + 1] = c->moff[i] + c->cnt[i] + 1;
+  memset(c->cnt, 0, (size_t)nodes * sizeof *c->cnt);
   for (int v = 0; v < n; v++) {
-    const int x = node_of[v];
-    c.mem[c.moff[x] + c.cnt[x]] = v;
-    c.mpos[v] = c.cnt[x]++;
+    const int x = c->node[v];
+    c->mem[c->moff[x] + c->cnt[x]] = v;
+    c->mpos[v] = c->cnt[x]++;
   }
-  c.work = (int64_t)n * nodes + g->xadj[n];
-  chain_top3(&c);
-  for (int pass = 0; pass < CHAIN_PASSES && c.work < c.budget; pass++) {
-    const int got = chain_pass(&c, 0, limit_top, INFINITY);
-    *moves += got;
+  c->work += (int64_t)n * nodes + g->xadj[n];
+  chain_top3(c);
+}
+
+/* Allocates the chains' tables for node_of/slot_of (changed in place by
+ * the passes) and loads them.  Returns TIERS_OK or TIERS_ERR_NOMEM. */
+static int chain_open(chain_t *c, const tiers_map_graph_t *g, const double *sent_bytes,
+                      int nodes, int *node_of, int *slot_of, int64_t budget)
+{
+  const int n = g->n;
+  memset(c, 0, sizeof *c);
+  c->g = g;
+  c->out_e = sent_bytes;
+  c->n = n;
+  c->nodes = nodes;
+  c->node = node_of;
+  c->slot_of = slot_of;
+  c->budget = budget;
+  c->sent = calloc((size_t)nodes, sizeof *c->sent);
+  c->outw = calloc((size_t)n * nodes, sizeof *c->outw);
+  c->inw = calloc((size_t)n * nodes, sizeof *c->inw);
+  c->tot = calloc((size_t)n, sizeof *c->tot);
+  c->ext = calloc((size_t)n, sizeof *c->ext);
+  c->mem = malloc(((size_t)n + (size_t)nodes) * sizeof *c->mem);
+  c->moff = calloc((size_t)nodes + 1, sizeof *c->moff);
+  c->cnt = calloc((size_t)nodes, sizeof *c->cnt);
+  c->mpos = malloc((size_t)n * sizeof *c->mpos);
+  c->locked = malloc((size_t)n);
+  c->used = malloc((size_t)n);
+  c->seq_r = malloc((size_t)n * sizeof *c->seq_r);
+  c->seq_from = malloc((size_t)n * sizeof *c->seq_from);
+  c->oldslot = malloc((size_t)n * sizeof *c->oldslot);
+  c->wrs = calloc((size_t)n, sizeof *c->wrs);
+  c->wsr = calloc((size_t)n, sizeof *c->wsr);
+  if (!c->sent || !c->outw || !c->inw || !c->tot || !c->ext || !c->mem || !c->moff ||
+      !c->cnt || !c->mpos || !c->locked || !c->used || !c->seq_r || !c->seq_from ||
+      !c->oldslot || !c->wrs || !c->wsr) {
+    chain_close(c);
+    return tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+  }
+  chain_load(c);
+  return TIERS_OK;
+}
+
+/* Chain passes from the loaded state, never above limit_cut inter-node
+ * bytes nor limit_top from the busiest node: passes for the inter-node
+ * bytes first until one keeps nothing, then passes for the busiest node
+ * (the inter-node bytes not above what the first reached), within the
+ * budget.  Returns the moves kept. */
+static int chain_run(chain_t *c, double limit_cut, double limit_top)
+{
+  int moves = 0;
+  for (int pass = 0; pass < CHAIN_PASSES && c->work < c->budget; pass++) {
+    const int got = chain_pass(c, 0, limit_top, INFINITY);
+    moves += got;
     if (!got)
       break;
   }
-  {
-    const double cut_reached = fmin(limit_cut, c.cut);
-    for (int pass = 0; pass < CHAIN_PASSES && c.work < c.budget; pass++) {
-      const int got = chain_pass(&c, 1, INFINITY, cut_reached);
-      *moves += got;
-      if (!got)
-        break;
-    }
+  const double cut_reached = fmin(limit_cut, c->cut);
+  for (int pass = 0; pass < CHAIN_PASSES && c->work < c->budget; pass++) {
+    const int got = chain_pass(c, 1, INFINITY, cut_reached);
+    moves += got;
+    if (!got)
+      break;
   }
-out:
-  free(c.sent);
-  free(c.outw);
-  free(c.inw);
-  free(c.tot);
-  free(c.ext);
-  free(c.mem);
-  free(c.moff);
-  free(c.cnt);
-  free(c.mpos);
-  free(c.locked);
-  free(c.used);
-  free(c.seq_r);
-  free(c.seq_from);
-  free(c.oldslot);
-  return rc;
+  return moves;
+}
+
+/* Chain passes on node_of/slot_of in place (chain_run), within budget
+ * (entries of the tables read and edges visited).  Leaves the placement
+ * as it is where ranks x nodes is above CHAIN_CELLS_MAX.  *moves: moves
+ * kept. */
+static int chain_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                        int *node_of, int *slot_of, int64_t budget, double limit_cut,
+                        double limit_top, int *moves)
+{
+  *moves = 0;
+  if ((int64_t)g->n * nodes > CHAIN_CELLS_MAX || nodes < 2)
+    return TIERS_OK;
+  chain_t c;
+  TIERS_CALL(chain_open(&c, g, sent_bytes, nodes, node_of, slot_of, budget));
+  *moves = chain_run(&c, limit_cut, limit_top);
+  chain_close(&c);
+  return TIERS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Balancing: the busiest node, within a budget of inter-node bytes
+ *
+ * Swaps and chains that never raise the inter-node bytes stop where the
+ * busiest node can only send less if more bytes cross nodes for a while.
+ * The balancing phase is an iterated local search that passes through
+ * such states: a round kicks the placement with a swap of a rank of the
+ * busiest node x and a rank of another node y that lowers the busiest
+ * node's volume (the inter-node bytes may rise), then repairs it -- greedy
+ * swaps (the busiest node's volume with the inter-node bytes not growing,
+ * then the inter-node bytes node by node with the busiest node not
+ * growing), then chain passes (the inter-node bytes first, the busiest node
+ * not above the kick's; then the busiest node).  Each round repairs the
+ * BAL_TRY kicks that leave the busiest node least loaded (then the fewest
+ * inter-node bytes) and goes on from the best repaired state, which may
+ * lie up to BAL_SLACK above the budget; the result is the best state seen
+ * within the budget (busiest node first, then inter-node bytes).
+ *
+ * A swap is judged exactly in O(1) from the chains' tables (only x's and
+ * y's sent bytes and the cut change); with b_rs / b_sr the bytes r sends
+ * s / s sends r:
+ *   sent[x] += in[r][x] - (S_r - out[r][x]) + S_s - out[s][x] - in[s][x] + b_rs + b_sr,
+ *   sent[y] += S_r - out[r][y] - in[r][y] + in[s][y] - (S_s - out[s][y]) + b_rs + b_sr,
+ *   cut     += out[r][x] + in[r][x] - out[r][y] - in[r][y]
+ *            + out[s][y] + in[s][y] - out[s][x] - in[s][x] + 2 (b_rs + b_sr). */
+
+/* Kicks repaired per round. */
+#define BAL_TRY 6
+/* Rounds at most, and rounds in a row that find no better state. */
+#define BAL_ROUNDS 24
+#define BAL_IDLE 4
+/* How far above the budget (relative) a round may go on from. */
+#define BAL_SLACK 0.02
+/* Sweeps of the greedy repair at most. */
+#define BAL_SWEEPS 16
+
+typedef struct balswap {
+  int r, s;
+  double top, cut;
+} balswap_t;
+
+/* Keeps the BAL_TRY best swaps by (top, cut) in list, sorted. */
+static void bal_keep(balswap_t *list, int *count, int r, int s, double top, double cut)
+{
+  int k = *count;
+  if (k == BAL_TRY && !key3_lower(top, cut, 0, list[k - 1].top, list[k - 1].cut, 0))
+    return;
+  if (k < BAL_TRY)
+    k++;
+  int i = k - 1;
+  while (i > 0 && key3_lower(top, cut, 0, list[i - 1].top, list[i - 1].cut, 0)) {
+    list[i] = list[i - 1];
+    i--;
+  }
+  list[i] = (balswap_t){r, s, top, cut};
+  *count = k;
+}
+
+/* r's bytes with each rank into c->wrs (r sends) / c->wsr (r receives). */
+static void bal_mark(chain_t *c, int r)
+{
+  const tiers_map_graph_t *g = c->g;
+  for (int64_t e = g->xadj[r]; e < g->xadj[r + 1]; e++) {
+    const int u = g->adjncy[e];
+    const double so = chain_sent_e(c, e);
+    c->wrs[u] += so;
+    c->wsr[u] += edge_weight(g, e) - so;
+  }
+}
+
+static void bal_unmark(chain_t *c, int r)
+{
+  const tiers_map_graph_t *g = c->g;
+  for (int64_t e = g->xadj[r]; e < g->xadj[r + 1]; e++)
+    c->wrs[g->adjncy[e]] = c->wsr[g->adjncy[e]] = 0;
+  c->work += 2 * (g->xadj[r + 1] - g->xadj[r]);
+}
+
+/* After a swap of r (marked) and s: the two nodes' sent bytes, the
+ * busiest node's and the cut. */
+static void bal_swap(const chain_t *c, int r, int s, double *sx, double *sy, double *top,
+                     double *cut)
+{
+  const int nodes = c->nodes, x = c->node[r], y = c->node[s];
+  const double *ro = c->outw + (size_t)r * nodes, *ri = c->inw + (size_t)r * nodes;
+  const double *so = c->outw + (size_t)s * nodes, *si = c->inw + (size_t)s * nodes;
+  const double w = c->wrs[s] + c->wsr[s];
+  *sx = c->sent[x] + ri[x] - (c->tot[r] - ro[x]) + c->tot[s] - so[x] - si[x] + w;
+  *sy = c->sent[y] + c->tot[r] - ro[y] - ri[y] + si[y] - (c->tot[s] - so[y]) + w;
+  *top = fmax(fmax(*sx, *sy), chain_top_other(c, x, y));
+  *cut = c->cut + ro[x] + ri[x] - ro[y] - ri[y] + so[y] + si[y] - so[x] - si[x] + 2 * w;
+}
+
+static void bal_apply(chain_t *c, int r, int s)
+{
+  const int x = c->node[r], y = c->node[s];
+  chain_move(c, r, y);
+  chain_move(c, s, x);
+  const int tmp = c->slot_of[r];
+  c->slot_of[r] = c->slot_of[s];
+  c->slot_of[s] = tmp;
+}
+
+/* The kicks: the BAL_TRY swaps of a rank of the busiest node with a rank
+ * that talks to it or sits on a node the first talks to, which lower the
+ * busiest node's volume most (then the cut), their cut at most limit.
+ * Returns how many. */
+static int bal_kicks(chain_t *c, double limit, balswap_t *list)
+{
+  const int nodes = c->nodes;
+  const int x = c->top3[0];
+  const double top = c->sent[x];
+  int count = 0;
+  for (int64_t i = c->moff[x]; i < c->moff[x] + c->cnt[x]; i++) {
+    const int r = c->mem[i];
+    if (c->ext[r] == 0)
+      continue;
+    bal_mark(c, r);
+    const double *ro = c->outw + (size_t)r * nodes, *ri = c->inw + (size_t)r * nodes;
+    for (int s = 0; s < c->n; s++) {
+      const int y = c->node[s];
+      if (y == x)
+        continue;
+      const double *so = c->outw + (size_t)s * nodes, *si = c->inw + (size_t)s * nodes;
+      if (so[x] + si[x] <= 0 && ro[y] + ri[y] <= 0)
+        continue;
+      double sx, sy, t, cut;
+      bal_swap(c, r, s, &sx, &sy, &t, &cut);
+      if (lower(t, top) && !lower(limit, cut))
+        bal_keep(list, &count, r, s, t, cut);
+    }
+    bal_unmark(c, r);
+    c->work += c->n;
+  }
+  return count;
+}
+
+/* The best improving swap of a rank of node w with a rank of a node it
+ * talks to that talks to w: mode 1 by the busiest node's volume, then the
+ * cut (the cut not growing); mode 2 by the cut, then the busiest node
+ * (the busiest node not growing).  Returns whether there is one. */
+static int bal_best(chain_t *c, int w, int mode, int *br, int *bs)
+{
+  const int nodes = c->nodes;
+  const double top0 = c->sent[c->top3[0]], cut0 = c->cut;
+  double b1 = mode == 1 ? top0 : cut0, b2 = mode == 1 ? cut0 : top0;
+  int found = 0;
+  for (int64_t i = c->moff[w]; i < c->moff[w] + c->cnt[w]; i++) {
+    const int r = c->mem[i];
+    if (c->ext[r] == 0)
+      continue;
+    bal_mark(c, r);
+    const double *ro = c->outw + (size_t)r * nodes, *ri = c->inw + (size_t)r * nodes;
+    for (int y = 0; y < nodes; y++) {
+      if (y == w || ro[y] + ri[y] <= 0)
+        continue;
+      for (int64_t j = c->moff[y]; j < c->moff[y] + c->cnt[y]; j++) {
+        const int s = c->mem[j];
+        const double *so = c->outw + (size_t)s * nodes, *si = c->inw + (size_t)s * nodes;
+        if (so[w] + si[w] <= 0)
+          continue;
+        double sx, sy, top, cut;
+        bal_swap(c, r, s, &sx, &sy, &top, &cut);
+        if (mode == 1 ? lower(cut0, cut) : lower(top0, top))
+          continue;
+        const double k1 = mode == 1 ? top : cut, k2 = mode == 1 ? cut : top;
+        if (key3_lower(k1, k2, 0, b1, b2, 0)) {
+          b1 = k1;
+          b2 = k2;
+          *br = r;
+          *bs = s;
+          found = 1;
+        }
+      }
+      c->work += c->cnt[y];
+    }
+    bal_unmark(c, r);
+  }
+  return found;
+}
+
+/* The repair after a kick: greedy swaps (the busiest node, then the cut
+ * on every node in turn) until a sweep finds none, then chain passes
+ * within roam inter-node bytes. */
+static void bal_repair(chain_t *c, double roam)
+{
+  for (int sweep = 0; sweep < BAL_SWEEPS && c->work < c->budget; sweep++) {
+    int got = 0, r = -1, s = -1;
+    while (c->work < c->budget && bal_best(c, c->top3[0], 1, &r, &s)) {
+      bal_apply(c, r, s);
+      got++;
+    }
+    for (int w = 0; w < c->nodes && c->work < c->budget; w++)
+      while (c->work < c->budget && bal_best(c, w, 2, &r, &s)) {
+        bal_apply(c, r, s);
+        got++;
+      }
+    if (!got)
+      break;
+  }
+  chain_run(c, roam, c->sent[c->top3[0]]);
+}
+
+/* Loads state (node, slot) into c, kicks it with list[k] and repairs it. */
+static void bal_try(chain_t *c, const int *node, const int *slot, const balswap_t *kick,
+                    double roam)
+{
+  memcpy(c->node, node, (size_t)c->n * sizeof *node);
+  memcpy(c->slot_of, slot, (size_t)c->n * sizeof *slot);
+  chain_load(c);
+  bal_apply(c, kick->r, kick->s);
+  bal_repair(c, roam);
+}
+
+/* The balancing phase on the loaded state c (its node_of/slot_of changed
+ * in place), within limit_cut inter-node bytes: the result is the start
+ * or a state with at most limit_cut inter-node bytes whose busiest node
+ * sends less (or as much, with fewer inter-node bytes).  Scratch: 4 rows
+ * of n ints.  Returns the number of the round that found the result (0:
+ * the start is kept). */
+static int balance(chain_t *c, double limit_cut, int *scratch)
+{
+  const int n = c->n;
+  int *best_node = scratch, *best_slot = scratch + n;
+  int *cur_node = scratch + 2 * (size_t)n, *cur_slot = scratch + 3 * (size_t)n;
+  double best_top = c->sent[c->top3[0]], best_cut = c->cut;
+  if (lower(limit_cut, best_cut))
+    return 0;
+  memcpy(best_node, c->node, (size_t)n * sizeof *best_node);
+  memcpy(best_slot, c->slot_of, (size_t)n * sizeof *best_slot);
+  memcpy(cur_node, c->node, (size_t)n * sizeof *cur_node);
+  memcpy(cur_slot, c->slot_of, (size_t)n * sizeof *cur_slot);
+  const double roam = limit_cut * (1 + BAL_SLACK);
+  int kept = 0, idle = 0;
+  balswap_t list[BAL_TRY];
+  for (int round = 0; round < BAL_ROUNDS && idle < BAL_IDLE && c->work < c->budget; round++) {
+    /* kicks may go a little further than the rounds' states */
+    const int count = bal_kicks(c, roam * (1 + 2 * BAL_SLACK), list);
+    double go_top = INFINITY, go_cut = INFINITY;
+    int go_over = 1, go = -1;
+    idle++;
+    for (int k = 0; k < count && c->work < c->budget; k++) {
+      bal_try(c, cur_node, cur_slot, &list[k], roam);
+      const double top = c->sent[c->top3[0]], cut = c->cut;
+      const int over = lower(limit_cut, cut);
+      if (!over && key3_lower(top, cut, 0, best_top, best_cut, 0)) {
+        best_top = top;
+        best_cut = cut;
+        memcpy(best_node, c->node, (size_t)n * sizeof *best_node);
+        memcpy(best_slot, c->slot_of, (size_t)n * sizeof *best_slot);
+        kept = round + 1;
+        idle = 0;
+      }
+      /* the round goes on from its best try within roam: within the
+       * budget first, then the busiest node, then the cut */
+      if (!lower(roam, cut) &&
+          (go < 0 || over < go_over ||
+           (over == go_over && key3_lower(top, cut, 0, go_top, go_cut, 0)))) {
+        go = k;
+        go_top = top;
+        go_cut = cut;
+        go_over = over;
+      }
+    }
+    if (go < 0)
+      break;
+    /* redo the chosen try (cheaper than keeping a copy of every try) */
+    bal_try(c, cur_node, cur_slot, &list[go], roam);
+    memcpy(cur_node, c->node, (size_t)n * sizeof *cur_node);
+    memcpy(cur_slot, c->slot_of, (size_t)n * sizeof *cur_slot);
+  }
+  memcpy(c->node, best_node, (size_t)n * sizeof *best_node);
+  memcpy(c->slot_of, best_slot, (size_t)n * sizeof *best_slot);
+  chain_load(c);
+  return kept;
 }
 
 /* The inter-node bytes (both directions) and the bytes the busiest node
@@ -2210,8 +2529,16 @@ static void node_bytes(const tiers_map_graph_t *g, const double *sent_bytes, int
 int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
                      int *node_of, int *slot_of, int64_t budget, int *swaps)
 {
+  return tiers_map_refine_within(g, sent_bytes, nodes, node_of, slot_of, budget, INFINITY,
+                                 swaps);
+}
+
+int tiers_map_refine_within(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                            int *node_of, int *slot_of, int64_t budget, double limit_cut,
+                            int *swaps)
+{
   TIERS_CALL(check_args(g));
-  if (nodes < 1 || !node_of || !slot_of || budget < 0)
+  if (nodes < 1 || !node_of || !slot_of || budget < 0 || isnan(limit_cut))
     TIERS_ERROR(TIERS_ERR_ARG, "map: bad arguments to tiers_map_refine");
   const int n = g->n;
   for (int v = 0; v < n; v++)
@@ -2230,11 +2557,15 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
    * (the inter-node bytes not above what the first passes reached); kept
    * when the exact sums say it is no worse than the start on either
    * measure and lower than the swaps' result on the inter-node bytes, or
-   * equal there and lower on the busiest node. */
+   * equal there and lower on the busiest node.  Then the balancing phase
+   * on what was kept, within the inter-node bytes of the start (or
+   * limit_cut when lower); kept when the exact sums say its busiest node
+   * sends less than the kept state's (or as much, with fewer inter-node
+   * bytes) and its inter-node bytes are within that budget. */
   int *alt = NULL;
-  if (rc == TIERS_OK && (int64_t)n * nodes <= CHAIN_CELLS_MAX) {
+  if (rc == TIERS_OK && (int64_t)n * nodes <= CHAIN_CELLS_MAX && nodes > 1) {
     node_bytes(g, sent_bytes, nodes, node_of, scratch, &cut1, &top1);
-    alt = malloc((size_t)2 * (size_t)n * sizeof *alt);
+    alt = malloc((size_t)6 * (size_t)n * sizeof *alt);
     if (!alt) {
       free(scratch);
       TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory to refine %d ranks", n);
@@ -2251,6 +2582,33 @@ int tiers_map_refine(const tiers_map_graph_t *g, const double *sent_bytes, int n
         memcpy(node_of, alt, (size_t)n * sizeof *alt);
         memcpy(slot_of, alt + n, (size_t)n * sizeof *alt);
         done += moves;
+        cut1 = cut2;
+        top1 = top2;
+      }
+    }
+    /* the balancing's budget: what the swaps and chains reached (and the
+     * caller's limit), so that it trades nothing: its result is below
+     * theirs on the busiest node and not above on the inter-node bytes */
+    const double limit = fmin(limit_cut, cut1);
+    if (rc == TIERS_OK && !lower(limit, cut1)) {
+      memcpy(alt, node_of, (size_t)n * sizeof *alt);
+      memcpy(alt + n, slot_of, (size_t)n * sizeof *alt);
+      chain_t c;
+      rc = chain_open(&c, g, sent_bytes, nodes, alt, alt + n, budget);
+      int rounds = 0;
+      if (rc == TIERS_OK) {
+        rounds = balance(&c, limit, alt + 2 * (size_t)n);
+        chain_close(&c);
+      }
+      if (rc == TIERS_OK && rounds > 0) {
+        double cut3, top3;
+        node_bytes(g, sent_bytes, nodes, alt, scratch, &cut3, &top3);
+        if (!lower(limit, cut3) &&
+            (lower(top3, top1) || (!lower(top1, top3) && lower(cut3, cut1)))) {
+          memcpy(node_of, alt, (size_t)n * sizeof *alt);
+          memcpy(slot_of, alt + n, (size_t)n * sizeof *alt);
+          done += rounds;
+        }
       }
     }
   }
@@ -2448,9 +2806,17 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
     const int r = total - 1;
     memcpy(NODE_ROW(r), NODE_ROW(best), (size_t)n * sizeof *place);
     memcpy(SLOT_ROW(r), SLOT_ROW(best), (size_t)n * sizeof *place);
+    /* the balancing's budget: the fewest inter-node bytes of any
+     * candidate, so that what it trades for a less loaded busiest node
+     * never ends above a candidate's inter-node bytes */
+    double fewest = INFINITY;
+    for (int c = 0; c < r; c++)
+      if (have[c])
+        fewest = fmin(fewest, costs[c].inter);
     int done = 0;
     if (nodes > 1 && g->xadj[n] > 0)
-      rc = tiers_map_refine(g, sent_bytes, nodes, NODE_ROW(r), SLOT_ROW(r), budget, &done);
+      rc = tiers_map_refine_within(g, sent_bytes, nodes, NODE_ROW(r), SLOT_ROW(r), budget,
+                                   fewest, &done);
     if (rc != TIERS_OK)
       goto out;
     if (swaps)

@@ -60,8 +60,8 @@ def _prepare(lib) -> None:
     lookup, return types, the array types of the results, numpy's ctypes
     interface) when the library is loaded, not inside the first mapping:
     on a 64-rank graph it is about a tenth of a millisecond."""
-    for name in ("tiers_map_search", "tiers_map_grid", "tiers_map_refine", "tiers_map_tree",
-                 "tiers_map_eval"):
+    for name in ("tiers_map_search", "tiers_map_grid", "tiers_map_refine",
+                 "tiers_map_refine_within", "tiers_map_tree", "tiers_map_eval"):
         fn = getattr(lib, name, None)
         if fn is not None:
             fn.restype = ctypes.c_int
@@ -229,14 +229,20 @@ def tree(graph, nodes: int, node_cost: float, arity, cost, *, strategy: str = "d
     return node, slot
 
 
-def refine(graph, node, slot, nodes: int, budget: int) -> tuple[np.ndarray, np.ndarray, int]:
+def refine(graph, node, slot, nodes: int, budget: int,
+           limit_cut: float | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """Return ``(node, slot, swaps)``: the placement improved by node-level
-    swaps in libtiers (``tiers_map_refine``: the busiest node's sent bytes
-    first, then the inter-node bytes, never worse on either), within
-    ``budget`` edges visited.  Raise TiersError when libtiers lacks it."""
+    swaps, chains of moves and the balancing phase in libtiers
+    (``tiers_map_refine``: the busiest node's sent bytes first, then the
+    inter-node bytes, never worse on either), within ``budget`` edges
+    visited per phase.  ``limit_cut`` caps the balancing's budget of
+    inter-node bytes (``tiers_map_refine_within``; 0 turns the balancing
+    off).  Raise TiersError when libtiers lacks it."""
     lib = _library()
     if not hasattr(lib, "tiers_map_refine"):
         raise TiersError("this libtiers has no tiers_map_refine; reinstall tiers")
+    if limit_cut is not None and not hasattr(lib, "tiers_map_refine_within"):
+        raise TiersError("this libtiers has no tiers_map_refine_within; reinstall tiers")
     lib.tiers_map_refine.restype = ctypes.c_int
     g, keep = _graph(graph)
     sent = None if graph.adjsent is None else np.ascontiguousarray(graph.adjsent,
@@ -244,10 +250,14 @@ def refine(graph, node, slot, nodes: int, budget: int) -> tuple[np.ndarray, np.n
     node = np.ascontiguousarray(node, dtype=np.int32).copy()
     slot = np.ascontiguousarray(slot, dtype=np.int32).copy()
     swaps = ctypes.c_int(0)
-    _call("tiers_map_refine", ctypes.byref(g),
-          sent.ctypes.data_as(ctypes.c_void_p) if sent is not None else None,
-          ctypes.c_int(nodes), node.ctypes.data_as(ctypes.c_void_p),
-          slot.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(budget), ctypes.byref(swaps))
+    args = [ctypes.byref(g), sent.ctypes.data_as(ctypes.c_void_p) if sent is not None else None,
+            ctypes.c_int(nodes), node.ctypes.data_as(ctypes.c_void_p),
+            slot.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(budget)]
+    if limit_cut is None:
+        _call("tiers_map_refine", *args, ctypes.byref(swaps))
+    else:
+        lib.tiers_map_refine_within.restype = ctypes.c_int
+        _call("tiers_map_refine_within", *args, ctypes.c_double(limit_cut), ctypes.byref(swaps))
     del keep
     return node, slot, swaps.value
 
