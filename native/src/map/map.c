@@ -2558,10 +2558,10 @@ int tiers_map_refine_within(const tiers_map_graph_t *g, const double *sent_bytes
    * when the exact sums say it is no worse than the start on either
    * measure and lower than the swaps' result on the inter-node bytes, or
    * equal there and lower on the busiest node.  Then the balancing phase
-   * on what was kept, within the inter-node bytes of the start (or
-   * limit_cut when lower); kept when the exact sums say its busiest node
-   * sends less than the kept state's (or as much, with fewer inter-node
-   * bytes) and its inter-node bytes are within that budget. */
+   * on what was kept, within the inter-node bytes it has (or limit_cut
+   * when lower); kept when the exact sums say its busiest node sends less
+   * than the kept state's (or as much, with fewer inter-node bytes) and
+   * its inter-node bytes are within that budget. */
   int *alt = NULL;
   if (rc == TIERS_OK && (int64_t)n * nodes <= CHAIN_CELLS_MAX && nodes > 1) {
     node_bytes(g, sent_bytes, nodes, node_of, scratch, &cut1, &top1);
@@ -2590,7 +2590,15 @@ int tiers_map_refine_within(const tiers_map_graph_t *g, const double *sent_bytes
      * caller's limit), so that it trades nothing: its result is below
      * theirs on the busiest node and not above on the inter-node bytes */
     const double limit = fmin(limit_cut, cut1);
-    if (rc == TIERS_OK && !lower(limit, cut1)) {
+    /* a swap changes two nodes' volumes: where three or more nodes send
+     * the most (a box tiling of a grid), no kick lowers the busiest */
+    int at_top = 0;
+    if (rc == TIERS_OK) {
+      node_bytes(g, sent_bytes, nodes, node_of, scratch, &cut1, &top1);
+      for (int i = 0; i < nodes; i++)
+        at_top += !lower(scratch[i], top1);
+    }
+    if (rc == TIERS_OK && at_top < 3 && !lower(limit, cut1)) {
       memcpy(alt, node_of, (size_t)n * sizeof *alt);
       memcpy(alt + n, slot_of, (size_t)n * sizeof *alt);
       chain_t c;

@@ -768,7 +768,8 @@ def search(graph: Graph, machine: Machine, seed: int = 1, forced: str | None = N
         refined = Placement("refined", place[last, 0], place[last, 1],
                             f"{mets[start]['placement']} with {swaps} node-level "
                             f"swap{'s' if swaps != 1 else ''} and moves (busiest node's sent "
-                            "bytes, then inter-node bytes; chains of moves between nodes)")
+                            "bytes, then inter-node bytes; chains of moves between nodes; "
+                            "balancing of the busiest node)")
         by_index[last] = refined
         out.append(refined)
     return out, by_index[chosen], swaps
