@@ -20,6 +20,11 @@
  * (the mean, first repetition dropped) and the 3-sigma statistics stand
  * beside it (sync_stats.h), in microseconds and in CPU cycles.
  *
+ * LOCK/UNLOCK takes its lock from LOCK_PAGES pages of its own in turn
+ * (pairs 2k and 2k+1 on page k), and reports each page's median: where the
+ * lock's line lies in physical memory sets its cost, so one launch samples
+ * several placements (see lock_pages_init).
+ *
  * Every thread is pinned (one per PU, compact or scatter order): the
  * OpenMP threads with tiers_topo_bind_thread before every test, the
  * barrier teams when they start.
@@ -33,6 +38,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/json.h"
@@ -188,16 +195,60 @@ typedef double (*test_fn)(const ctx_t *c, long innerreps);
 
 static volatile double atomic_sink;
 
-/* The lock and the shared counter of the LOCK and ATOMIC tests, each on
- * cache lines of its own (two lines: adjacent-line prefetch), at the same
- * place in every run: on the stack their neighbours -- and so whether a
- * thread's other writes share their line -- changed with the stack's
- * random offset from run to run. */
+/* The shared counter of the ATOMIC test, on cache lines of its own (two
+ * lines: adjacent-line prefetch), at the same place in every run: on the
+ * stack its neighbours -- and so whether a thread's other writes share its
+ * line -- changed with the stack's random offset from run to run. */
 static struct {
-  _Alignas(128) omp_lock_t lock;
   _Alignas(128) double atomic_target;
   _Alignas(128) char end;
 } shared;
+
+/* LOCK/UNLOCK's lock lies on LOCK_PAGES pages of its own, one lock per
+ * page at the same offset, and the pairs take them in turn (pair_page).
+ * Where the lock's line lies in physical memory sets how long it takes
+ * between the two PUs (its home in the host's mesh of cores is chosen from
+ * its physical address): in one process the same LOCK/UNLOCK loop read
+ * 16-26 ns on 16 pages, and an EPCC-method program's figure varied up to
+ * 9x between 8 pages.  A process gets its physical pages anew, so a lock
+ * at one place made every launch one sample of one placement; on several
+ * pages every launch samples several, and the figure is the median of the
+ * pages' medians (tiers.probe.sync). */
+#define LOCK_PAGES 8
+#define LOCK_OFFSET 0x200
+static char *lock_pages;
+static long lock_page_size;
+static omp_lock_t *lock_at; /* the lock the next LOCK/UNLOCK run takes */
+
+static omp_lock_t *page_lock(int page)
+{
+  return (omp_lock_t *)(lock_pages + (size_t)lock_page_size * (size_t)page + LOCK_OFFSET);
+}
+
+/* Maps the lock pages (each touched, so that each has its physical page
+ * before any run) and points lock_at at the first. */
+static void lock_pages_init(void)
+{
+  lock_page_size = sysconf(_SC_PAGESIZE);
+  if (lock_page_size < 2 * LOCK_OFFSET)
+    lock_page_size = 4096;
+  void *p = mmap(NULL, (size_t)lock_page_size * LOCK_PAGES, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    tiers_tool_fail("cannot map the lock pages: %s", strerror(errno));
+  lock_pages = p;
+  for (int k = 0; k < LOCK_PAGES; k++)
+    omp_init_lock(page_lock(k));
+  lock_at = page_lock(0);
+}
+
+/* The page of pair @p r of a paged figure: pairs 2k and 2k+1 (one timed
+ * reference first, one test first) share page k mod @p pages, so that the
+ * order of a pair does not go with its page. */
+static int pair_page(size_t r, int pages)
+{
+  return (int)((r / 2) % (size_t)pages);
+}
 
 static double ref_delay(const ctx_t *c, long n)
 {
@@ -330,16 +381,17 @@ static double test_critical(const ctx_t *c, long n)
 static double test_lock(const ctx_t *c, long n)
 {
   const long each = n / c->nthreads;
-  omp_init_lock(&shared.lock);
+  omp_lock_t *lock = lock_at;
+  omp_init_lock(lock);
   double t0 = tiers_now();
 #pragma omp parallel num_threads(c->nthreads)
   for (long j = 0; j < each; j++) {
-    omp_set_lock(&shared.lock);
+    omp_set_lock(lock);
     delay(delay_length);
-    omp_unset_lock(&shared.lock);
+    omp_unset_lock(lock);
   }
   double t = tiers_now() - t0;
-  omp_destroy_lock(&shared.lock);
+  omp_destroy_lock(lock);
   return t;
 }
 
@@ -609,24 +661,25 @@ typedef struct test_def {
   enum ref ref;
   int split;         /* innerreps divided among the threads */
   const bar_ops_t *ops;
+  int paged;         /* takes its lock from the lock pages in turn (LOCK_PAGES) */
 } test_def_t;
 
 static const test_def_t tests[] = {
-    {"parallel", "PARALLEL", G_SYNC, test_parallel, R_DELAY, 0, NULL},
-    {"for", "FOR", G_SYNC, test_for, R_DELAY, 0, NULL},
-    {"parallel_for", "PARALLEL FOR", G_SYNC, test_parallel_for, R_DELAY, 0, NULL},
-    {"barrier", "BARRIER", G_SYNC, test_barrier, R_DELAY, 0, NULL},
-    {"single", "SINGLE", G_SYNC, test_single, R_DELAY, 0, NULL},
-    {"critical", "CRITICAL", G_SYNC, test_critical, R_DELAY, 1, NULL},
-    {"lock", "LOCK/UNLOCK", G_SYNC, test_lock, R_DELAY, 1, NULL},
-    {"atomic", "ATOMIC", G_SYNC, test_atomic, R_ATOMIC, 1, NULL},
-    {"reduction", "REDUCTION", G_SYNC, test_reduction, R_REDUCTION, 0, NULL},
-    {"static", "STATIC", G_SCHED, test_static, R_SCHED, 0, NULL},
-    {"dynamic", "DYNAMIC", G_SCHED, test_dynamic, R_SCHED, 0, NULL},
-    {"guided", "GUIDED", G_SCHED, test_guided, R_SCHED, 0, NULL},
-    {"spin", "spin barrier", G_BARRIERS, test_team_barrier, R_NONE, 0, &spin_ops},
-    {"pthread", "pthread barrier", G_BARRIERS, test_team_barrier, R_NONE, 0, &pth_ops},
-    {"condvar", "mutex/condvar barrier", G_BARRIERS, test_team_barrier, R_NONE, 0, &cv_ops},
+    {"parallel", "PARALLEL", G_SYNC, test_parallel, R_DELAY, 0, NULL, 0},
+    {"for", "FOR", G_SYNC, test_for, R_DELAY, 0, NULL, 0},
+    {"parallel_for", "PARALLEL FOR", G_SYNC, test_parallel_for, R_DELAY, 0, NULL, 0},
+    {"barrier", "BARRIER", G_SYNC, test_barrier, R_DELAY, 0, NULL, 0},
+    {"single", "SINGLE", G_SYNC, test_single, R_DELAY, 0, NULL, 0},
+    {"critical", "CRITICAL", G_SYNC, test_critical, R_DELAY, 1, NULL, 0},
+    {"lock", "LOCK/UNLOCK", G_SYNC, test_lock, R_DELAY, 1, NULL, 1},
+    {"atomic", "ATOMIC", G_SYNC, test_atomic, R_ATOMIC, 1, NULL, 0},
+    {"reduction", "REDUCTION", G_SYNC, test_reduction, R_REDUCTION, 0, NULL, 0},
+    {"static", "STATIC", G_SCHED, test_static, R_SCHED, 0, NULL, 0},
+    {"dynamic", "DYNAMIC", G_SCHED, test_dynamic, R_SCHED, 0, NULL, 0},
+    {"guided", "GUIDED", G_SCHED, test_guided, R_SCHED, 0, NULL, 0},
+    {"spin", "spin barrier", G_BARRIERS, test_team_barrier, R_NONE, 0, &spin_ops, 0},
+    {"pthread", "pthread barrier", G_BARRIERS, test_team_barrier, R_NONE, 0, &pth_ops, 0},
+    {"condvar", "mutex/condvar barrier", G_BARRIERS, test_team_barrier, R_NONE, 0, &cv_ops, 0},
 };
 #define NTESTS ((int)(sizeof tests / sizeof tests[0]))
 
@@ -742,6 +795,8 @@ static void samples_push(samples_t *s, double x)
  * (empty without a reference) and their per-pair differences. */
 typedef struct figure {
   samples_t test, ref, value;
+  samples_t page;          /* page of each pair of a paged figure (empty otherwise) */
+  int pages;               /* lock pages taken in turn (0: not paged) */
   long innerreps, ref_innerreps;
   long warm;               /* constructs of the untimed run before each timed test run (0: none) */
   double seconds;          /* time spent sampling */
@@ -754,6 +809,7 @@ static void figure_free(figure_t *f)
   free(f->test.v);
   free(f->ref.v);
   free(f->value.v);
+  free(f->page.v);
   memset(f, 0, sizeof *f);
 }
 
@@ -780,6 +836,11 @@ static void figure_block(const ctx_t *c, test_fn fn, test_fn ref, figure_t *f, l
   for (long k = 0; k < count; k++) {
     size_t r = f->test.n;
     double a = 0.0, b;
+    if (f->pages > 0) {
+      int page = pair_page(r, f->pages);
+      lock_at = page_lock(page);
+      samples_push(&f->page, (double)page);
+    }
     if (ref && r % 2 == 0)
       a = ref(c, f->ref_innerreps) * 1e6 / (double)f->ref_innerreps;
     if (f->warm > 0)
@@ -861,6 +922,63 @@ static void json_int_list(tiers_json_t *j, const char *key, const int *v, int n)
   tiers_json_array_end(j);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of @p n values, sorted in place (NAN for none). */
+static double median_sorting(double *v, size_t n)
+{
+  if (n == 0)
+    return NAN;
+  qsort(v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The lock pages of a paged figure: the page of every pair, and per page
+ * the statistics layer's median of its pairs' values (outliers beyond the
+ * far-out fences left out, as every block median of tiers.stats) and their
+ * count; page_median_us is the median of the pages' medians (pages without
+ * pairs left out), the launch's figure that tiers.probe.sync takes. */
+static void json_pages(tiers_json_t *j, const figure_t *f)
+{
+  double meds[LOCK_PAGES], pmeds[LOCK_PAGES];
+  int64_t counts[LOCK_PAGES];
+  size_t cap = f->value.n ? f->value.n : 1;
+  int64_t *pages = malloc(sizeof *pages * (f->page.n ? f->page.n : 1));
+  double *buf = malloc(sizeof *buf * cap), *scratch = malloc(sizeof *scratch * cap);
+  if (!pages || !buf || !scratch)
+    tiers_tool_fail("out of memory");
+  int have = 0;
+  for (int p = 0; p < f->pages; p++) {
+    size_t k = 0;
+    for (size_t r = 0; r < f->value.n && r < f->page.n; r++)
+      if ((int)f->page.v[r] == p)
+        buf[k++] = f->value.v[r];
+    counts[p] = (int64_t)k;
+    meds[p] = NAN;
+    if (k > 0) {
+      tiers_stats_t st;
+      tiers_stats_summarize(buf, k, scratch, &st);
+      meds[p] = st.median;
+      pmeds[have++] = meds[p];
+    }
+  }
+  for (size_t r = 0; r < f->page.n; r++)
+    pages[r] = (int64_t)f->page.v[r];
+  tiers_json_kv_int(j, "lock_pages", f->pages);
+  tiers_json_kv_int(j, "lock_page_offset", LOCK_OFFSET);
+  tiers_json_kv_int_array(j, "pair_pages", pages, f->page.n);
+  tiers_json_kv_double_array(j, "page_medians_us", meds, (size_t)f->pages);
+  tiers_json_kv_int_array(j, "page_reps", counts, (size_t)f->pages);
+  tiers_json_kv_double(j, "page_median_us", median_sorting(pmeds, (size_t)have));
+  free(pages);
+  free(buf);
+  free(scratch);
+}
+
 /* Writes the result of one test: its samples, the statistics of its values
  * (overheads, or times per episode for the barriers) and whether the figure
  * is a cost that can be given (sync_reliability). */
@@ -889,6 +1007,8 @@ static void json_test_result(tiers_json_t *j, const test_def_t *d, int chunk, co
   sync_result_json(j, ref_name, f->innerreps, f->ref_innerreps, f->test.v,
                    f->ref.n ? f->ref.v : NULL, f->value.v, f->value.n, ref_median, &s,
                    cycle_hz, timer_per_rep);
+  if (f->pages > 0)
+    json_pages(j, f);
   tiers_json_kv_string(j, "stopped", tiers_stats_stop_name(f->stop));
   tiers_json_kv_double(j, "seconds", f->seconds);
   tiers_json_kv_int(j, "blocks", f->blocks);
@@ -1019,9 +1139,11 @@ static void measure_threads(tiers_json_t *j, int T)
     job_t *b = &jobs[q];
     const test_def_t *d = b->d;
     job_enter(&c, b, T, pus);
+    lock_at = page_lock(0);
     b->f.innerreps = calibrate_reps(&c, d->fn, d->split ? T : 1);
     b->f.ref_innerreps = d->ref != R_NONE ? ref_n[d->ref] : 0;
     b->f.warm = d->ref != R_NONE ? (d->split ? T : 1) : 0;
+    b->f.pages = d->paged ? LOCK_PAGES : 0;
     job_leave(&c, b);
   }
   /* Sampling in turns: every figure of a kind (the OpenMP tests, then the
@@ -1366,6 +1488,7 @@ int main(int argc, char **argv)
   parse_args(argc, argv);
   omp_set_dynamic(0);
   omp_set_nested(0);
+  lock_pages_init();
 
   int first_pu = 0;
   if (tiers_topo_pin_order(topo, opt.pin, 1, &first_pu) != TIERS_OK)
@@ -1412,6 +1535,11 @@ int main(int argc, char **argv)
                        "every timed test run follows an untimed run of one construct "
                        "(one per thread where the threads share the constructs), so that it "
                        "starts with the team awake, as EPCC's back-to-back repetitions do");
+  tiers_json_kv_int(&j, "lock_pages", LOCK_PAGES);
+  tiers_json_kv_string(&j, "lock_placement",
+                       "LOCK/UNLOCK's lock on lock_pages pages of its own (one lock per page at "
+                       "the same offset), pairs 2k and 2k+1 on page k mod lock_pages; per "
+                       "page the median of its pairs (page_medians_us)");
   tiers_json_kv_string(&j, "turns",
                        "the figures of one kind (OpenMP tests, barrier teams) are sampled in "
                        "turns of block_reps repetitions, the team re-pinned or restarted per "
@@ -1459,6 +1587,7 @@ int main(int argc, char **argv)
   tiers_json_object_end(&j);
   tiers_json_object_end(&j);
   tiers_topo_destroy(&topo);
+  munmap(lock_pages, (size_t)lock_page_size * LOCK_PAGES);
   free(opt.threads);
   free(opt.chunks);
   if (tiers_json_finish(&j) != 0)

@@ -29,7 +29,10 @@ readings per inner repetition) is printed as "< X µs (below resolution)",
 ``reliable: false`` with ``why`` and ``below_resolution_us``.  Beside the
 median every overhead carries EPCC's own figure (``epcc_mean_us``: the mean
 of the per-pair overheads, the first repetition dropped, outliers counted),
-the figure the EPCC suite itself prints.
+the figure the EPCC suite itself prints.  LOCK/UNLOCK's lock lies on several
+pages of its own, taken in turn, and its figure is the median of the pages'
+medians (every page of every launch an independent block): where the lock's
+line lies in physical memory, new in every process, sets its cost.
 The EPCC statistics (mean, 3-sigma filter, t interval of the mean) stay
 beside the median in the document, in microseconds and in CPU cycles.  This module wraps the tool's output into a ``tiers.probe.sync/1``
 document (docs/schemas/probe-sync.md), prints tables and draws the plots.
@@ -279,6 +282,10 @@ def summarise(raw: dict) -> dict:
                 # the figure of each launch (independent blocks) and why the
                 # figure is noisy when they disagree
                 row["launch_medians_us"] = test["launch_medians_us"]
+                if "page_medians_us" in test:
+                    # LOCK/UNLOCK: the figure is the median of these
+                    row["page_medians_us"] = test["page_medians_us"]
+                    row["lock_pages"] = test.get("lock_pages")
                 if test.get("noisy_why"):
                     row["noisy_why"] = test["noisy_why"]
             row.update(_epcc(test))
@@ -412,16 +419,40 @@ def _epcc_figure(blocks: list[list[float]], hz: float) -> dict:
     return out
 
 
+def page_blocks(part: dict) -> list[list[float]] | None:
+    """The per-pair overheads of one launch of a paged test (LOCK/UNLOCK,
+    whose lock the tool takes from several pages of its own in turn:
+    ``pair_pages``), grouped by page in page order; None for a test that
+    is not paged."""
+    pages = part.get("pair_pages")
+    if not pages:
+        return None
+    groups: dict[int, list[float]] = {}
+    for v, page in zip(part["overheads_us"], pages):
+        groups.setdefault(int(page), []).append(v)
+    return [groups[k] for k in sorted(groups)]
+
+
 def _merge_test(parts: list[dict], hz: float, timer_us: float) -> dict:
     """One test measured in several launches (``parts``: the tool's result
     of that test in each launch, in order), as one result: the samples of
     every launch pooled in launch order, the figure from the launches as
     independent blocks, EPCC's figure, the resolution and whether the
     figure can be given, by the tool's rules (sync_stats.h); each launch's
-    own figure, stop reason and inner repetitions beside them."""
+    own figure, stop reason and inner repetitions beside them.
+
+    A paged test (LOCK/UNLOCK: its lock on several pages of its own, taken
+    in turn) has one independent block per page of every launch -- each a
+    placement of the lock in physical memory, new in every process -- so
+    its figure is the median of the pages' medians over all launches
+    (``page_medians_us``, launch by launch), a launch's own figure the
+    median of its pages' medians."""
     first = parts[0]
     has_ref = first.get("reference") is not None
     blocks = [list(p["overheads_us"]) for p in parts]
+    paged = [page_blocks(p) for p in parts]
+    if not all(paged):
+        paged = None
     values = [v for b in blocks for v in b]
     out = {k: first[k] for k in ("group", "name", "label", "chunk", "reference")
            if k in first}
@@ -436,11 +467,21 @@ def _merge_test(parts: list[dict], hz: float, timer_us: float) -> dict:
     if has_ref:
         out["reference_times_us"] = refs
     out["overheads_us"] = values
-    st = _epcc_stats(values, blocks, hz)
+    st = _epcc_stats(values, [g for pb in paged for g in pb] if paged else blocks, hz)
     out["stats"] = st
     ms = st["median_stats"]
-    out["launch_medians_us"] = ms["block_medians"]
-    out["launch_spread"] = ms["block_spread"]
+    if paged:
+        pm = [[stats.summarize(g)["median"] for g in pb] for pb in paged]
+        out["lock_pages"] = first.get("lock_pages")
+        out["pair_pages"] = [int(x) for p in parts for x in p["pair_pages"]]
+        out["launch_page_medians_us"] = pm
+        out["page_medians_us"] = ms["block_medians"]
+        out["launch_medians_us"] = [statistics.median(m) for m in pm]
+        agree = stats.launch_agreement(out["launch_medians_us"])
+        out["launch_spread"] = agree.get("spread")
+    else:
+        out["launch_medians_us"] = ms["block_medians"]
+        out["launch_spread"] = ms["block_spread"]
     if ms.get("why"):
         out["noisy_why"] = ms["why"]
     what = "overhead (test minus reference, per pair)" if has_ref else "time"
@@ -502,7 +543,7 @@ def _takes_delay_length() -> bool:
 def merge_launches(raws: list[dict]) -> dict:
     """Return one tool output from the outputs of separate launches of the
     same measurement (``raws``, in launch order; one launch is returned as
-    it is).  Per thread count and test, the launches are independent
+    it is, unless a test is paged, below).  Per thread count and test, the launches are independent
     blocks: the samples are pooled, the figure (``stats.median_stats``) is
     the median of the launches' medians with an interval that covers every
     launch's median (:func:`tiers.stats.summarize_blocks`), noisy when they
@@ -510,8 +551,12 @@ def merge_launches(raws: list[dict]) -> dict:
     resolution and the reliability are computed from the pooled pairs by
     the tool's rules.  ``params`` are the first launch's with ``launches``;
     ``delay_check`` runs from the first launch's start to the last one's
-    end; a team's ``pu_delay_spread`` is the largest of the launches'."""
-    if len(raws) == 1:
+    end; a team's ``pu_delay_spread`` is the largest of the launches'.
+    A paged test (LOCK/UNLOCK) has one block per page of every launch
+    (:func:`_merge_test`), so one launch of a run with such a test is
+    merged too: its figure is the median of its pages' medians."""
+    if len(raws) == 1 and not any(page_blocks(t) for run in raws[0]["runs"]
+                                  for t in run["tests"]):
         return raws[0]
     first = raws[0]
     p = first["params"]
@@ -807,6 +852,14 @@ def render(doc: dict, console: Console) -> None:
         console.print(f"delay() took {summary['delay_drift'] * 100:+.1f} % as long after the "
                       "tests as before: the machine's speed changed during the run",
                       markup=False)
+    for r in rows:
+        pm = [v for v in r.get("page_medians_us") or [] if isinstance(v, (int, float))]
+        if pm and r.get("value_us") is not None:
+            # LOCK/UNLOCK: the figure is the median over the lock's pages
+            console.print(f"{r['label']} at {plural(r['threads'], 'thread')}: the median of "
+                          f"{len(pm)} lock placements' medians ({r.get('lock_pages')} pages per "
+                          f"launch), which lie from {min(pm):.3f} to {max(pm):.3f} µs",
+                          markup=False)
     for r in rows:
         if r.get("reliable") is False:
             chunk = f" {r['chunk']}" if "chunk" in r else ""
