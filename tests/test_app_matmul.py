@@ -158,6 +158,8 @@ def test_unknown_algo_is_one_line(tiers):
     (["--grid", "2,1"], "--grid does not apply"),
     (["--simd", "neon"], "--simd must be auto, avx512, avx2 or generic"),
     (["--perturb", "240,0"], "outside the 240 x 240 matrix"),
+    (["--schedule", "dynamic"], "--schedule must be auto, shared or static"),
+    (["--algo", "bcast", "--schedule", "shared"], "--schedule applies to --algo tiled only"),
 ])
 def test_bad_options_are_one_line(args, fragment):
     run = _run(2, 1, "--quick", *args, check=False)
@@ -228,3 +230,57 @@ def test_avx512_kernel_past_one_packed_block_of_b(threads, algo):
     _assert_verified(doc, n, 1)
     assert doc["threads"] == threads and doc["result"]["algo"] == algo
     assert (doc["result"]["mr"], doc["result"]["nr"]) == (12, 16)
+
+
+@pytest.mark.parametrize("simd", ["generic", "avx2", "avx512"])
+@pytest.mark.parametrize("ranks,n", [(1, 2), (2, 2), (1, 26), (2, 794)])
+def test_shared_schedule_of_a_thread_team(simd, ranks, n):
+    # two threads share each packed panel of B and take row blocks of C as
+    # they free up: orders smaller than a micro-tile (2: one thread's row
+    # blocks are empty), smaller than a row block (26) and of several
+    # panels of depth with ragged edges (794 = 2 * 384 + 26 deep, 397 rows
+    # a process: an edge tile for every kernel), at one and two processes;
+    # every row, column and 64 entries are checked exactly
+    need = {"generic": set(), "avx2": {"avx2", "fma"}, "avx512": {"avx2", "fma", "avx512f"}}[simd]
+    if not need <= _cpu_flags():
+        pytest.skip(f"this CPU cannot run the {simd} kernel")
+    doc = _run(ranks, 2, "--size", str(n), "--algo", "tiled", "--simd", simd, "--iters", "2",
+               "--schedule", "shared")
+    _assert_verified(doc, n, ranks, iters=2)
+    r = doc["result"]
+    assert r["schedule"] == "shared" and doc["threads"] == 2
+    assert doc["params"]["schedule"] == "shared"
+    # row blocks: a multiple of the threads, of at most 96 rows each
+    assert r["row_blocks"] % 2 == 0 and r["row_blocks"] * 96 >= n // ranks
+    assert len(r["thread_busy_s"]) == 2 and len(r["thread_blocks"]) == 2
+    assert all(0 <= b <= doc["time_s"] for b in r["thread_busy_s"])
+    # every panel (column block x depth block) has at least one row block
+    # per thread, in each of the two multiplies
+    panels = math.ceil(n / 2048) * math.ceil(n / 384)
+    assert sum(r["thread_blocks"]) >= 2 * 2 * panels
+
+
+def test_one_thread_keeps_its_own_panels():
+    doc = _run(1, 1, "--size", "26", "--algo", "tiled")
+    _assert_verified(doc, 26, 1)
+    r = doc["result"]
+    assert r["schedule"] == "static" and len(r["thread_busy_s"]) == 1
+    assert "thread_blocks" not in r
+
+
+@pytest.mark.parametrize("n", [240, 800])
+def test_automatic_schedule_follows_the_l2_cache(n):
+    # auto shares the panels of B once a panel (384 deep, up to 2048
+    # wide) outgrows the L2 cache, and keeps one per thread below
+    l2 = os.sysconf("SC_LEVEL2_CACHE_SIZE") if "SC_LEVEL2_CACHE_SIZE" in os.sysconf_names else 0
+    l2 = l2 if l2 > 0 else 2 << 20
+    want = "shared" if 8 * min(n, 384) * min(n, 2048) > l2 else "static"
+    doc = _run(1, 2, "--size", str(n), "--algo", "tiled")
+    _assert_verified(doc, n, 1)
+    assert doc["params"]["schedule"] == "auto" and doc["result"]["schedule"] == want
+    assert ("thread_blocks" in doc["result"]) == (want == "shared")
+    # static on request, whatever the size
+    doc = _run(1, 2, "--size", str(n), "--algo", "tiled", "--schedule", "static")
+    _assert_verified(doc, n, 1)
+    assert doc["result"]["schedule"] == "static" and "thread_blocks" not in doc["result"]
+

@@ -5,9 +5,9 @@
  * team per process).
  *
  *   mpirun -n P tiers-matmul [--algo blocked|tiled|bcast] [--size N]
- *       [--block L] [--iters K] [--simd auto|avx512|avx2|generic] [--perturb I,J]
- *       [--threads T] [--pin none|compact|scatter] [--verify | --no-verify]
- *       [--quick]
+ *       [--block L] [--iters K] [--simd auto|avx512|avx2|generic]
+ *       [--schedule auto|shared|static] [--perturb I,J] [--threads T]
+ *       [--pin none|compact|scatter] [--verify | --no-verify] [--quick]
  *
  * N must be a multiple of P: process p owns rows [p N/P, (p+1) N/P) of A
  * and C (step 1 of the COMPaS model); its team splits those rows over
@@ -27,7 +27,14 @@
  *                  AVX-512, 6 x 8 with AVX2+FMA, 4 x 4 in portable C);
  *                  the AVX-512 kernel prefetches the next micro-panel
  *                  of B and its C tile, and A is packed with in-register
- *                  8 x 8 transposes.
+ *                  8 x 8 transposes.  With two or more threads,
+ *                  --schedule shared has the team pack each panel of B
+ *                  once, into a buffer all threads read, and the threads
+ *                  take row blocks of C from a shared counter (see
+ *                  team_gemm_run); --schedule static gives each thread a
+ *                  fixed share of the rows and its own panels; auto (the
+ *                  default) is shared where a panel of B outgrows the L2
+ *                  cache.
  * --algo bcast     seed 003 Fig. 4: A distributed by rows, B by columns
  *                  (process q owns columns [q N/P, (q+1) N/P), stored
  *                  column by column), both generated in place.  The loop
@@ -58,18 +65,23 @@
  *
  * Output: the tiers.app/1 document of hybrid_app.h.  "result": algo,
  * size, iters, flops (2 N^3 per iteration), gflops, simd, the micro-kernel
- * (mr, nr), and for bcast block, broadcasts and bcast_bytes (doubles
- * broadcast, times 8).  Figure of merit: GFLOP/s.  Breakdown: comm =
+ * (mr, nr), thread_busy_s (rank 0's threads: seconds each spent in the
+ * multiplies), for tiled schedule and, shared, thread_blocks (row blocks
+ * each thread computed), and for bcast block, broadcasts and bcast_bytes
+ * (doubles broadcast, times 8).  Figure of merit: GFLOP/s.  Breakdown: comm =
  * scatter, broadcasts and gather; sync = the final barrier (waiting for
  * the slowest process); compute = the rest.
  */
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "hybrid_app.h"
@@ -393,20 +405,29 @@ static void pack_b(const kernel_t *K, long kc, long nc, const double *B, long rs
   }
 }
 
-/* Per-thread packing buffers. */
+/* Per-thread packing buffers (b: NULL where the thread packs no B of
+ * its own). */
 typedef struct packs {
   double *a, *b;
 } packs_t;
 
-static int packs_alloc(packs_t *p)
+/* A B panel buffer (KC x (NC + NR_MAX) doubles, touched now, so that the
+ * timed part takes no page faults on it), or NULL. */
+static double *panel_alloc(void)
+{
+  double *b = aligned_alloc(64, sizeof(double) * KC * (NC + NR_MAX));
+  if (b)
+    memset(b, 0, sizeof(double) * KC * (NC + NR_MAX));
+  return b;
+}
+
+static int packs_alloc(packs_t *p, int with_b)
 {
   p->a = aligned_alloc(64, sizeof(double) * MC * KC);
-  p->b = aligned_alloc(64, sizeof(double) * KC * (NC + NR_MAX));
-  if (!p->a || !p->b)
+  p->b = with_b ? panel_alloc() : NULL;
+  if (!p->a || (with_b && !p->b))
     return -1;
-  /* touched now, so that the timed part takes no page faults on them */
   memset(p->a, 0, sizeof(double) * MC * KC);
-  memset(p->b, 0, sizeof(double) * KC * (NC + NR_MAX));
   return 0;
 }
 
@@ -417,49 +438,253 @@ static void packs_free(packs_t *p)
   p->a = p->b = NULL;
 }
 
-/* C (m x n, row-major ldc) = A (m x k, row-major lda) B (k x n, element
- * (k, j) at B[k*rsb + j*csb]); the tiled multiply of one thread. */
-static void gemm_tiled(const kernel_t *K, long m, long n, long k, const double *A, long lda,
-                       const double *B, long rsb, long csb, double *C, long ldc, packs_t *pk)
+/* C (mc x nc at C, row-major ldc) (= if first, else +=) the packed A
+ * block (mc rows in micro-panels of mr, depth kc) times the packed B panel
+ * (nc columns in micro-panels of nr). */
+static void block_multiply(const kernel_t *K, long mc, long nc, long kc, const double *pa,
+                           const double *pb, double *C, long ldc, int first)
 {
   int mr = K->mr, nr = K->nr;
   double edge[MR_MAX * NR_MAX];
+  for (long jr = 0; jr < nc; jr += nr) {
+    int cols = nc - jr < nr ? (int)(nc - jr) : nr;
+    const double *bp = pb + jr * kc;
+    /* the next micro-panel of B comes from L3: the first nr / 4 kernels
+     * on this one fetch it towards L2, kc / 2 lines each */
+    const double *bnext = pb + (jr + nr < nc ? jr + nr : 0) * kc;
+    for (long ir = 0; ir < mc; ir += mr) {
+      int rows = mc - ir < mr ? (int)(mc - ir) : mr;
+      const double *ap = pa + ir * kc;
+      double *cp = C + ir * ldc + jr;
+      long call = ir / mr;
+      const double *pf = call < nr / 4 ? bnext + call * kc * 4 : NULL;
+      if (rows == mr && cols == nr) {
+        K->full(kc, ap, bp, cp, ldc, first, pf);
+      } else { /* an edge block: compute into a scratch tile */
+        K->full(kc, ap, bp, edge, nr, 1, pf);
+        for (int i = 0; i < rows; i++)
+          for (int j = 0; j < cols; j++)
+            cp[i * ldc + j] = first ? edge[i * nr + j] : cp[i * ldc + j] + edge[i * nr + j];
+      }
+    }
+  }
+}
+
+/* C (m x n, row-major ldc) = A (m x k, row-major lda) B (k x n, element
+ * (k, j) at B[k*rsb + j*csb]); the tiled multiply of one thread that packs
+ * its own panels. */
+static void gemm_tiled(const kernel_t *K, long m, long n, long k, const double *A, long lda,
+                       const double *B, long rsb, long csb, double *C, long ldc, packs_t *pk)
+{
   if (m <= 0 || n <= 0)
     return;
   for (long jc = 0; jc < n; jc += NC) {
     long nc = n - jc < NC ? n - jc : NC;
     for (long pc = 0; pc < k; pc += KC) {
       long kc = k - pc < KC ? k - pc : KC;
-      int first = pc == 0;
       pack_b(K, kc, nc, B + pc * rsb + jc * csb, rsb, csb, pk->b);
       for (long ic = 0; ic < m; ic += MC) {
         long mc = m - ic < MC ? m - ic : MC;
         pack_a(K, mc, kc, A + ic * lda + pc, lda, pk->a);
-        for (long jr = 0; jr < nc; jr += nr) {
-          int cols = nc - jr < nr ? (int)(nc - jr) : nr;
-          const double *bp = pk->b + jr * kc;
-          /* the next micro-panel of B comes from L3: the first nr / 4
-           * kernels on this one fetch it towards L2, kc / 2 lines each */
-          const double *bnext = pk->b + (jr + nr < nc ? jr + nr : 0) * kc;
-          for (long ir = 0; ir < mc; ir += mr) {
-            int rows = mc - ir < mr ? (int)(mc - ir) : mr;
-            const double *ap = pk->a + ir * kc;
-            double *cp = C + (ic + ir) * ldc + jc + jr;
-            long call = ir / mr;
-            const double *pf = call < nr / 4 ? bnext + call * kc * 4 : NULL;
-            if (rows == mr && cols == nr) {
-              K->full(kc, ap, bp, cp, ldc, first, pf);
-            } else { /* an edge block: compute into a scratch tile */
-              K->full(kc, ap, bp, edge, nr, 1, pf);
-              for (int i = 0; i < rows; i++)
-                for (int j = 0; j < cols; j++)
-                  cp[i * ldc + j] = first ? edge[i * nr + j] : cp[i * ldc + j] + edge[i * nr + j];
-            }
-          }
-        }
+        block_multiply(K, mc, nc, kc, pk->a, pk->b, C + ic * ldc + jc, ldc, pc == 0);
       }
     }
   }
+}
+
+/* ---------------------------------------------------------------------
+ * The tiled multiply of a thread team: one shared B panel, row blocks
+ * handed out as they are asked for.
+ *
+ * The multiply is a sequence of panels q = (column block jc, depth block
+ * pc), each of which has packing items (PACK_GROUP micro-panels of B
+ * each, into the shared buffer bbuf[q % 2]) followed by compute items
+ * (one row block of C against the whole panel).  The items of all panels
+ * are numbered in that order, and each thread takes the next number from
+ * one atomic counter when it is done with its last item, so a thread
+ * that runs slower (another process on its CPU, an interrupt) simply
+ * takes fewer row blocks, and the one that finishes a panel first packs
+ * the next one while the other computes.  Three waits keep it right; all
+ * are for items with smaller numbers, which are already being worked on,
+ * so they cannot deadlock and are rarely long:
+ *  - a compute item of panel q waits until every packing item of q is
+ *    done;
+ *  - a compute item of row block b in panel q > 0 waits until b is done
+ *    in panel q - 1 (it accumulates onto it);
+ *  - a packing item of panel q waits until every compute item of panel
+ *    q - 2 is done (they read the buffer it overwrites).
+ * The row blocks are a multiple of the thread count, of nearly equal size
+ * (whole micro-rows of mr), so that threads of equal speed finish
+ * together, and in the last panel each block is cut into TAIL_SPLIT
+ * pieces, so that the wait at the end is a fraction of a block.
+ * --------------------------------------------------------------------- */
+
+#ifndef PACK_GROUP
+#define PACK_GROUP 8 /* micro-panels of B per packing item */
+#endif
+#ifndef TAIL_SPLIT
+#define TAIL_SPLIT 2 /* pieces of each row block in the last panel */
+#endif
+
+typedef struct team_gemm {
+  const kernel_t *K;
+  long m, n, k;
+  const double *A; /* m x k, row-major, lda */
+  const double *B; /* k x n, row-major, ldb */
+  double *C;       /* m x n, row-major, ldc */
+  long lda, ldb, ldc;
+  long npc, npanel; /* depth blocks per column block; panels */
+  long urows, nblk; /* micro-rows of mr; row blocks per panel */
+  long *start;      /* [npanel + 1]: the first item of each panel */
+  _Atomic long ticket __attribute__((aligned(64)));
+  _Atomic long *packed;   /* [npanel]: packing items done */
+  _Atomic long *computed; /* [npanel]: compute items done */
+  _Atomic long *rowdone;  /* [nblk]: panels done in each row block */
+  double *bbuf[2];
+} team_gemm_t;
+
+/* Panel q's columns [*jc, *jc + *nc) and depth [*pc, *pc + *kc). */
+static void panel_of(const team_gemm_t *G, long q, long *jc, long *nc, long *pc, long *kc)
+{
+  *jc = q / G->npc * NC;
+  *nc = G->n - *jc < NC ? G->n - *jc : NC;
+  *pc = q % G->npc * KC;
+  *kc = G->k - *pc < KC ? G->k - *pc : KC;
+}
+
+static long pack_items(const team_gemm_t *G, long nc)
+{
+  long panels = (nc + G->K->nr - 1) / G->K->nr;
+  return (panels + PACK_GROUP - 1) / PACK_GROUP;
+}
+
+static long compute_items(const team_gemm_t *G, long q)
+{
+  return G->nblk * (q == G->npanel - 1 ? TAIL_SPLIT : 1);
+}
+
+static void team_gemm_free(team_gemm_t *G)
+{
+  free(G->start);
+  free(G->packed);
+  free(G->computed);
+  free(G->rowdone);
+  free(G->bbuf[0]);
+  free(G->bbuf[1]);
+  memset(G, 0, sizeof *G);
+}
+
+/* Sets up the schedule of C = A B over nthreads threads; -1 when out of
+ * memory. */
+static int team_gemm_init(team_gemm_t *G, const kernel_t *K, long m, long n, long k,
+                          const double *A, long lda, const double *B, long ldb, double *C,
+                          long ldc, int nthreads)
+{
+  memset(G, 0, sizeof *G);
+  G->K = K;
+  G->m = m;
+  G->n = n;
+  G->k = k;
+  G->A = A;
+  G->B = B;
+  G->C = C;
+  G->lda = lda;
+  G->ldb = ldb;
+  G->ldc = ldc;
+  G->npc = (k + KC - 1) / KC;
+  G->npanel = (n + NC - 1) / NC * G->npc;
+  G->urows = (m + K->mr - 1) / K->mr;
+  long per = MC / K->mr; /* micro-rows of a full block */
+  long blocks = (G->urows + per - 1) / per;
+  G->nblk = (blocks + nthreads - 1) / nthreads * nthreads;
+  G->start = calloc((size_t)G->npanel + 1, sizeof *G->start);
+  G->packed = calloc((size_t)G->npanel, sizeof *G->packed);
+  G->computed = calloc((size_t)G->npanel, sizeof *G->computed);
+  G->rowdone = calloc((size_t)G->nblk, sizeof *G->rowdone);
+  G->bbuf[0] = panel_alloc();
+  G->bbuf[1] = G->npanel > 1 ? panel_alloc() : NULL;
+  if (!G->start || !G->packed || !G->computed || !G->rowdone || !G->bbuf[0] ||
+      (G->npanel > 1 && !G->bbuf[1])) {
+    team_gemm_free(G);
+    return -1;
+  }
+  for (long q = 0; q < G->npanel; q++) {
+    long jc, nc, pc, kc;
+    panel_of(G, q, &jc, &nc, &pc, &kc);
+    G->start[q + 1] = G->start[q] + pack_items(G, nc) + compute_items(G, q);
+  }
+  return 0;
+}
+
+/* Before each multiply, by one thread outside the team's region. */
+static void team_gemm_reset(team_gemm_t *G)
+{
+  atomic_store_explicit(&G->ticket, 0, memory_order_relaxed);
+  for (long q = 0; q < G->npanel; q++) {
+    atomic_store_explicit(&G->packed[q], 0, memory_order_relaxed);
+    atomic_store_explicit(&G->computed[q], 0, memory_order_relaxed);
+  }
+  for (long b = 0; b < G->nblk; b++)
+    atomic_store_explicit(&G->rowdone[b], 0, memory_order_relaxed);
+}
+
+/* Waits until *v >= want: spins on pause, then yields the CPU (the
+ * thread it waits for may share the CPU when processes are
+ * oversubscribed). */
+static void wait_at_least(_Atomic long *v, long want)
+{
+  for (unsigned s = 0; atomic_load_explicit(v, memory_order_acquire) < want; s++) {
+    if (s < 2000)
+      _mm_pause();
+    else
+      sched_yield();
+  }
+}
+
+/* One thread's part: items until there are none left.  Returns the
+ * number of compute items it did. */
+static long team_gemm_run(team_gemm_t *G, packs_t *pk)
+{
+  const kernel_t *K = G->K;
+  long total = G->start[G->npanel], q = 0, done = 0;
+  for (;;) {
+    long t = atomic_fetch_add_explicit(&G->ticket, 1, memory_order_relaxed);
+    if (t >= total)
+      break;
+    while (t >= G->start[q + 1])
+      q++;
+    long jc, nc, pc, kc;
+    panel_of(G, q, &jc, &nc, &pc, &kc);
+    double *bb = G->bbuf[q & 1];
+    long i = t - G->start[q], npk = pack_items(G, nc);
+    if (i < npk) {
+      if (q >= 2)
+        wait_at_least(&G->computed[q - 2], compute_items(G, q - 2));
+      long c0 = i * PACK_GROUP * K->nr, c1 = c0 + PACK_GROUP * K->nr;
+      if (c1 > nc)
+        c1 = nc;
+      pack_b(K, kc, c1 - c0, G->B + pc * G->ldb + jc + c0, G->ldb, 1, bb + c0 * kc);
+      atomic_fetch_add_explicit(&G->packed[q], 1, memory_order_release);
+      continue;
+    }
+    i -= npk;
+    long split = q == G->npanel - 1 ? TAIL_SPLIT : 1, b = i / split, s = i % split;
+    long u0 = b * G->urows / G->nblk, u1 = (b + 1) * G->urows / G->nblk;
+    long v0 = u0 + s * (u1 - u0) / split, v1 = u0 + (s + 1) * (u1 - u0) / split;
+    long r0 = v0 * K->mr, r1 = v1 * K->mr < G->m ? v1 * K->mr : G->m;
+    wait_at_least(&G->packed[q], npk);
+    if (q > 0)
+      wait_at_least(&G->rowdone[b], q);
+    if (r1 > r0) {
+      pack_a(K, r1 - r0, kc, G->A + r0 * G->lda + pc, G->lda, pk->a);
+      block_multiply(K, r1 - r0, nc, kc, pk->a, bb, G->C + r0 * G->ldc + jc, G->ldc, pc == 0);
+    }
+    if (split == 1)
+      atomic_store_explicit(&G->rowdone[b], q + 1, memory_order_release);
+    atomic_fetch_add_explicit(&G->computed[q], 1, memory_order_release);
+    done++;
+  }
+  return done;
 }
 
 /* ---------------------------------------------------------------------
@@ -511,15 +736,22 @@ struct run {
   const double *chunk;/* bcast: the columns being multiplied, n x l column-major */
   long chunk_j0, chunk_l;
   packs_t *packs;     /* one per thread */
+  int shared;         /* tiled on 2 or more threads: the team schedule tg */
+  team_gemm_t tg;
+  double *busy;       /* per thread: seconds in the multiply, summed */
+  long *blocks;       /* per thread, shared schedule: row blocks computed */
 };
 
 static int multiply_body(tiers_team_t team, int t, void *arg)
 {
   struct run *R = arg;
+  double t0 = tiers_now();
   long lo, hi;
   TIERS_CALL(tiers_team_split(team, R->rows, t, &lo, &hi));
   long m = hi - lo;
-  if (R->algo == ALGO_BLOCKED)
+  if (R->shared)
+    R->blocks[t] += team_gemm_run(&R->tg, &R->packs[t]);
+  else if (R->algo == ALGO_BLOCKED)
     gemm_blocked(m, R->n, R->n, R->Aloc + lo * R->n, R->n, R->B, R->n, R->Cloc + lo * R->n,
                  R->n);
   else if (R->algo == ALGO_TILED)
@@ -528,6 +760,7 @@ static int multiply_body(tiers_team_t team, int t, void *arg)
   else
     gemm_tiled(R->kern, m, R->chunk_l, R->n, R->A + lo * R->n, R->n, R->chunk, 1, R->n,
                R->C + lo * R->n + R->chunk_j0, R->n, &R->packs[t]);
+  R->busy[t] += tiers_now() - t0;
   return TIERS_OK;
 }
 
@@ -544,6 +777,8 @@ static int run_rowblock(app_t *app, struct run *R)
     MPI_Bcast(R->B, (int)(R->n * R->n), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   }
   tiers_team_phase(team, TIERS_PHASE_COMPUTE);
+  if (R->shared)
+    team_gemm_reset(&R->tg);
   TIERS_CALL(tiers_team_parallel(team, multiply_body, R));
   TIERS_CALL(tiers_team_barrier(team));
   tiers_team_phase(team, TIERS_PHASE_COMM);
@@ -714,6 +949,7 @@ int main(int argc, char **argv)
   long n = 0, L = BLOCK_DEFAULT, iters = 1;
   enum algo algo = ALGO_TILED;
   const char *simd = "auto";
+  const char *schedule = NULL;
   long perturb[2] = {-1, -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -748,6 +984,11 @@ int main(int argc, char **argv)
       app_check(&app, !v || app_parse_triple(v, perturb, 2) != 2,
                 "--perturb needs a row and a column I,J (got %s)", v ? v : "nothing");
       i++;
+    } else if (strcmp(a, "--schedule") == 0) {
+      app_check(&app, !v || (strcmp(v, "auto") && strcmp(v, "shared") && strcmp(v, "static")),
+                "--schedule must be auto, shared or static (got %s)", v ? v : "nothing");
+      schedule = v;
+      i++;
     } else if (strcmp(a, "--simd") == 0) {
       app_check(&app, !v || (strcmp(v, "auto") && strcmp(v, "avx512") && strcmp(v, "avx2") &&
                              strcmp(v, "generic")),
@@ -760,6 +1001,10 @@ int main(int argc, char **argv)
   }
   if (n == 0)
     n = app.opts.quick ? SIZE_QUICK : SIZE_DEFAULT;
+  const char *schedule_opt = schedule ? schedule : "auto";
+  app_check(&app, schedule && strcmp(schedule, "auto") && algo != ALGO_TILED,
+            "--schedule applies to --algo tiled only (%s splits the rows over the threads)",
+            ALGO_NAMES[algo]);
   app_check(&app, perturb[0] >= n || perturb[1] >= n,
             "--perturb %ld,%ld is outside the %ld x %ld matrix", perturb[0], perturb[1], n, n);
   app_check(&app, n % app.size != 0,
@@ -786,11 +1031,24 @@ int main(int argc, char **argv)
   R.row0 = R.rows * app.rank;
   R.cols = R.rows;
   R.col0 = R.row0;
+  /* --schedule auto: shared where a panel of B outgrows the L2 cache.  A
+   * panel that fits stays in the L2 of a thread that packed its own copy
+   * (static), while a shared one is written by one core and read by the
+   * others every multiply (2 threads at N = 256-384: static 5-10%
+   * faster); a larger panel comes from L3 for every row block either way,
+   * and packing it once halves the packing. */
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  double panel_bytes = 8.0 * (double)(n < KC ? n : KC) * (double)(n < NC ? n : NC);
+  if (!schedule || strcmp(schedule, "auto") == 0)
+    schedule = panel_bytes > (double)(l2 > 0 ? l2 : 2L << 20) ? "shared" : "static";
+  R.shared = algo == ALGO_TILED && nthreads > 1 && strcmp(schedule, "shared") == 0;
   R.packs = calloc((size_t)nthreads, sizeof *R.packs);
-  app_check(&app, !R.packs, "out of memory");
+  R.busy = calloc((size_t)nthreads, sizeof *R.busy);
+  R.blocks = calloc((size_t)nthreads, sizeof *R.blocks);
+  app_check(&app, !R.packs || !R.busy || !R.blocks, "out of memory");
   int bad = 0;
   for (int t = 0; t < nthreads; t++)
-    bad |= packs_alloc(&R.packs[t]);
+    bad |= packs_alloc(&R.packs[t], !R.shared);
   app_check(&app, bad, "out of memory for the packing buffers");
 
   /* Untimed set-up: the matrices where the algorithm starts from. */
@@ -821,6 +1079,9 @@ int main(int argc, char **argv)
       R.Cloc = alloc_doubles(R.rows * n);
     }
     app_check(&app, !R.B || !R.Aloc || !R.Cloc, "cannot allocate the %ld x %ld matrices", n, n);
+    app_check(&app, R.shared && team_gemm_init(&R.tg, kern, R.rows, n, n, R.Aloc, n, R.B, n,
+                                                R.Cloc, n, nthreads) != 0,
+              "out of memory for the shared packing buffers");
     if (app.rank == 0) {
       for (long i = 0; i < n; i++)
         for (long k = 0; k < n; k++) {
@@ -900,6 +1161,8 @@ int main(int argc, char **argv)
     if (algo == ALGO_BCAST)
       tiers_json_kv_int(&j, "block", L);
     tiers_json_kv_string(&j, "simd", simd);
+    if (algo == ALGO_TILED)
+      tiers_json_kv_string(&j, "schedule", schedule_opt);
     tiers_json_kv_bool(&j, "quick", app.opts.quick);
     tiers_json_object_end(&j);
     tiers_json_key(&j, "result");
@@ -910,6 +1173,18 @@ int main(int argc, char **argv)
     tiers_json_kv_int(&j, "rows_per_rank", R.rows);
     tiers_json_kv_double(&j, "flops", flops);
     tiers_json_kv_double(&j, "gflops", gflops);
+    if (algo == ALGO_TILED)
+      tiers_json_kv_string(&j, "schedule", R.shared ? "shared" : "static");
+    if (R.shared)
+      tiers_json_kv_int(&j, "row_blocks", R.tg.nblk);
+    tiers_json_kv_double_array(&j, "thread_busy_s", R.busy, (size_t)nthreads);
+    if (R.shared) {
+      tiers_json_key(&j, "thread_blocks");
+      tiers_json_array_begin(&j);
+      for (int t = 0; t < nthreads; t++)
+        tiers_json_int(&j, R.blocks[t]);
+      tiers_json_array_end(&j);
+    }
     if (algo == ALGO_BLOCKED) {
       tiers_json_kv_string(&j, "kernel", "blocked-c");
     } else {
@@ -941,6 +1216,10 @@ int main(int argc, char **argv)
   for (int t = 0; t < nthreads; t++)
     packs_free(&R.packs[t]);
   free(R.packs);
+  free(R.busy);
+  free(R.blocks);
+  if (R.shared)
+    team_gemm_free(&R.tg);
   if (algo == ALGO_BCAST) {
     free(R.A);
     free(R.C);
