@@ -68,3 +68,48 @@ def test_the_rule_is_printed_as_it_is_applied(repeat):
     assert "within 10 %" in repeat.AGREE_RULE
     assert "below noise in some runs and a number in the others does not agree" \
         in repeat.AGREE_RULE
+
+
+def _flagged_runs(values, flags) -> list[dict]:
+    return [{"jacobi3d 2x1 time (s)": (v, f)} for v, f in zip(values, flags)]
+
+
+def test_a_wide_spread_from_flagged_runs_agrees_over_the_unflagged(repeat):
+    # one run 12 % slow and flagged noisy in its own row; the other four,
+    # which tiers presented as reliable, within 5 %
+    runs = _flagged_runs([0.0185, 0.0188, 0.0211, 0.0191, 0.0181],
+                         [False, False, True, False, False])
+    qs = repeat.summarise(runs)
+    med, spread, _ = qs["jacobi3d 2x1 time (s)"]
+    assert spread == pytest.approx((0.0211 - 0.0181) / 0.0188)
+    assert spread > repeat.TARGET
+    assert repeat.unflagged_agree(runs, "jacobi3d 2x1 time (s)") == \
+        (4, pytest.approx((0.0191 - 0.0181) / 0.01865))
+    assert repeat.disagreeing(qs, 5, runs) == []
+    (line,) = repeat.agreeing_unflagged(qs, runs)
+    assert line.startswith("jacobi3d 2x1 time (s): 16.0% over all 5 runs, 5.4% over the 4")
+    # without the runs themselves the rule cannot see the flags: it fails
+    assert repeat.disagreeing(qs, 5) == ["jacobi3d 2x1 time (s) (16.0%)"]
+
+
+def test_an_unflagged_outlier_still_fails(repeat):
+    # the slow run is not flagged: tiers presented it as reliable
+    runs = _flagged_runs([0.0185, 0.0188, 0.0211, 0.0191, 0.0181], [False] * 5)
+    qs = repeat.summarise(runs)
+    (line,) = repeat.disagreeing(qs, 5, runs)
+    assert line == "jacobi3d 2x1 time (s) (16.0%; flagged in 0/5 quiet runs; 16.0% over the 5 unflagged)"
+
+
+def test_flagged_in_most_runs_fails(repeat):
+    # only two unflagged runs: too few to say that the reliable figures agree
+    runs = _flagged_runs([0.0185, 0.0188, 0.0211, 0.0230, 0.0160],
+                         [False, False, True, True, True])
+    assert repeat.unflagged_agree(runs, "jacobi3d 2x1 time (s)") is None
+    qs = repeat.summarise(runs)
+    (line,) = repeat.disagreeing(qs, 5, runs)
+    assert "flagged in 3/5 quiet runs" in line
+    assert repeat.agreeing_unflagged(qs, runs) == []
+
+
+def test_the_flag_rule_is_printed(repeat):
+    assert "flagged" in repeat.AGREE_RULE and "at least 3" in repeat.AGREE_RULE
