@@ -351,7 +351,7 @@ def _ssend_checks(ranks: int) -> int:
     return (2 * 6 + 1 + 2 * 2 + 48 + 2 * 2) * (ranks // 2)
 
 
-@pytest.mark.parametrize("ranks", RANKS)
+@pytest.mark.parametrize("ranks", RANKS + [3])
 def test_ssend_waits_for_the_matching_receive(ssend_program, ranks, tmp_path):
     """MPI_Ssend, MPI_Issend and MPI_Ssend_init to a receiver that posts its
     receive 0.3 s late do not complete before it (measured with MPI_Wtime,
@@ -367,6 +367,8 @@ def test_ssend_waits_for_the_matching_receive(ssend_program, ranks, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert _checks(res.stdout) == (_ssend_checks(ranks), 0), res.stdout
     for r, doc in enumerate(_stats(prefix, ranks)):
+        if r % 2 == 0 and r + 1 >= ranks:
+            continue  # the rank without a partner (3 ranks) only joins the barriers
         carried = doc["carried"]
         calls = ("MPI_Ssend", "MPI_Issend", "MPI_Ssend_init") if r % 2 == 0 else ("MPI_Recv",)
         for call in calls:

@@ -49,9 +49,11 @@ static unsigned char sbuf[300000], rbuf[300000];
 static void late_receiver(int kind, size_t n, int tag, int wildcard)
 {
   int even = rank % 2 == 0, peer = even ? rank + 1 : rank - 1;
+  /* every rank joins the barrier, the one without a partner (an odd
+   * number of ranks) too, before it leaves */
+  MPI_Barrier(MPI_COMM_WORLD);
   if (peer >= size)
     return;
-  MPI_Barrier(MPI_COMM_WORLD);
   if (even) {
     fill(sbuf, n, tag);
     double t0 = MPI_Wtime(), took;
