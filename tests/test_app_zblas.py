@@ -336,3 +336,23 @@ def test_reductions_with_both_threads_over_many_calls_are_exact(ranks):
     assert doc["result"]["dznrm2"] == math.sqrt(exact_sumsq(n))
     if ranks > 1:
         assert doc["breakdown"]["comm_s"]["max"] > 0
+
+
+@pytest.mark.parametrize("simd", ["generic", "avx2", "avx512"])
+@pytest.mark.parametrize("ranks,threads", [(1, 1), (1, 2), (2, 2)])
+def test_zgemv_t_alternating_column_order_matches_the_reference(simd, ranks, threads):
+    # order 568 (aligned columns: 568 mod 4 = 0): a thread's columns hold
+    # 5.2 MB on one thread, 2.6 MB on each of two and 1.3 MB at 2 x 2, so
+    # on a 2 MiB L2 the odd calls of the first two walk their columns
+    # backwards, 16 at a time (284 columns a thread: a 12-column piece
+    # last), and the third runs forward; 5 calls, each of which must have
+    # applied y := alpha A' x + beta y (or conj) once per column, or the
+    # result leaves the reference's bound
+    if simd not in _simd_levels():
+        pytest.skip(f"this CPU cannot run the {simd} kernels")
+    m = 568
+    doc = _run(ranks, threads, "--size", "4096", "--matrix", str(m), "--iters", "5",
+               "--simd", simd, "--kernel", "zgemv_t,zgemv_c")
+    _assert_consistent(doc, 4096, m, 5, names=["zgemv_t", "zgemv_c"])
+    assert doc["result"]["simd"] == {"avx2": "avx2-fma"}.get(simd, simd)
+    assert (doc["ranks"], doc["threads"]) == (ranks, threads)
