@@ -22,7 +22,12 @@
  *
  * Every function is reentrant (Scotch runs in a private context with its
  * own random state, so a seed gives the same result every time) and none is
- * an MPI call.  Scotch prints its own diagnostics on stderr when it fails.
+ * an MPI call.  Nothing is printed: libtiers defines Scotch's error-print
+ * functions (it does not link libscotcherr), so a function that fails in
+ * Scotch ends tiers_last_error() with " (Scotch: <Scotch's message>)", and
+ * tiers_map_scotch_message() returns Scotch's last error or warning.  (A
+ * program's own Scotch calls, outside libtiers, still print theirs on
+ * stderr, as with libscotcherr.)
  */
 #ifndef TIERS_MAP_H
 #define TIERS_MAP_H
@@ -343,6 +348,18 @@ TIERS_API int tiers_map_search(const tiers_map_graph_t *g, const double *sent_by
  */
 TIERS_API int tiers_map_grid(const tiers_map_graph_t *g, const double *sent_bytes, int *dims,
                              int *sizes, double *pair, int32_t *coords);
+
+/**
+ * @brief The last message Scotch gave on this thread during the last
+ *        mapping call (tiers_map_group, _group_costs, _place, _tree or
+ *        _search), which clears both messages when it starts.
+ * @param warning 0: the last error (tiers_last_error() already ends with
+ *        it when the call failed); non-zero: the last warning (a warning
+ *        does not make the call fail, and is never printed)
+ * @return a pointer to thread-local storage, "" when there was none; valid
+ *         until the next mapping call on the same thread.  Thread-safe.
+ */
+TIERS_API const char *tiers_map_scotch_message(int warning);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@
 
 #include <scotch.h>
 
+#include "scotch_error.h"
+
 /* The sum of all integer edge weights given to Scotch stays below this. */
 #define GROUP_WEIGHT_TOTAL (1 << 29)
 /* For static mapping the sum times the largest distance must fit in 31 bits. */
@@ -279,13 +281,13 @@ static int scotch_map_in(SCOTCH_Context *ctx, const sgraph_t *s, const SCOTCH_Ar
   SCOTCH_graphInit(&bound);
   if (SCOTCH_graphBuild(&graph, 0, s->n, s->verttab, s->verttab + 1, NULL, NULL, s->m,
                         s->edgetab, s->edlotab) != 0) {
-    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+    rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch rejected the graph (%s)", what);
   } else if (SCOTCH_contextBindGraph(ctx, &graph, &bound) != 0) {
-    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__,
+    rc = tiers_map_scotch_fail(TIERS_ERR_NOMEM, __FILE__, __LINE__,
                          "map: Scotch cannot bind the graph to its context");
   } else if (SCOTCH_graphMap(&bound, arch, strat, parttab) != 0) {
-    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+    rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch failed to map the graph (%s)", what);
   }
   SCOTCH_graphExit(&bound);
@@ -301,12 +303,14 @@ static int scotch_map_in(SCOTCH_Context *ctx, const sgraph_t *s, const SCOTCH_Ar
 static int context_open(SCOTCH_Context *ctx)
 {
   if (SCOTCH_contextInit(ctx) != 0)
-    TIERS_ERROR(TIERS_ERR_NOMEM, "map: Scotch cannot create a context");
+    return tiers_map_scotch_fail(TIERS_ERR_NOMEM, __FILE__, __LINE__,
+                                 "map: Scotch cannot create a context");
   SCOTCH_contextRandomClone(ctx);
   SCOTCH_contextOptionSetNum(ctx, SCOTCH_OPTIONNUMDETERMINISTIC, 1);
   if (SCOTCH_contextThreadSpawn(ctx, 1, NULL) != 0) {
     SCOTCH_contextExit(ctx);
-    TIERS_ERROR(TIERS_ERR_NOMEM, "map: Scotch cannot set up its context's thread");
+    return tiers_map_scotch_fail(TIERS_ERR_NOMEM, __FILE__, __LINE__,
+                                 "map: Scotch cannot set up its context's thread");
   }
   return TIERS_OK;
 }
@@ -539,7 +543,7 @@ static int deco_split(const deco_t *d, int *set, int s, int *tmp, uint64_t seed)
     SCOTCH_Graph graph, bound;
     SCOTCH_Strat strat;
     if (SCOTCH_contextInit(&ctx) != 0) {
-      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no Scotch context");
+      rc = tiers_map_scotch_fail(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no Scotch context");
       goto out;
     }
     SCOTCH_contextRandomClone(&ctx);
@@ -553,7 +557,7 @@ static int deco_split(const deco_t *d, int *set, int s, int *tmp, uint64_t seed)
         SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATQUALITY | SCOTCH_STRATBALANCE, 2, 0.0)
             != 0 ||
         SCOTCH_graphPart(&bound, 2, &strat, part) != 0)
-      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+      rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                            "map: Scotch cannot split %d nodes by their link costs", s);
     SCOTCH_stratExit(&strat);
     SCOTCH_graphExit(&bound);
@@ -683,7 +687,7 @@ static int arch_links(SCOTCH_Arch *arch, int nodes, int *used, int *cap, int k,
   out = NULL;
   in = fmemopen(text, len, "r");
   if (!in || SCOTCH_archLoad(arch, in) != 0)
-    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+    rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch cannot load the target of %d nodes and their costs", k);
 done:
   if (in)
@@ -823,8 +827,20 @@ int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *capacity, 
   return tiers_map_group_costs(g, nodes, capacity, NULL, seed, node_of);
 }
 
+static int group_costs(const tiers_map_graph_t *g, int nodes, const int *capacity,
+                       const double *link_cost, uint64_t seed, int *node_of);
+
 int tiers_map_group_costs(const tiers_map_graph_t *g, int nodes, const int *capacity,
                           const double *link_cost, uint64_t seed, int *node_of)
+{
+  tiers_map_scotch_enter();
+  int rc = group_costs(g, nodes, capacity, link_cost, seed, node_of);
+  tiers_map_scotch_leave();
+  return rc;
+}
+
+static int group_costs(const tiers_map_graph_t *g, int nodes, const int *capacity,
+                       const double *link_cost, uint64_t seed, int *node_of)
 {
   TIERS_CALL(check_args(g));
   if (nodes < 1 || !capacity || !node_of)
@@ -904,7 +920,7 @@ int tiers_map_group_costs(const tiers_map_graph_t *g, int nodes, const int *capa
   for (int p = 0; p < k; p++)
     velotab[p] = cap[p];
   if (SCOTCH_archInit(&arch) != 0) {
-    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no Scotch target");
+    rc = tiers_map_scotch_fail(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no Scotch target");
     goto out;
   }
   arch_ok = 1;
@@ -913,14 +929,14 @@ int tiers_map_group_costs(const tiers_map_graph_t *g, int nodes, const int *capa
     if (rc != TIERS_OK)
       goto out;
   } else if (SCOTCH_archCmpltw(&arch, k, velotab) != 0) {
-    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+    rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch cannot build a target of %d nodes", k);
     goto out;
   }
   if (SCOTCH_stratInit(&strat) != 0 ||
       (strat_ok = 1, SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATQUALITY | SCOTCH_STRATBALANCE,
                                                k, 0.0) != 0)) {
-    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+    rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch cannot build a mapping strategy");
     goto out;
   }
@@ -1050,8 +1066,20 @@ static int group_members(int n, int nodes, const int *node_of, const int64_t *st
   return TIERS_OK;
 }
 
+static int place_groups(const tiers_map_graph_t *g, const int *node_of, int nodes,
+                        const tiers_map_node_t *node, uint64_t seed, int *slot_of);
+
 int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
                     const tiers_map_node_t *node, uint64_t seed, int *slot_of)
+{
+  tiers_map_scotch_enter();
+  int rc = place_groups(g, node_of, nodes, node, seed, slot_of);
+  tiers_map_scotch_leave();
+  return rc;
+}
+
+static int place_groups(const tiers_map_graph_t *g, const int *node_of, int nodes,
+                        const tiers_map_node_t *node, uint64_t seed, int *slot_of)
 {
   TIERS_CALL(check_args(g));
   if (!node_of || nodes < 1 || !node || !slot_of || node->levels < 0 ||
@@ -1129,14 +1157,14 @@ int tiers_map_place(const tiers_map_graph_t *g, const int *node_of, int nodes,
   if (t.levels > 0) {
     if (SCOTCH_archInit(&arch) != 0 ||
         (arch_ok = 1, SCOTCH_archTleaf(&arch, t.levels, sizetab, linktab) != 0)) {
-      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+      rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                            "map: Scotch cannot build the node tree (tleaf)");
       goto out;
     }
     if (SCOTCH_stratInit(&strat) != 0 ||
         (strat_ok = 1, SCOTCH_stratGraphMapBuild(&strat, PLACE_STRATEGY, t.cores, 0.0)
                            != 0)) {
-      rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+      rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                            "map: Scotch cannot build a mapping strategy");
       goto out;
     }
@@ -1237,9 +1265,23 @@ out:
  * 2 10 8 1", as a scotch_gmap user writes it. */
 #define LEAF_COST_MAX 1000
 
+static int map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
+                    const tiers_map_node_t *node, int strategy, double balance, uint64_t seed,
+                    int *node_of, int *slot_of);
+
 int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
                    const tiers_map_node_t *node, int strategy, double balance, uint64_t seed,
                    int *node_of, int *slot_of)
+{
+  tiers_map_scotch_enter();
+  int rc = map_tree(g, nodes, node_cost, node, strategy, balance, seed, node_of, slot_of);
+  tiers_map_scotch_leave();
+  return rc;
+}
+
+static int map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
+                    const tiers_map_node_t *node, int strategy, double balance, uint64_t seed,
+                    int *node_of, int *slot_of)
 {
   TIERS_CALL(check_args(g));
   if (nodes < 1 || !node || !node_of || !slot_of || node->levels < 0 ||
@@ -1314,19 +1356,19 @@ int tiers_map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
   }
   if (SCOTCH_archInit(&arch) != 0 ||
       (arch_ok = 1, SCOTCH_archTleaf(&arch, levels, sizetab, linktab) != 0)) {
-    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+    rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch cannot build the machine tree (tleaf)");
     goto out;
   }
   if (SCOTCH_stratInit(&strat) != 0) {
-    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no Scotch strategy");
+    rc = tiers_map_scotch_fail(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no Scotch strategy");
     goto out;
   }
   strat_ok = 1;
   if (strategy >= 0 &&
       SCOTCH_stratGraphMapBuild(&strat, (SCOTCH_Num)strategy,
                                 (SCOTCH_Num)((int64_t)nodes * t.cores), balance) != 0) {
-    rc = tiers_error_set(TIERS_ERR_INPUT, __FILE__, __LINE__,
+    rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch cannot build a mapping strategy");
     goto out;
   }
