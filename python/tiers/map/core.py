@@ -9,10 +9,7 @@ another copy).  Memory is linear in ranks plus edges throughout.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import os
-import tempfile
 
 import numpy as np
 
@@ -50,7 +47,6 @@ def _library():
             raise TiersError(f"cannot load the mapping core from {path}: {exc}") from None
         lib.tiers_last_error.restype = ctypes.c_char_p
         _lib = lib
-        _open_capture()   # with the library, not inside the first mapping
         _prepare(lib)
     return _lib
 
@@ -72,57 +68,32 @@ def _prepare(lib) -> None:
     np.empty(1).ctypes.data_as(ctypes.c_void_p)
 
 
-_capture = None   # one temporary file for Scotch's messages, reused by every call
-
-
-def _open_capture() -> None:
-    global _capture
-    if _capture is None:
-        try:
-            _capture = tempfile.TemporaryFile()
-        except OSError:
-            pass
-
-
-@contextlib.contextmanager
-def _stderr_captured(box: list):
-    """Send fd 2 to a temporary file while Scotch runs (it prints its own
-    diagnostics there); the text ends up in ``box`` so that a failure can be
-    reported as one line.  The file is made once per process and emptied
-    before each call (a new one per call cost more than a small mapping)."""
-    _open_capture()
-    if _capture is None:
-        yield
-        return
-    try:
-        _capture.seek(0)
-        _capture.truncate()
-        saved = os.dup(2)
-    except OSError:
-        yield
-        return
-    os.dup2(_capture.fileno(), 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        _capture.seek(0)
-        box.append(_capture.read().decode("utf-8", "replace"))
-
-
 def _call(name: str, *args) -> None:
+    """Call ``name`` in libtiers; raise TiersError with its message on failure.
+
+    Scotch prints nothing: libtiers defines Scotch's error-print functions
+    (native/src/map/scotch_error.c), and a call that fails in Scotch ends
+    its tiers_last_error() with " (Scotch: <Scotch's message>)", so the one
+    line raised here carries it and fd 2 is never touched."""
     lib = _library()
-    box: list[str] = []
-    with _stderr_captured(box):
-        rc = getattr(lib, name)(*args)
+    rc = getattr(lib, name)(*args)
     if rc != 0:
         message = (lib.tiers_last_error() or b"").decode("utf-8", "replace")
         message = message.removeprefix("map: ")
-        scotch = [ln.strip() for ln in "".join(box).splitlines() if ln.strip()]
-        if scotch:
-            message += f" (Scotch: {scotch[-1]})"
         raise TiersError(message or f"{name} failed: {_ERRORS.get(rc, rc)}")
+
+
+def scotch_message(warning: bool = False) -> str:
+    """Return the last error (or, with ``warning``, warning) Scotch gave on
+    this thread during the last mapping call, "" when none (or when
+    libtiers predates ``tiers_map_scotch_message``)."""
+    lib = _library()
+    fn = getattr(lib, "tiers_map_scotch_message", None)
+    if fn is None:
+        return ""
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = [ctypes.c_int]
+    return (fn(1 if warning else 0) or b"").decode("utf-8", "replace")
 
 
 def _graph(graph) -> tuple[_Graph, tuple]:
