@@ -66,11 +66,12 @@
  * Output: the tiers.app/1 document of hybrid_app.h.  "result": algo,
  * size, iters, flops (2 N^3 per iteration), gflops, simd, the micro-kernel
  * (mr, nr), thread_busy_s (rank 0's threads: seconds each spent in the
- * multiplies), for tiled schedule and, shared, thread_blocks (row blocks
- * each thread computed), and for bcast block, broadcasts and bcast_bytes
- * (doubles broadcast, times 8).  Figure of merit: GFLOP/s.  Breakdown: comm =
- * scatter, broadcasts and gather; sync = the final barrier (waiting for
- * the slowest process); compute = the rest.
+ * multiplies), for tiled schedule (the one used) and, shared, row_blocks
+ * (per panel) and thread_blocks (the blocks, or pieces of one in the last
+ * panel, each thread computed), and for bcast block, broadcasts and
+ * bcast_bytes (doubles broadcast, times 8).  Figure of merit: GFLOP/s.
+ * Breakdown: comm = scatter, broadcasts and gather; sync = the final
+ * barrier (waiting for the slowest process); compute = the rest.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -519,12 +520,8 @@ static void gemm_tiled(const kernel_t *K, long m, long n, long k, const double *
  * pieces, so that the wait at the end is a fraction of a block.
  * --------------------------------------------------------------------- */
 
-#ifndef PACK_GROUP
 #define PACK_GROUP 8 /* micro-panels of B per packing item */
-#endif
-#ifndef TAIL_SPLIT
 #define TAIL_SPLIT 2 /* pieces of each row block in the last panel */
-#endif
 
 typedef struct team_gemm {
   const kernel_t *K;
