@@ -686,3 +686,20 @@ def test_balancing_is_never_worse_than_its_start_from_random_placements(seed):
         assert on[0] <= start[0] and on[1] <= start[1], (start, on)
         assert on[1] <= off[1] and on[0] <= off[0], (off, on)
         check_placement(out[0], out[1], nodes, 16)
+
+
+@pytest.mark.parametrize("capacity,nodes_used", [
+    ([16] * 8, {0, 1}),                     # 32 ranks fill the first two nodes
+    ([0, 16, 16, 16, 16], {1, 2}),          # a node without cores is skipped
+    ([8, 8, 8, 8, 8, 8], {0, 1, 2, 3}),     # as many nodes as the ranks need
+])
+def test_grouping_uses_the_first_nodes_with_room(capacity, nodes_used):
+    """Without link costs the ranks are grouped on the first nodes that
+    have room for them all, each filled to its capacity, not spread over
+    every node the machine has."""
+    g = G.stencil([4, 4, 2], [8, 8, 8])
+    node = core.group(g, capacity)
+    assert set(node.tolist()) == nodes_used
+    counts = np.bincount(node, minlength=len(capacity))
+    for i in nodes_used:
+        assert counts[i] == capacity[i]

@@ -875,8 +875,10 @@ static int group_costs(const tiers_map_graph_t *g, int nodes, const int *capacit
     k = choose_nodes(nodes, capacity, link_cost, n, used, sum);
   } else { /* the first nodes with room for all ranks (capacity 0 skipped) */
     for (int i = 0; i < nodes && room < n; i++)
-      if (capacity[i] > 0)
+      if (capacity[i] > 0) {
         used[k++] = i;
+        room += capacity[i];
+      }
   }
   free(sum);
   if (k < 0) {
