@@ -34,7 +34,8 @@ static const struct {
     "tiers.app/1 document.  Usually run through 'tiers bench laplace2d'.\n"},
     {"tiers-matmul",
     "usage: mpirun -n P tiers-matmul [--algo blocked|tiled|bcast] [--size N]\n"
-    "           [--block L] [--iters K] [--simd auto|avx2|generic] [--perturb I,J]\n"
+    "           [--block L] [--iters K] [--simd auto|avx512|avx2|generic]\n"
+    "           [--schedule auto|shared|static] [--perturb I,J]\n"
     "           [--threads T] [--pin none|compact|scatter] [--verify | --no-verify]\n"
     "           [--quick]\n"
     "Dense matrix multiply, flat or hybrid; prints a tiers.app/1 document.\n"
@@ -55,7 +56,7 @@ static const struct {
     {"tiers-zblas",
     "usage: mpirun -n P tiers-zblas [--kernel all|zaxpy|zdotc|dznrm2|zgemv|zgemv_n|\n"
     "           zgemv_t|zgemv_c[,...]] [--size N] [--matrix M] [--iters K]\n"
-    "           [--scale S] [--simd auto|avx2|generic] [--threads T]\n"
+    "           [--scale S] [--simd auto|avx512|avx2|generic] [--threads T]\n"
     "           [--pin none|compact|scatter] [--verify | --no-verify] [--quick]\n"
     "Complex level-1/2 kernels with OpenMP threads; prints a tiers.app/1\n"
     "document.  Usually run through 'tiers bench zblas'.\n"},
