@@ -2477,12 +2477,18 @@ static void bal_repair(chain_t *c, double roam)
   chain_run(c, roam, c->sent[c->top3[0]]);
 }
 
+/* Copies a placement (node and slot of each of n ranks). */
+static void copy_placement(int *to_node, int *to_slot, const int *node, const int *slot, int n)
+{
+  memcpy(to_node, node, (size_t)n * sizeof *to_node);
+  memcpy(to_slot, slot, (size_t)n * sizeof *to_slot);
+}
+
 /* Loads state (node, slot) into c, kicks it with list[k] and repairs it. */
 static void bal_try(chain_t *c, const int *node, const int *slot, const balswap_t *kick,
                     double roam)
 {
-  memcpy(c->node, node, (size_t)c->n * sizeof *node);
-  memcpy(c->slot_of, slot, (size_t)c->n * sizeof *slot);
+  copy_placement(c->node, c->slot_of, node, slot, c->n);
   chain_load(c);
   bal_apply(c, kick->r, kick->s);
   bal_repair(c, roam);
@@ -2502,10 +2508,8 @@ static int balance(chain_t *c, double limit_cut, int *scratch)
   double best_top = c->sent[c->top3[0]], best_cut = c->cut;
   if (lower(limit_cut, best_cut))
     return 0;
-  memcpy(best_node, c->node, (size_t)n * sizeof *best_node);
-  memcpy(best_slot, c->slot_of, (size_t)n * sizeof *best_slot);
-  memcpy(cur_node, c->node, (size_t)n * sizeof *cur_node);
-  memcpy(cur_slot, c->slot_of, (size_t)n * sizeof *cur_slot);
+  copy_placement(best_node, best_slot, c->node, c->slot_of, n);
+  copy_placement(cur_node, cur_slot, c->node, c->slot_of, n);
   const double roam = limit_cut * (1 + BAL_SLACK);
   int kept = 0, idle = 0;
   balswap_t list[BAL_TRY];
@@ -2522,8 +2526,7 @@ static int balance(chain_t *c, double limit_cut, int *scratch)
       if (!over && key3_lower(top, cut, 0, best_top, best_cut, 0)) {
         best_top = top;
         best_cut = cut;
-        memcpy(best_node, c->node, (size_t)n * sizeof *best_node);
-        memcpy(best_slot, c->slot_of, (size_t)n * sizeof *best_slot);
+        copy_placement(best_node, best_slot, c->node, c->slot_of, n);
         kept = round + 1;
         idle = 0;
       }
@@ -2542,11 +2545,9 @@ static int balance(chain_t *c, double limit_cut, int *scratch)
       break;
     /* redo the chosen try (cheaper than keeping a copy of every try) */
     bal_try(c, cur_node, cur_slot, &list[go], roam);
-    memcpy(cur_node, c->node, (size_t)n * sizeof *cur_node);
-    memcpy(cur_slot, c->slot_of, (size_t)n * sizeof *cur_slot);
+    copy_placement(cur_node, cur_slot, c->node, c->slot_of, n);
   }
-  memcpy(c->node, best_node, (size_t)n * sizeof *best_node);
-  memcpy(c->slot_of, best_slot, (size_t)n * sizeof *best_slot);
+  copy_placement(c->node, c->slot_of, best_node, best_slot, n);
   chain_load(c);
   return kept;
 }
@@ -2614,8 +2615,7 @@ int tiers_map_refine_within(const tiers_map_graph_t *g, const double *sent_bytes
       free(scratch);
       TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory to refine %d ranks", n);
     }
-    memcpy(alt, node_of, (size_t)n * sizeof *alt);
-    memcpy(alt + n, slot_of, (size_t)n * sizeof *alt);
+    copy_placement(alt, alt + n, node_of, slot_of, n);
     int moves = 0;
     rc = chain_refine(g, sent_bytes, nodes, alt, alt + n, budget, cut0, top0, &moves);
     if (rc == TIERS_OK && moves > 0) {
@@ -2623,8 +2623,7 @@ int tiers_map_refine_within(const tiers_map_graph_t *g, const double *sent_bytes
       node_bytes(g, sent_bytes, nodes, alt, scratch, &cut2, &top2);
       if (!lower(cut0, cut2) && !lower(top0, top2) &&
           (lower(cut2, cut1) || (!lower(cut1, cut2) && lower(top2, top1)))) {
-        memcpy(node_of, alt, (size_t)n * sizeof *alt);
-        memcpy(slot_of, alt + n, (size_t)n * sizeof *alt);
+        copy_placement(node_of, slot_of, alt, alt + n, n);
         done += moves;
         cut1 = cut2;
         top1 = top2;
@@ -2643,8 +2642,7 @@ int tiers_map_refine_within(const tiers_map_graph_t *g, const double *sent_bytes
         at_top += !lower(scratch[i], top1);
     }
     if (rc == TIERS_OK && at_top < 3 && !lower(limit, cut1)) {
-      memcpy(alt, node_of, (size_t)n * sizeof *alt);
-      memcpy(alt + n, slot_of, (size_t)n * sizeof *alt);
+      copy_placement(alt, alt + n, node_of, slot_of, n);
       chain_t c;
       rc = chain_open(&c, g, sent_bytes, nodes, alt, alt + n, budget);
       int rounds = 0;
@@ -2657,8 +2655,7 @@ int tiers_map_refine_within(const tiers_map_graph_t *g, const double *sent_bytes
         node_bytes(g, sent_bytes, nodes, alt, scratch, &cut3, &top3);
         if (!lower(limit, cut3) &&
             (lower(top3, top1) || (!lower(top1, top3) && lower(cut3, cut1)))) {
-          memcpy(node_of, alt, (size_t)n * sizeof *alt);
-          memcpy(slot_of, alt + n, (size_t)n * sizeof *alt);
+          copy_placement(node_of, slot_of, alt, alt + n, n);
           done += rounds;
         }
       }
@@ -2856,8 +2853,7 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
    * first among all */
   {
     const int r = total - 1;
-    memcpy(NODE_ROW(r), NODE_ROW(best), (size_t)n * sizeof *place);
-    memcpy(SLOT_ROW(r), SLOT_ROW(best), (size_t)n * sizeof *place);
+    copy_placement(NODE_ROW(r), SLOT_ROW(r), NODE_ROW(best), SLOT_ROW(best), n);
     /* the balancing's budget: the fewest inter-node bytes of any
      * candidate, so that what it trades for a less loaded busiest node
      * never ends above a candidate's inter-node bytes */
