@@ -200,7 +200,9 @@ class TestSlurmCluster:
         prog = whoami["mpich" if launcher == "mpich" else "openmpi"]
         args = ["map", "--stencil", STENCIL, "--vcluster", "--launcher", launcher,
                 "--placement", placement, "--table", str(tab), "--launch"]
-        dry = run_tiers(*args, "--dry-run", "--", prog, timeout=120)
+        # the files a dry run's line names are kept for it: in tmp_path
+        dry = run_tiers(*args, "--dry-run", "--", prog, timeout=120,
+                        env={"TMPDIR": str(tmp_path)})
         assert dry.returncode == 0, dry.stderr
         line = dry.stdout.strip().splitlines()[-1]
         run = run_tiers(*args, "--", prog, timeout=180)
@@ -249,7 +251,7 @@ class TestSlurmCluster:
         inner = [sys.executable, "-m", "tiers", "map", "--stencil", STENCIL, "--hostfile",
                  cluster["hostfile"], "--table", str(tab), "--launch"]
         dry = run_tiers("vcluster", "salloc", "--", "-n", str(RANKS), *inner, "--dry-run",
-                        "--", whoami["openmpi"], timeout=180)
+                        "--", whoami["openmpi"], timeout=180, env={"TMPDIR": str(tmp_path)})
         assert dry.returncode == 0, dry.stderr
         line = next(ln for ln in dry.stdout.splitlines() if "SLURM_HOSTFILE=" in ln)
         assert "srun -n 8" in line and "--distribution=arbitrary" in line, line
