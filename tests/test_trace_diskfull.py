@@ -86,3 +86,40 @@ def test_full_disk_stops_tracing_not_the_program(small_disk, fill_program, n, po
     assert "stopped: write error (incomplete)" in st.stdout
     row = next(ln for ln in st.stdout.splitlines() if ln.startswith("MPI_Send "))
     assert 2 * 1000 < int(row.split()[1]) < 2 * ITERS
+
+
+def test_python_archive_writer_failure_is_one_line_and_leaves_stderr_alone(tmp_path, capfd,
+                                                                         monkeypatch):
+    """The Python archive writer (the fallback of tiers-trace-post): when
+    OTF2 cannot create the archive, the error is one line with OTF2's own
+    reason, taken through OTF2's error callback -- the process's fd 2 is not
+    redirected (a library must not take a program's stderr), OTF2 prints
+    nothing, no traceback follows when the half-open writer is collected,
+    and no partial archive is left.  A later write into the cleared folder
+    succeeds."""
+    import gc
+    from pathlib import Path
+
+    from tiers.errors import TiersError
+    from tiers.trace import raw, write_archive
+
+    raw.write_synthetic(tmp_path, 600)
+    logs = raw.read_all(Path(tmp_path))
+    (tmp_path / "traces").write_text("in the way\n")   # OTF2's event directory
+    calls = []
+    real_dup2 = os.dup2
+    monkeypatch.setattr(os, "dup2", lambda *a: calls.append(a) or real_dup2(*a))
+    with pytest.raises(TiersError) as err:
+        write_archive(logs, tmp_path)
+    gc.collect()                                         # the writer's __del__ runs here
+    monkeypatch.undo()
+    out, stderr = capfd.readouterr()
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"cannot write the OTF2 archive in {tmp_path}")
+    assert "Could not create archive trace directory" in msg, msg
+    assert calls == []                                   # fd 2 never redirected
+    assert stderr == "" and "Traceback" not in out, (out, stderr)
+    assert not (tmp_path / "traces.otf2").exists() and not (tmp_path / "traces.def").exists()
+    (tmp_path / "traces").unlink()
+    assert write_archive(logs, tmp_path) == "traces.otf2"
+    assert capfd.readouterr().err == ""

@@ -289,33 +289,21 @@ def has_raw(folder: str | Path) -> bool:
 def write_archive(logs: list, folder: Path) -> str:
     """Write the OTF2 archive of ``logs`` into ``folder``; return its anchor
     file's name.  Raise TiersError, leaving no partial archive, when there is
-    not enough room or the OTF2 library fails (its own messages are kept off
-    the terminal and the first one goes into the error)."""
-    import tempfile
-
+    not enough room or the OTF2 library fails (its own messages, taken
+    through OTF2's error callback, stay off the terminal and the first one
+    goes into the error; nothing of the process's stderr is redirected)."""
     _check_room(folder)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as noise:
-        os.dup2(noise.fileno(), 2)
-        try:
-            anchor = convert.write_otf2(logs, folder)
-            failure = None
-        except TiersError:
-            raise
-        except Exception as exc:  # the otf2 package raises its own error types
-            failure = exc
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        noise.seek(0)
-        said = [ln for ln in noise.read().decode(errors="replace").splitlines() if ln.strip()]
-    if failure is not None:
+    said: list[str] = []
+    try:
+        anchor = convert.write_otf2(logs, folder, messages=said)
+    except TiersError:
+        raise
+    except Exception as exc:  # the otf2 package raises its own error types
         _remove_archive(folder)
-        why = said[0] if said else str(failure)
-        raise TiersError(f"cannot write the OTF2 archive in {folder}: {why}")
+        why = said[0] if said else str(exc)
+        raise TiersError(f"cannot write the OTF2 archive in {folder}: {why}") from None
     for line in said:
-        print(line, file=sys.stderr)
+        print(f"tiers trace: OTF2 said: {line}", file=sys.stderr)
     return anchor.name
 
 

@@ -129,10 +129,90 @@ def _world(comms: dict, gid: int, peer: int) -> int | None:
     return members[peer] if 0 <= peer < len(members) else None
 
 
-def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
+class _OTF2Messages:
+    """While active, OTF2's error messages go to ``said`` through its error
+    callback (``OTF2_Error_RegisterCallback``) instead of its default
+    handler, which prints them to the process's stderr; the callback that
+    was registered before is put back on exit.  Nothing else of the process
+    (its file descriptors, other threads' output) is touched."""
+
+    def __init__(self, said: list[str] | None = None) -> None:
+        self.said: list[str] = said if said is not None else []
+        self._lib = None
+        self._cb = None
+        self._old = None
+
+    def __enter__(self) -> "_OTF2Messages":
+        import ctypes
+
+        try:
+            from _otf2.Config import conf
+            lib = conf.lib  # the libotf2 that otf2's bindings call
+            reg = lib.OTF2_Error_RegisterCallback
+        except (ImportError, AttributeError, OSError):
+            return self  # an otf2 build without it: its default handler prints
+        # OTF2_ErrorCode (*)(void *user, const char *file, uint64_t line,
+        #                    const char *function, OTF2_ErrorCode code,
+        #                    const char *format, va_list va); a va_list
+        # parameter is a pointer in the x86-64 and AArch64 calling conventions
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p,
+                                 ctypes.c_uint64, ctypes.c_char_p, ctypes.c_int,
+                                 ctypes.c_char_p, ctypes.c_void_p)
+        libc = ctypes.CDLL(None)
+        libc.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                   ctypes.c_void_p]
+        try:
+            name = lib.OTF2_Error_GetName
+            name.restype = ctypes.c_char_p
+            name.argtypes = [ctypes.c_int]
+        except AttributeError:
+            name = None
+
+        def record(user, file, line, function, code, fmt, va):
+            buf = ctypes.create_string_buffer(512)
+            if fmt:
+                libc.vsnprintf(buf, len(buf), fmt, va)
+            what = buf.value.decode(errors="replace").strip()
+            kind = name(code).decode(errors="replace") if name and name(code) else str(code)
+            self.said.append(f"{kind}: {what}" if what else kind)
+            return code
+
+        self._cb = proto(record)
+        reg.restype = ctypes.c_void_p
+        reg.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self._old = reg(ctypes.cast(self._cb, ctypes.c_void_p), None)
+        self._lib = lib
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._lib is not None:
+            self._lib.OTF2_Error_RegisterCallback(self._old, None)
+            self._lib = None
+
+
+def _writer_class():
+    """otf2's archive writer, except that an archive that failed to open is
+    not closed again when the object is collected: otf2's own ``__del__``
+    then fails on the definitions it never made and Python prints that
+    failure as a traceback after tiers' error."""
+    import otf2
+
+    class Writer(otf2.writer.Writer):
+        def __del__(self):
+            try:
+                super().__del__()
+            except Exception:  # noqa: BLE001 - the open failed, and said so already
+                pass
+
+    return Writer
+
+
+def write_otf2(logs: list[raw.RankLog], folder: str | Path,
+               messages: list[str] | None = None) -> Path:
     """Write the OTF2 archive of ``logs`` into ``folder``; return the path of
     its anchor file (``traces.otf2``).  Raise TiersError when the otf2
-    package is missing."""
+    package is missing.  OTF2's own messages go into ``messages`` (when
+    given) instead of the process's stderr."""
     try:
         import otf2
         from otf2.enums import (CollectiveOp, GroupType, LocationGroupType, LocationType,
@@ -144,8 +224,11 @@ def write_otf2(logs: list[raw.RankLog], folder: str | Path) -> Path:
     check(logs)
     gid_of, comms = unify_comms(logs)
     undefined_root = 0xFFFFFFFF
-    with otf2.writer.open(str(folder), archive_name=ARCHIVE_NAME,
-                          timer_resolution=1_000_000_000) as trace:
+    import contextlib
+
+    said = _OTF2Messages(messages)
+    with said, contextlib.closing(_writer_class()(str(folder), archive_name=ARCHIVE_NAME,
+                                                  timer_resolution=1_000_000_000)) as trace:
         defs = trace.definitions
         machine = defs.system_tree_node("machine")
         nodes, groups, locations = {}, {}, {}
