@@ -195,7 +195,6 @@ typedef double (*test_fn)(const ctx_t *c, long innerreps);
 
 static volatile double atomic_sink;
 
-
 /* LOCK/UNLOCK's lock lies on LOCK_PAGES pages of its own, one lock per
  * page at the same offset, and the pairs take them in turn (pair_page).
  * Where the lock's line lies in physical memory sets how long it takes
