@@ -31,7 +31,7 @@ def test_document_shape_and_figures():
     assert params["quantum_us"] == 50
     assert params["quanta"] == 1000                     # 50 ms of 50 us quanta
     noise = doc["noise"]
-    assert noise["verdict"] in ("quiet", "busy")
+    assert noise["verdict"] in ("quiet", "busy", "moving")
     assert isinstance(noise["summary"], str) and "\n" not in noise["summary"]
     assert noise["summary"].startswith(f"machine {noise['verdict']}")
     pus = noise["fwq"]["pus"]
@@ -49,12 +49,35 @@ def test_document_shape_and_figures():
     la = noise["loadavg"]
     assert len(la) == 3 and all(x >= 0 for x in la)
     assert noise["load"]["online_cpus"] == os.cpu_count()
+    # pairs of PUs: each with the next, 3 samples each with --quick
+    assert params["pair_samples"] == (3 if len(pus) > 1 else 0)
+    pairs = noise["pairs"]
+    assert [p["pus"] for p in pairs] == [[i, i + 1] for i in range(min(len(pus) - 1, 32))]
+    for p in pairs:
+        assert len(p["rtt_ns"]) == 3
+        # a round trip of a cache line: above 1 ns, and bounded by the
+        # tool's deadline (20 ms) even on a busy machine
+        assert all(1 < x < 2e7 for x in p["rtt_ns"]), p
+        assert p["min_ns"] == min(p["rtt_ns"]) and p["max_ns"] == max(p["rtt_ns"])
+        assert p["moved"] == (p["max_ns"] > 1.5 * p["min_ns"])
+        assert p["layer"] in ("core", "cache", "numa", "package", "machine")
     # the verdict follows from the figures by the documented rule
     from tiers import noise as tnoise
-    expect, reasons = tnoise.verdict({"pus": pus, "load": noise["load"]})
+    raw_pairs = [{"pu_a": p["pus"][0], "pu_b": p["pus"][1], "layer": p["layer"],
+                  "samples": [{"rtt_ns": x} for x in p["rtt_ns"]]} for p in pairs]
+    expect, reasons = tnoise.verdict({"pus": pus, "load": noise["load"], "pairs": raw_pairs})
     assert noise["verdict"] == expect and noise["reasons"] == reasons
-    if expect == "busy":
+    if expect != "quiet":
         assert noise["summary"] in doc["warnings"]
+
+
+def test_pair_samples_option():
+    doc = _noise("--quick", "--duration", "0.02", "--pair-samples", "0")
+    assert doc["params"]["pair_samples"] == 0 and doc["noise"]["pairs"] == []
+    if os.cpu_count() > 1:
+        doc = _noise("--quick", "--duration", "0.02", "--pus", "0,1", "--pair-samples", "5")
+        (pair,) = doc["noise"]["pairs"]
+        assert pair["pus"] == [0, 1] and len(pair["rtt_ns"]) == 5
 
 
 def test_busy_process_on_the_tested_pu_makes_it_busy():
@@ -80,9 +103,12 @@ def test_busy_process_on_the_tested_pu_makes_it_busy():
     assert doc["noise"]["summary"] in doc["warnings"]
 
 
-def _raw(lost: float, noisy: float, other: float | None = 0.0) -> dict:
+def _raw(lost: float, noisy: float, other: float | None = 0.0, rtt=None) -> dict:
     return {"params": {"quantum_us": 100, "quanta": 10, "method": "FWQ",
                        "noise_threshold": 1.5},
+            "pairs": [] if rtt is None else
+            [{"pu_a": 0, "pu_b": 1, "layer": "cache",
+              "samples": [{"rtt_ns": x, "timed_out": False} for x in rtt]}],
             "load": {"loadavg": [0.5, 0.4, 0.3], "procs_running": 0,
                      "other_cpu_fraction": other},
             "pus": [{"pu": 0, "os_index": 0, "min_us": 100, "median_us": 100, "p99_us": 100,
@@ -106,6 +132,36 @@ def test_verdict_rule_and_attach():
     other = noise.block(_raw(0.01, 0.0, other=0.6))
     assert other["verdict"] == "busy" and "other processes" in other["reasons"][0]
 
+    # pairs: samples within 1.5x of each other are one placement
+    steady = noise.block(_raw(0.02, 0.01, rtt=[100, 140, 110]))
+    assert steady["verdict"] == "quiet" and steady["reasons"] == []
+    assert steady["summary"].endswith("; cache-line round trip PU 0-1 100-140 ns")
+    assert steady["pairs"] == [{"pus": [0, 1], "layer": "cache", "rtt_ns": [100, 140, 110],
+                                "min_ns": 100, "max_ns": 140, "moved": False,
+                                "timed_out": False}]
+    # a round trip 4.7x longer in one sample: the host moved the PUs
+    moved = noise.block(_raw(0.02, 0.01, rtt=[100, 470, 105]))
+    assert moved["verdict"] == "moving" and moved["pairs"][0]["moved"] is True
+    assert moved["reasons"] == [
+        "the host moved PUs 0 and 1 during the check: a cache line's round trip between "
+        "them went between 100 and 470 ns, and figures between PUs move with it"]
+    assert moved["summary"].startswith("machine moving: the host moved PUs 0 and 1")
+    assert moved["summary"].endswith("figures between PUs of this run may differ from other "
+                                     "runs'")
+    doc3 = noise.attach({}, moved)
+    assert doc3["warnings"] == [moved["summary"]]
+    # a busy PU comes first; the move is among the reasons
+    both = noise.block(_raw(0.4, 0.01, rtt=[100, 470, 105]))
+    assert both["verdict"] == "busy" and len(both["reasons"]) == 2
+    assert both["reasons"][0].startswith("PU 1 lost 40%")
+    assert both["reasons"][1].startswith("the host moved PUs 0 and 1")
+    # a pair that could not be measured says why and moves nothing
+    failed = _raw(0.02, 0.01)
+    failed["pairs"] = [{"pu_a": 0, "pu_b": 1, "layer": "cache", "error": "cannot pin"}]
+    blk = noise.block(failed)
+    assert blk["verdict"] == "quiet" and blk["pairs"] == [
+        {"pus": [0, 1], "layer": "cache", "error": "cannot pin"}]
+
     doc = {"warnings": ["an earlier warning"]}
     noise.attach(doc, lost)
     noise.attach(doc, lost)        # once only
@@ -122,6 +178,9 @@ def test_verdict_rule_and_attach():
     (["--pus", "x"], "--pus"),
     (["--pus", "4096"], "does not exist"),
     (["--bogus"], "unrecognized arguments"),
+    (["--pair-samples", "-1"], "--pair-samples"),
+    (["--pair-samples", "101"], "--pair-samples"),
+    (["--pair-samples", "x"], "--pair-samples"),
 ])
 def test_bad_option_is_one_line(args, fragment):
     assert_one_line_error(run_tiers("probe", "noise", *args), fragment)

@@ -30,15 +30,18 @@ REFS = [1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.0]
 WOBBLE = [0.0, 0.001, -0.001, 0.0005, -0.0005, 0.0, 0.001, -0.001, 0.0, 0.0005, -0.0005, 0.0]
 
 
-def _launch(native_bin, overhead: float, refs=REFS) -> dict:
+def _launch(native_bin, overhead: float, refs=REFS, link=None) -> dict:
     """One launch's raw output holding one BARRIER test whose pairs give
-    ``overhead`` (steady within +-0.5 %)."""
+    ``overhead`` (steady within +-0.5 %); ``link``: the cache-line round
+    trips between the team's PUs at the launch's start and end."""
     test = pair_stats(native_bin, refs, [r + overhead * (1 + w) for r, w in zip(refs, WOBBLE)])
     test.update(stopped="converged", seconds=0.01, blocks=3)
     return {"params": {"cycles_per_second": HZ, "timer_us": 0.0, "delay_length": 100,
                        "delay_measured_us": 1.0},
             "runs": [{"threads": 2, "pus": [0, 1], "pu_delay_us": [1.0, 1.0],
-                      "pu_delay_spread": 0.0, "references": [], "tests": [test]}],
+                      "pu_delay_spread": 0.0, "references": [], "tests": [test],
+                      "pu_link": None if link is None else
+                      {"pus": [0, 1], "rtt_ns": list(link), "timed_out": False}}],
             "delay_check": {"start_us": 1.0, "end_us": 1.0, "drift": 0.0}}
 
 
@@ -76,6 +79,36 @@ def test_launches_that_disagree_are_noisy_and_say_why(native_bin):
     ci = row["median_ci95_us"]
     meds = test["launch_medians_us"]
     assert ci[0] <= min(meds) and ci[1] >= max(meds)  # covers every launch's median
+
+
+def test_launches_the_host_placed_apart_say_so(native_bin):
+    """The launch whose figure disagrees ran while the host had put the two
+    PUs further apart (a cache line's round trip 4.7x longer): the noisy
+    figure's reason names the placement, launch by launch; launches whose
+    round trips agree within 1.5x add nothing."""
+    from tiers.probe import sync
+
+    raws = [_launch(native_bin, 0.30, link=(100, 98)), _launch(native_bin, 0.60, link=(470, 475)),
+            _launch(native_bin, 0.302, link=(101, 104))]
+    test, row = _merged_row(raws)
+    assert row["noisy"] is True
+    assert row["noisy_why"].startswith("3 independent blocks disagree")
+    assert ("the host moved PUs 0 and 1 during the run: a cache line's round trip between "
+            "them (per launch, at its start and end) was 100/98, 470/475, 101/104 ns"
+            ) in row["noisy_why"]
+    merged = sync.merge_launches(raws)["runs"][0]
+    assert merged["launch_pu_link_ns"] == [[100, 98], [470, 475], [101, 104]]
+    # steady placement (within 1.5x): the reason is the launches' alone
+    steady = [_launch(native_bin, x, link=(100, 140)) for x in (0.30, 0.40, 0.302)]
+    test, row = _merged_row(steady)
+    assert row["noisy"] is True and "host" not in row["noisy_why"]
+    # not measured (one thread, or an older tool): nothing said
+    assert sync.pu_link_note({"pus": [0, 1], "launch_pu_link_ns": [None, None]}) is None
+    # one launch: its start and end
+    note = sync.pu_link_note({"pus": [2, 3], "pu_link": {"rtt_ns": [90.4, 480.0]}})
+    assert note.startswith("the host moved PUs 2 and 3 during the run")
+    assert "(at its start and end) was 90/480 ns" in note
+    assert sync.pu_link_note({"pus": [2, 3], "pu_link": {"rtt_ns": [90, 134]}}) is None
 
 
 def test_epcc_figure_drops_every_launchs_first_repetition(native_bin):

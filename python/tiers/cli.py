@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(p, plot=True)
 
     p = psub.add_parser("noise", help="is this machine quiet enough to measure on: a fixed-"
-                        "work-quantum jitter test on every PU and the machine's load")
+                        "work-quantum jitter test on every PU, the machine's load, and "
+                        "whether the host moves the PUs (a cache line's round trip)")
     p.add_argument("--quick", action="store_true", help="0.25 s of quanta instead of 1 s")
     p.add_argument("--quantum-us", type=V.real("--quantum-us", minimum=1, maximum=1e5),
                    metavar="US", help="work per quantum, in microseconds (default 100)")
@@ -146,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="S", help="seconds of quanta per PU (default 1, --quick 0.25)")
     p.add_argument("--pus", metavar="LIST", type=V.count_list("--pus", minimum=0),
                    help="PUs to test, e.g. 0,1 or 0-3 (default all)")
+    p.add_argument("--pair-samples", type=V.integer("--pair-samples", minimum=0, maximum=100),
+                   metavar="N", help="samples of each pair of PUs (each with the next): a "
+                   "cache line's round trip between them, to see whether the host moves them "
+                   "(default 5, --quick 3; 0: none)")
     _add_output(p)
 
     p = psub.add_parser("net", help="message costs between processes: ping-pong latency and "

@@ -9,12 +9,23 @@ each repetition.  Per PU it reports the fastest quantum, the median, the
 1.5x the fastest) and the *lost fraction* (the share of the time spent
 above the fastest quantum), beside the machine's load: ``/proc/loadavg``,
 the runnable processes and the CPU time other processes used during the
-test.
+test.  Then it samples pairs of PUs (each with the next): the round trip of
+a cache line between two threads pinned to them, a few times with a pause
+between.  On a virtual machine the host may put two virtual CPUs on one
+core's hyperthreads, on cores that share a cache or on different dies, and
+move them while programs run; every figure between the two PUs (barriers,
+locks, messages through shared memory) moves with it.  Samples of one pair
+that differ by more than :data:`PAIR_MOVED` show such a move.
 
 :func:`check` turns that into the ``"noise"`` block of a result document::
 
-    {"verdict": "quiet" | "busy", "summary": "one line", "loadavg": [...],
-     "fwq": {...}, "load": {...}, "reasons": [...]}
+    {"verdict": "quiet" | "busy" | "moving", "summary": "one line",
+     "loadavg": [...], "fwq": {...}, "load": {...}, "pairs": [...],
+     "reasons": [...]}
+
+"moving" (the load is quiet but a pair's round trip changed during the
+check) says that figures between PUs may differ between runs for a reason
+outside tiers and the program.
 
 and :func:`attach` stores it in a document, adding a line to the
 document's ``"warnings"`` when the machine was busy.
@@ -32,13 +43,21 @@ LOST_BUSY = 0.10
 NOISY_QUANTA_BUSY = 0.05
 #: Other processes using more than this share of all PUs make the machine busy.
 OTHER_CPU_BUSY = 0.25
+#: A pair of PUs whose cache-line round trips (samples of one check) differ
+#: by more than this factor was moved by the host during the check (on a
+#: 2-vCPU AMD EPYC guest the round trip is about 100 or about 450 ns, as
+#: the host places the two virtual CPUs; within one placement the samples
+#: agree within 20 %).
+PAIR_MOVED = 1.5
 
 
 def measure(*, quick: bool = True, quantum_us: float | None = None,
             duration_ms: float | None = None, pus: str | None = None,
-            timeout: float = 120.0) -> dict:
+            pair_samples: int | None = None, timeout: float = 120.0) -> dict:
     """Run ``tiers-probe-noise``; return its JSON output (a dict)."""
     args = ["--quick"] if quick else []
+    if pair_samples is not None:
+        args += ["--pair-samples", str(int(pair_samples))]
     if quantum_us is not None:
         args += ["--quantum-us", f"{quantum_us:g}"]
     if duration_ms is not None:
@@ -52,9 +71,33 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if x < 0.1 else f"{100 * x:.0f}%"
 
 
+def pairs(raw: dict) -> list[dict]:
+    """Return, per sampled pair of PUs in the tool's output ``raw``: ``pus``
+    [a, b], the topology's ``layer`` between them, ``rtt_ns`` (the samples'
+    cache-line round trips, in order), ``min_ns``, ``max_ns`` and ``moved``
+    (the largest over the smallest is above :data:`PAIR_MOVED`); or, where
+    the pair could not be measured, ``error``."""
+    out = []
+    for p in raw.get("pairs") or []:
+        row = {"pus": [p["pu_a"], p["pu_b"]], "layer": p.get("layer")}
+        if p.get("error"):
+            row["error"] = p["error"]
+        else:
+            rtt = [float(s["rtt_ns"]) for s in p.get("samples") or [] if s.get("rtt_ns")]
+            if not rtt:
+                continue
+            lo, hi = min(rtt), max(rtt)
+            row.update(rtt_ns=rtt, min_ns=lo, max_ns=hi, moved=hi > PAIR_MOVED * lo,
+                       timed_out=any(s.get("timed_out") for s in p["samples"]))
+        out.append(row)
+    return out
+
+
 def verdict(raw: dict) -> tuple[str, list[str]]:
-    """Return ("quiet" | "busy", the reasons for "busy") for the tool's
-    output ``raw``."""
+    """Return ("quiet" | "busy" | "moving", the reasons) for the tool's
+    output ``raw``: "busy" for the load (a PU that lost time, noisy quanta,
+    other processes), else "moving" when a pair of PUs was moved by the
+    host during the check, else "quiet" (no reasons)."""
     reasons = []
     # the worst PU first: the summary names it
     for p in sorted(raw.get("pus", []), key=lambda p: -p["lost_fraction"]):
@@ -67,7 +110,15 @@ def verdict(raw: dict) -> tuple[str, list[str]]:
     other = (raw.get("load") or {}).get("other_cpu_fraction")
     if other is not None and other > OTHER_CPU_BUSY:
         reasons.append(f"other processes used {_pct(other)} of the CPUs")
-    return ("busy" if reasons else "quiet"), reasons
+    moved = [p for p in pairs(raw) if p.get("moved")]
+    for p in moved:
+        reasons.append(f"the host moved PUs {p['pus'][0]} and {p['pus'][1]} during the check: "
+                       f"a cache line's round trip between them went between "
+                       f"{p['min_ns']:.0f} and {p['max_ns']:.0f} ns, and figures between "
+                       "PUs move with it")
+    if len(reasons) > len(moved):
+        return "busy", reasons
+    return ("moving" if moved else "quiet"), reasons
 
 
 def block(raw: dict) -> dict:
@@ -99,13 +150,29 @@ def block(raw: dict) -> dict:
                     f"{_pct(worst['lost_fraction'])} of its time lost")
     else:
         fwq_text = "no FWQ figures"
+    prs = pairs(raw)
+    measured = [p for p in prs if "rtt_ns" in p]
+    if measured:
+        lo = min(p["min_ns"] for p in measured)
+        hi = max(p["max_ns"] for p in measured)
+        span = f"{lo:.0f} ns" if hi < 1.05 * lo else f"{lo:.0f}-{hi:.0f} ns"
+        pair_text = (f"cache-line round trip between PUs {span}" if len(measured) > 1 else
+                     f"cache-line round trip PU {measured[0]['pus'][0]}-"
+                     f"{measured[0]['pus'][1]} {span}")
+    else:
+        pair_text = None
     if state == "busy":
         summary = (f"machine busy: {reasons[0]}; {load_text}; figures of this run may be "
                    "disturbed")
+    elif state == "moving":
+        summary = (f"machine moving: {reasons[0]}; {load_text}; figures between PUs of this "
+                   "run may differ from other runs'")
     else:
         summary = f"machine quiet: {fwq_text}; {load_text}"
+        if pair_text:
+            summary += f"; {pair_text}"
     return {"verdict": state, "summary": summary, "reasons": reasons,
-            "loadavg": la, "load": load, "fwq": fwq}
+            "loadavg": la, "load": load, "fwq": fwq, "pairs": prs}
 
 
 def check(quick: bool = True) -> dict:
@@ -115,12 +182,13 @@ def check(quick: bool = True) -> dict:
 
 
 def attach(doc: dict, noise: dict | None) -> dict:
-    """Store ``noise`` as ``doc["noise"]``; when it says busy, add its
-    summary to ``doc["warnings"]`` (once).  Return ``doc``."""
+    """Store ``noise`` as ``doc["noise"]``; when it is not quiet (busy, or
+    moving), add its summary to ``doc["warnings"]`` (once).  Return
+    ``doc``."""
     if not noise:
         return doc
     doc["noise"] = noise
-    if noise.get("verdict") == "busy":
+    if noise.get("verdict") in ("busy", "moving"):
         warnings = doc.setdefault("warnings", [])
         if noise.get("summary") and noise["summary"] not in warnings:
             warnings.append(noise["summary"])
@@ -174,6 +242,25 @@ def render(doc: dict, console) -> None:
         parts.append(f"steal {_pct(load['steal_fraction'])}")
     if parts:
         console.print("; ".join(parts), markup=False)
+    prs = noise.get("pairs") or []
+    if prs:
+        table = Table(title="Pairs of PUs: a cache line's round trip between threads pinned to "
+                      "them, per sample")
+        for col, just in (("PUs", "right"), ("topology", "left"), ("round trip ns", "right"),
+                          ("moved", "left")):
+            table.add_column(col, justify=just)
+        for p in prs:
+            if "error" in p:
+                table.add_row(f"{p['pus'][0]}-{p['pus'][1]}", str(p.get("layer") or ""),
+                              "not measured", p["error"])
+                continue
+            table.add_row(f"{p['pus'][0]}-{p['pus'][1]}", str(p.get("layer") or ""),
+                          " ".join(f"{x:.0f}" for x in p["rtt_ns"]),
+                          f"yes ({p['max_ns'] / p['min_ns']:.1f}x)" if p["moved"] else "no")
+        console.print(table)
+        console.print("A pair the host moves (a virtual machine's CPUs placed on other cores "
+                      "or dies) changes its round trip, and every figure between the two PUs "
+                      "with it.", markup=False)
 
 
 def main(args, argv: list[str]) -> int:
@@ -184,7 +271,7 @@ def main(args, argv: list[str]) -> int:
     console = tiers_console()
     raw = measure(quick=args.quick, quantum_us=args.quantum_us,
                   duration_ms=None if args.duration is None else args.duration * 1e3,
-                  pus=args.pus)
+                  pus=args.pus, pair_samples=args.pair_samples)
     noise = block(raw)
     doc = result.new_document("probe.noise", params=dict(raw.get("params") or {}),
                               samples=raw.get("pus") or [],
@@ -206,5 +293,5 @@ def begin(console, quick: bool = True) -> dict | None:
     noise = check_quietly(quick)
     if noise:
         console.print(noise["summary"], markup=False,
-                      style="yellow" if noise["verdict"] == "busy" else None)
+                      style="yellow" if noise["verdict"] != "quiet" else None)
     return noise

@@ -53,7 +53,7 @@ def stamp(fig, doc: dict) -> None:
 def noise_note(fig, doc: dict) -> None:
     """Write the one-line summary of ``doc``'s machine-noise check (its
     ``"noise"`` block, see tiers.noise) along the bottom left of ``fig``,
-    above the stamp; red when the machine was busy.  Nothing without one."""
+    above the stamp; red when the machine was busy or moving.  Nothing without one."""
     noise = doc.get("noise") or {}
     text = noise.get("summary")
     if not text:
@@ -62,7 +62,7 @@ def noise_note(fig, doc: dict) -> None:
     if len(text) > limit:
         text = text[:limit - 3] + "..."
     fig.text(0.005, 0.022, text, ha="left", va="bottom", fontsize=6, family="monospace",
-             color="#b00000" if noise.get("verdict") == "busy" else "0.45")
+             color="#b00000" if noise.get("verdict") in ("busy", "moving") else "0.45")
 
 
 @contextmanager

@@ -14,6 +14,15 @@
  * sum(t)).  A CPU hog that shares a PU takes about half of its time under
  * Linux's fair scheduler; an idle PU loses a percent or less.
  *
+ * Then the pairs of PUs (each PU with the next one in the list, at most
+ * PAIRS_MAX pairs), sampled --pair-samples times with a pause between
+ * samples: the round trip of a cache line between threads pinned to the
+ * two PUs (common/pulink.h).  On a virtual machine the host may put two
+ * virtual CPUs on one core's hyperthreads, on cores that share a cache or
+ * on different dies, and move them while a program runs: samples that
+ * disagree show it, and the topology's own layer for the pair is written
+ * beside them.
+ *
  * Beside it, the machine's load: /proc/loadavg, the runnable tasks
  * (procs_running of /proc/stat) before the test, and the CPU time that
  * everything but this process used during the test, from /proc/stat and
@@ -21,6 +30,7 @@
  * virtual machine, separately).
  *
  *   tiers-probe-noise [--quick] [--quantum-us Q] [--duration-ms D] [--pus LIST]
+ *                     [--pair-samples N]
  *
  * Prints one JSON object; bad input gives one "error:" line and exit 2.
  */
@@ -31,13 +41,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/pulink.h"
 #include "common/tool.h"
 #include "tiers/topo.h"
 
 #define NOISE_THRESHOLD 1.5 /* a quantum this many times the fastest is noisy */
+#define PAIRS_MAX 32        /* pairs of PUs sampled, at most */
+#define PAIR_SAMPLES_MAX 100
 
 static struct {
   double quantum_us;
@@ -45,7 +59,8 @@ static struct {
   int *pus; /* logical PU indices */
   int npus;
   int quick;
-} opt = {100.0, 1000.0, NULL, 0, 0};
+  int pair_samples; /* -1: the default (3, or 5 without --quick) */
+} opt = {100.0, 1000.0, NULL, 0, 0, -1};
 
 static tiers_topo_t topo;
 
@@ -201,7 +216,7 @@ static void usage_fail(const char *fmt, const char *arg)
   char msg[256];
   snprintf(msg, sizeof msg, fmt, arg);
   tiers_tool_fail("%s (usage: tiers-probe-noise [--quick] [--quantum-us Q] "
-                  "[--duration-ms D] [--pus LIST])", msg);
+                  "[--duration-ms D] [--pus LIST] [--pair-samples N])", msg);
 }
 
 static void parse_args(int argc, char **argv)
@@ -228,9 +243,15 @@ static void parse_args(int argc, char **argv)
         usage_fail("--pus needs a list of PU indices%s", "");
       pus = v;
       i++;
+    } else if (strcmp(a, "--pair-samples") == 0) {
+      long k = -1;
+      if (!v || tiers_parse_long(v, &k) != 0 || k < 0 || k > PAIR_SAMPLES_MAX)
+        usage_fail("--pair-samples needs a count from 0 to 100 (got '%s')", v ? v : "");
+      opt.pair_samples = (int)k;
+      i++;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: tiers-probe-noise [--quick] [--quantum-us Q] [--duration-ms D] "
-             "[--pus LIST]\n");
+             "[--pus LIST] [--pair-samples N]\n");
       exit(0);
     } else {
       usage_fail("unknown option '%s'", a);
@@ -238,6 +259,8 @@ static void parse_args(int argc, char **argv)
   }
   if (opt.quick && !duration_given)
     opt.duration_ms = 250.0;
+  if (opt.pair_samples < 0)
+    opt.pair_samples = opt.quick ? 3 : 5;
   if (opt.duration_ms < opt.quantum_us / 1000.0 * 10)
     tiers_tool_fail("--duration-ms %g holds fewer than 10 quanta of %g us", opt.duration_ms,
                     opt.quantum_us);
@@ -333,6 +356,32 @@ int main(int argc, char **argv)
     if (f[i].bind_failed)
       tiers_tool_fail("cannot pin a thread to PU %d: %s", f[i].pu, tiers_last_error());
 
+  /* the pairs, after the FWQ window (they would disturb its quanta) */
+  const int npairs = opt.npus - 1 < PAIRS_MAX ? opt.npus - 1 : PAIRS_MAX;
+  const int nsamples = npairs > 0 ? opt.pair_samples : 0;
+  const double gap_s = opt.quick ? 0.05 : 0.2;
+  tiers_pulink_t *links = calloc((size_t)(npairs > 0 ? npairs : 1) *
+                                 (size_t)(nsamples > 0 ? nsamples : 1), sizeof *links);
+  double *when = calloc((size_t)(nsamples > 0 ? nsamples : 1), sizeof *when);
+  char (*why)[160] = calloc((size_t)(npairs > 0 ? npairs : 1), sizeof *why);
+  if (!links || !when || !why)
+    tiers_tool_fail("out of memory");
+  const double p0 = tiers_now();
+  for (int k = 0; k < nsamples; k++) {
+    if (k > 0) {
+      struct timespec ts = {0, (long)(gap_s * 1e9)};
+      nanosleep(&ts, NULL);
+    }
+    when[k] = tiers_now() - p0;
+    for (int q = 0; q < npairs; q++) {
+      if (why[q][0])
+        continue;
+      if (tiers_pulink_measure(topo, opt.pus[q], opt.pus[q + 1], opt.quick,
+                               &links[(size_t)q * nsamples + k]) != TIERS_OK)
+        snprintf(why[q], sizeof why[q], "%s", tiers_last_error());
+    }
+  }
+
   tiers_json_t j;
   tiers_json_init(&j, stdout);
   tiers_json_object_begin(&j);
@@ -346,6 +395,12 @@ int main(int argc, char **argv)
   tiers_json_kv_double(&j, "duration_ms", opt.duration_ms);
   tiers_json_kv_double(&j, "noise_threshold", NOISE_THRESHOLD);
   tiers_json_kv_bool(&j, "quick", opt.quick);
+  tiers_json_kv_int(&j, "pair_samples", nsamples);
+  tiers_json_kv_double(&j, "pair_gap_ms", gap_s * 1e3);
+  tiers_json_kv_string(&j, "pairs_method",
+                       "each PU with the next one in the list: the round trip of a cache line "
+                       "between two threads pinned to them, the median of blocks of 200 round "
+                       "trips");
   tiers_json_object_end(&j);
 
   tiers_json_key(&j, "load");
@@ -404,7 +459,43 @@ int main(int argc, char **argv)
   }
   tiers_json_array_end(&j);
   tiers_json_kv_int(&j, "worst_pu", f[worst].pu);
+  tiers_json_key(&j, "pairs");
+  tiers_json_array_begin(&j);
+  for (int q = 0; q < npairs && nsamples > 0; q++) {
+    const int a = opt.pus[q], b = opt.pus[q + 1];
+    hwloc_obj_t pa = tiers_topo_pu(topo, a), pb = tiers_topo_pu(topo, b);
+    tiers_layer_t layer = TIERS_LAYER_MACHINE;
+    int level = 0;
+    tiers_topo_layer(topo, a, b, &layer, &level);
+    tiers_json_object_begin(&j);
+    tiers_json_kv_int(&j, "pu_a", a);
+    tiers_json_kv_int(&j, "pu_b", b);
+    tiers_json_kv_int(&j, "os_a", pa ? (int64_t)pa->os_index : -1);
+    tiers_json_kv_int(&j, "os_b", pb ? (int64_t)pb->os_index : -1);
+    tiers_json_kv_string(&j, "layer", tiers_layer_name(layer));
+    tiers_json_kv_int(&j, "cache_level", level);
+    if (why[q][0]) {
+      tiers_json_kv_string(&j, "error", why[q]);
+    } else {
+      tiers_json_key(&j, "samples");
+      tiers_json_array_begin(&j);
+      for (int k = 0; k < nsamples; k++) {
+        const tiers_pulink_t *l = &links[(size_t)q * nsamples + k];
+        tiers_json_object_begin(&j);
+        tiers_json_kv_double(&j, "t_s", when[k]);
+        tiers_json_kv_double(&j, "rtt_ns", l->rtt_ns);
+        tiers_json_kv_bool(&j, "timed_out", l->timed_out);
+        tiers_json_object_end(&j);
+      }
+      tiers_json_array_end(&j);
+    }
+    tiers_json_object_end(&j);
+  }
+  tiers_json_array_end(&j);
   tiers_json_object_end(&j);
+  free(links);
+  free(when);
+  free(why);
 
   for (int i = 0; i < opt.npus; i++)
     free(f[i].ns);

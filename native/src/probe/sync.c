@@ -39,10 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/pulink.h"
 #include "common/tool.h"
 #include "probe/sync_stats.h"
 #include "tiers/error.h"
@@ -1094,6 +1096,11 @@ static void measure_threads(tiers_json_t *j, int T)
   tiers_json_kv_double_array(j, "pu_delay_us", pu_delay, (size_t)T);
   tiers_json_kv_double(j, "pu_delay_spread", (hi - lo) / lo);
   free(pu_delay);
+  /* the team's first two PUs, as the host placed them now: a cache line's
+   * round trip between them, again after the tests (pu_link_json) */
+  tiers_pulink_t link_start = {0, 0, 0, 0};
+  const int have_link = T >= 2 && pus[0] != pus[1] &&
+                        tiers_pulink_measure(topo, pus[0], pus[1], 1, &link_start) == TIERS_OK;
 
   /* References that the selected tests need (serial, on the first PU). */
   int need[R_COUNT] = {0};
@@ -1188,6 +1195,23 @@ static void measure_threads(tiers_json_t *j, int T)
   }
   free(jobs);
   tiers_json_array_end(j);
+  tiers_json_key(j, "pu_link");
+  tiers_pulink_t link_end = {0, 0, 0, 0};
+  if (have_link) {
+    /* OpenMP's idle workers spin a little before they sleep: let them */
+    struct timespec pause = {0, 5000000};
+    nanosleep(&pause, NULL);
+  }
+  if (have_link && tiers_pulink_measure(topo, pus[0], pus[1], 1, &link_end) == TIERS_OK) {
+    tiers_json_object_begin(j);
+    json_int_list(j, "pus", pus, 2);
+    const double rtt[2] = {link_start.rtt_ns, link_end.rtt_ns};
+    tiers_json_kv_double_array(j, "rtt_ns", rtt, 2);
+    tiers_json_kv_bool(j, "timed_out", link_start.timed_out || link_end.timed_out);
+    tiers_json_object_end(j);
+  } else {
+    tiers_json_null(j);
+  }
   tiers_json_object_end(j);
   free(times);
   free(pus);

@@ -540,6 +540,29 @@ def _takes_delay_length() -> bool:
     return "--delay-length" in proc.stdout
 
 
+def pu_link_note(run: dict) -> str | None:
+    """One line when the host placed the run's first two PUs differently
+    during it: the cache-line round trips between them (``pu_link`` of each
+    launch, at its start and end; ``launch_pu_link_ns`` of merged launches)
+    differ by more than :data:`tiers.noise.PAIR_MOVED`; None otherwise (or
+    when they were not measured)."""
+    from ..noise import PAIR_MOVED
+
+    per = run.get("launch_pu_link_ns")
+    if per is None:
+        link = run.get("pu_link") or {}
+        per = [link.get("rtt_ns")]
+    values = [x for launch in per if launch for x in launch if x and x > 0]
+    if not values or max(values) <= PAIR_MOVED * min(values):
+        return None
+    pus = run.get("pus") or [0, 1]
+    shown = ", ".join("/".join(f"{x:.0f}" for x in launch) if launch else "-" for launch in per)
+    where = "per launch, at its start and end" if len(per) > 1 else "at its start and end"
+    return (f"the host moved PUs {pus[0]} and {pus[1]} during the run: a cache line's round "
+            f"trip between them ({where}) was {shown} ns, and figures between the PUs "
+            "move with it")
+
+
 def merge_launches(raws: list[dict]) -> dict:
     """Return one tool output from the outputs of separate launches of the
     same measurement (``raws``, in launch order; one launch is returned as
@@ -567,15 +590,23 @@ def merge_launches(raws: list[dict]) -> dict:
         spreads = [r.get("pu_delay_spread") for r in per
                    if isinstance(r.get("pu_delay_spread"), (int, float))]
         worst = max(range(len(per)), key=lambda k: per[k].get("pu_delay_spread") or 0.0)
-        runs.append({
+        merged = {
             "threads": run["threads"], "pus": run["pus"],
             "pu_delay_us": per[worst].get("pu_delay_us"),
             "pu_delay_spread": max(spreads) if spreads else None,
             "launch_pu_delay_spread": [r.get("pu_delay_spread") for r in per],
+            "launch_pu_link_ns": [(r.get("pu_link") or {}).get("rtt_ns") for r in per],
             "references": [_merge_reference([r["references"][k] for r in per], hz)
                            for k in range(len(run["references"]))],
             "tests": [_merge_test([r["tests"][k] for r in per], hz, timer)
-                      for k in range(len(run["tests"]))]})
+                      for k in range(len(run["tests"]))]}
+        note = pu_link_note(merged)
+        if note:
+            # launches that disagree: the placement says why
+            for t in merged["tests"]:
+                if t.get("noisy_why"):
+                    t["noisy_why"] += f"; {note}"
+        runs.append(merged)
     start = (first.get("delay_check") or {}).get("start_us")
     end = (raws[-1].get("delay_check") or {}).get("end_us")
     out = {k: v for k, v in first.items() if k not in ("runs", "delay_check")}
@@ -674,6 +705,10 @@ def measure(*, threads=None, tests=None, reps=None, test_time=None, delay_time=N
                             + ", ".join(f"{x:.4f}" for x in run.get("pu_delay_us", []))
                             + " µs); every overhead at that count holds the difference and "
                             "is marked noisy")
+        note = pu_link_note(run)
+        if note:
+            warnings.append(f"probe sync: at {run['threads']} threads {note}; this run's "
+                            "figures may differ from another run's for that reason alone")
     drift = (raw.get("delay_check") or {}).get("drift")
     if isinstance(drift, (int, float)) and abs(drift) > DELAY_DRIFT:
         summary["delay_drift"] = drift
