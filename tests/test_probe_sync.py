@@ -156,6 +156,54 @@ def test_every_test_at_every_thread_count(run):
                                                         "sched"}
 
 
+def test_placement_of_the_pus_per_launch(run):
+    """At 2 threads every launch measured a cache line's round trip between
+    the team's first two PUs at its start and end (at 1 thread none); a
+    figure split by placement holds the pairs of one placement each."""
+    for r in run["doc"]["samples"]:
+        links = r["launch_pu_link_ns"]
+        assert len(links) == run["doc"]["params"]["launches"]
+        for link in links:
+            if r["threads"] == 1:
+                assert link is None
+            else:
+                # positive, and below the tool's 20 ms deadline
+                assert len(link) == 2 and all(0 < x < 2e7 for x in link), link
+        for t in r["tests"]:
+            for p in t.get("by_placement", []):
+                assert p["pairs"] >= 10 and p["rtt_range_ns"][0] <= p["rtt_ns"] <= \
+                    p["rtt_range_ns"][1]
+            if t.get("by_placement"):
+                assert sum(p["pairs"] for p in t["by_placement"]) + \
+                    t["placement_mixed_pairs"] <= t["reps"]
+
+
+@pytest.mark.skipif(_pus() < 2, reason="needs two PUs")
+def test_native_pairs_carry_their_round(native_bin):
+    """The tool's own output: every pair carries the round of turns it was
+    taken in, rounds in order, and the run the round trips before every
+    round and after the last."""
+    proc = subprocess.run([native_bin("tiers-probe-sync"), "--threads", "2", "--tests",
+                           "barrier,single,spin", "--reps", "10", "--figure-time", "0.05"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (r,) = json.loads(proc.stdout)["runs"]
+    link = r["pu_link"]
+    assert link["pus"] == r["pus"][:2]
+    rounds = link["round_rtt_ns"]
+    assert all(0 <= x < 2e7 for x in rounds) and len(rounds) >= 2
+    assert link["rtt_ns"][1] == rounds[-1]
+    seen = 0
+    for t in r["tests"]:
+        pr = t["pair_rounds"]
+        assert len(pr) == len(t["overheads_us"]) == t["reps"]
+        assert pr == sorted(pr) and 0 <= pr[0] and pr[-1] <= len(rounds) - 2
+        # BLOCK_REPS (5) pairs a turn, one turn a round
+        assert all(pr.count(k) % 5 == 0 for k in set(pr))
+        seen = max(seen, pr[-1])
+    assert seen == len(rounds) - 2
+
+
 def test_overheads_are_times_minus_reference(run):
     """Every overhead sample is its test repetition minus the reference loop
     timed beside it (pairs), and reference_us is the median of those."""

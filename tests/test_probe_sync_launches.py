@@ -111,6 +111,41 @@ def test_launches_the_host_placed_apart_say_so(native_bin):
     assert sync.pu_link_note({"pus": [2, 3], "pu_link": {"rtt_ns": [90, 134]}}) is None
 
 
+def test_figures_per_placement_of_the_pus():
+    """Pairs carry the round of turns they were taken in, and each launch
+    the round trips between its two PUs before every round and after the
+    last: a pair whose round began and ended in one placement counts for
+    that placement's figure; a round in which the host moved the PUs is
+    mixed.  Placements with too few pairs get no figure."""
+    from tiers.probe import sync
+
+    assert sync.placement_classes([100, 470, 0, 98, 75, 480, 120]) == [
+        (75, 75), (98, 120), (470, 480)]
+    # one launch: rounds 0-1 near (about 100 ns, 10 pairs), round 2 moved
+    # (2 pairs), rounds 3-4 far (about 475 ns, 12 pairs)
+    test = {"overheads_us": [0.30] * 10 + [0.45] * 2 + [0.60] * 12,
+            "pair_rounds": [0] * 5 + [1] * 5 + [2] * 2 + [3] * 6 + [4] * 6}
+    links = [[100.0, 98.0, 102.0, 470.0, 480.0, 475.0]]
+    places, mixed = sync.by_placement([test], links)
+    assert mixed == 2
+    assert [p["pairs"] for p in places] == [10, 12]
+    assert places[0]["median_us"] == pytest.approx(0.30)
+    assert places[1]["median_us"] == pytest.approx(0.60)
+    # the class's round trips: before and after each of its pairs' rounds
+    assert places[0]["rtt_ns"] == pytest.approx(statistics.median([100] * 5 + [98] * 10 +
+                                                                  [102] * 5))
+    assert places[0]["rtt_range_ns"] == [98.0, 102.0]
+    assert places[1]["rtt_range_ns"] == [470.0, 480.0]
+    # a placement with fewer than PLACEMENT_MIN_PAIRS (10) pairs, or under a
+    # fifth of them, has no figure of its own
+    few = {"overheads_us": [0.30] * 4 + [0.60] * 30, "pair_rounds": [0] * 4 + [3] * 30}
+    places, mixed = sync.by_placement([few], links)
+    assert [p["pairs"] for p in places] == [30] and mixed == 0
+    assert places[0]["median_us"] == pytest.approx(0.60)
+    # no round trips (one thread, an older tool): nothing
+    assert sync.by_placement([test], [None]) == ([], 0)
+
+
 def test_epcc_figure_drops_every_launchs_first_repetition(native_bin):
     raws = [_launch(native_bin, x) for x in (0.30, 0.40, 0.302)]
     test, row = _merged_row(raws)

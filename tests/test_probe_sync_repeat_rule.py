@@ -113,3 +113,36 @@ def test_flagged_in_most_runs_fails(repeat):
 
 def test_the_flag_rule_is_printed(repeat):
     assert "flagged" in repeat.AGREE_RULE and "at least 3" in repeat.AGREE_RULE
+
+
+def test_a_figure_split_by_placement_agrees_per_placement(repeat):
+    """FOR read 0.39 µs where the host kept the two PUs close (a cache line's
+    round trip about 100 ns) and 0.65 µs where it put them on different dies
+    (about 460 ns); the runs mixed the two, so the figure's spread over the
+    runs is 67 %.  Per placement -- round trips clustered over every run --
+    the runs agree within 10 %: the figure agrees; a placement measured in
+    fewer than 3 runs is not judged; one that disagrees fails."""
+    name = "sync FOR overhead 2 thr (us)"
+    runs = [{name: (v, True)} for v in (0.39, 0.65, 0.40, 0.39, 0.64)]
+    places = [{name: [(101.0, 0.390), (455.0, 0.650)]},
+              {name: [(470.0, 0.650)]},
+              {name: [(98.0, 0.400)]},
+              {name: [(104.0, 0.385)]},
+              {name: [(72.0, 0.340), (462.0, 0.640)]}]
+    per = repeat.placement_spreads(places)[name]
+    # three classes: about 72 ns (one run), about 100 ns and about 460 ns
+    assert [(round(rtt), k) for rtt, k, _ in per] == [(72, 1), (101, 3), (462, 3)]
+    assert per[1][2] == pytest.approx((0.400 - 0.385) / 0.390)
+    assert per[2][2] == pytest.approx((0.650 - 0.640) / 0.650)
+    assert repeat.agrees_per_placement(per)
+    qs = repeat.summarise(runs)
+    assert qs[name][1] > 0.6
+    assert repeat.disagreeing(qs, 5, runs) != []                      # without placements
+    assert repeat.disagreeing(qs, 5, runs, repeat.placement_spreads(places)) == []
+    # one placement's runs 15 % apart: it does not agree
+    places[3] = {name: [(104.0, 0.45)]}
+    per = repeat.placement_spreads(places)[name]
+    assert not repeat.agrees_per_placement(per)
+    assert repeat.disagreeing(qs, 5, runs, repeat.placement_spreads(places)) != []
+    # no placement measured in 3 runs: not judged, so it does not agree
+    assert not repeat.agrees_per_placement([(100.0, 2, 0.0), (460.0, 2, 0.0)])

@@ -797,6 +797,7 @@ static void samples_push(samples_t *s, double x)
 typedef struct figure {
   samples_t test, ref, value;
   samples_t page;          /* page of each pair of a paged figure (empty otherwise) */
+  samples_t round;         /* round of turns each pair was taken in (see link_round) */
   int pages;               /* lock pages taken in turn (0: not paged) */
   long innerreps, ref_innerreps;
   long warm;               /* constructs of the untimed run before each timed test run (0: none) */
@@ -811,11 +812,18 @@ static void figure_free(figure_t *f)
   free(f->ref.v);
   free(f->value.v);
   free(f->page.v);
+  free(f->round.v);
   memset(f, 0, sizeof *f);
 }
 
 /* Pairs of one figure taken in a row before the next figure's turn. */
 #define BLOCK_REPS 5
+
+/* The round of turns being sampled: every figure's pairs carry it, and the
+ * round trip of a cache line between the team's first two PUs is measured
+ * before each round (link_rtt[round]) and once after the last, so that
+ * each pair can be told apart by where the host had placed the PUs. */
+static int link_round;
 
 /* Takes @p count more repetitions of one figure.  With a reference, every
  * repetition is a pair: the reference loop and the test, in alternating
@@ -853,6 +861,7 @@ static void figure_block(const ctx_t *c, test_fn fn, test_fn ref, figure_t *f, l
     if (ref)
       samples_push(&f->ref, a);
     samples_push(&f->value, b - a);
+    samples_push(&f->round, (double)link_round);
   }
 }
 
@@ -1010,6 +1019,15 @@ static void json_test_result(tiers_json_t *j, const test_def_t *d, int chunk, co
                    cycle_hz, timer_per_rep);
   if (f->pages > 0)
     json_pages(j, f);
+  {
+    int64_t *rounds = malloc(sizeof *rounds * (f->round.n ? f->round.n : 1));
+    if (!rounds)
+      tiers_tool_fail("out of memory");
+    for (size_t r = 0; r < f->round.n; r++)
+      rounds[r] = (int64_t)f->round.v[r];
+    tiers_json_kv_int_array(j, "pair_rounds", rounds, f->round.n);
+    free(rounds);
+  }
   tiers_json_kv_string(j, "stopped", tiers_stats_stop_name(f->stop));
   tiers_json_kv_double(j, "seconds", f->seconds);
   tiers_json_kv_int(j, "blocks", f->blocks);
@@ -1064,6 +1082,22 @@ static void job_leave(ctx_t *c, const job_t *b)
     team_stop(c->team);
     c->team = NULL;
   }
+}
+
+/* The round trip of a cache line between pus[0] and pus[1] before the next
+ * round of turns, pushed on @p rtt (0 where it could not be measured);
+ * returns the round's index.  OpenMP's idle workers spin for a while
+ * before they sleep (libgomp: a few hundred thousand polls), and one of
+ * them on pus[1] would share its PU with the measurement: a pause first. */
+static int link_before_round(const int *pus, samples_t *rtt)
+{
+  struct timespec pause = {0, 2000000};
+  nanosleep(&pause, NULL);
+  tiers_pulink_t l = {0, 0, 0, 0};
+  if (tiers_pulink_measure(topo, pus[0], pus[1], 1, &l) != TIERS_OK || l.timed_out)
+    l.rtt_ns = 0;
+  samples_push(rtt, l.rtt_ns);
+  return (int)rtt->n - 1;
 }
 
 static void measure_threads(tiers_json_t *j, int T)
@@ -1160,11 +1194,15 @@ static void measure_threads(tiers_json_t *j, int T)
    * state the team was left in), so a figure sampled in one stretch had
    * an interval that fits that stretch and moved from run to run; in
    * turns, each figure's pairs are spread over the whole run. */
+  samples_t round_rtt = {NULL, 0, 0};
+  link_round = 0;
   for (int kind = 0; kind < 2; kind++) {
     int active = 0;
     for (int q = 0; q < njobs; q++)
       active += (jobs[q].d->group == G_BARRIERS) == kind;
     while (active > 0) {
+      if (have_link)
+        link_round = link_before_round(pus, &round_rtt);
       for (int q = 0; q < njobs; q++) {
         job_t *b = &jobs[q];
         if (b->done || (b->d->group == G_BARRIERS) != kind)
@@ -1196,22 +1234,19 @@ static void measure_threads(tiers_json_t *j, int T)
   free(jobs);
   tiers_json_array_end(j);
   tiers_json_key(j, "pu_link");
-  tiers_pulink_t link_end = {0, 0, 0, 0};
   if (have_link) {
-    /* OpenMP's idle workers spin a little before they sleep: let them */
-    struct timespec pause = {0, 5000000};
-    nanosleep(&pause, NULL);
-  }
-  if (have_link && tiers_pulink_measure(topo, pus[0], pus[1], 1, &link_end) == TIERS_OK) {
+    /* after the last round: its end */
+    link_before_round(pus, &round_rtt);
     tiers_json_object_begin(j);
     json_int_list(j, "pus", pus, 2);
-    const double rtt[2] = {link_start.rtt_ns, link_end.rtt_ns};
+    const double rtt[2] = {link_start.rtt_ns, round_rtt.v[round_rtt.n - 1]};
     tiers_json_kv_double_array(j, "rtt_ns", rtt, 2);
-    tiers_json_kv_bool(j, "timed_out", link_start.timed_out || link_end.timed_out);
+    tiers_json_kv_double_array(j, "round_rtt_ns", round_rtt.v, round_rtt.n);
     tiers_json_object_end(j);
   } else {
     tiers_json_null(j);
   }
+  free(round_rtt.v);
   tiers_json_object_end(j);
   free(times);
   free(pus);

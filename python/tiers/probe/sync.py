@@ -278,6 +278,10 @@ def summarise(raw: dict) -> dict:
             row["noisy"] = bool(st.get("noisy", ms.get("noisy")))
             row["reps"] = test.get("reps", st.get("n"))
             row["stopped"] = test.get("stopped")
+            if test.get("by_placement"):
+                # the figure per placement of the team's first two PUs
+                row["by_placement"] = test["by_placement"]
+                row["placement_mixed_pairs"] = test.get("placement_mixed_pairs", 0)
             if "launch_medians_us" in test:
                 # the figure of each launch (independent blocks) and why the
                 # figure is noisy when they disagree
@@ -563,6 +567,86 @@ def pu_link_note(run: dict) -> str | None:
             "move with it")
 
 
+#: A placement class holds at least this many pairs, and this share of the
+#: figure's pairs, before it gets a figure of its own.
+PLACEMENT_MIN_PAIRS = 10
+PLACEMENT_MIN_SHARE = 0.2
+
+
+#: Round trips (sorted) more than this factor apart start a new placement
+#: class: on the 2-vCPU AMD EPYC guest of docs/benchmarks.md the classes lie
+#: about 70, 100 and 450 ns apart, and one placement's samples within 10 %.
+PLACEMENT_GAP = 1.25
+
+
+def placement_classes(rtts: list[float]) -> list[tuple[float, float]]:
+    """Cluster round trips (ns) of a cache line between two PUs into the
+    placements the host gave them: sorted, a new class wherever a value is
+    more than :data:`PLACEMENT_GAP` times the one before.  Return each
+    class's (lowest, highest) value, lowest first; zeros (not measured) are
+    left out."""
+    out: list[list[float]] = []
+    for x in sorted(v for v in rtts if v and v > 0):
+        if out and x <= PLACEMENT_GAP * out[-1][1]:
+            out[-1][1] = x
+        else:
+            out.append([x, x])
+    return [(lo, hi) for lo, hi in out]
+
+
+def _class_of(x: float, classes: list[tuple[float, float]]) -> int | None:
+    for k, (lo, hi) in enumerate(classes):
+        if lo <= x <= hi:
+            return k
+    return None
+
+
+def by_placement(parts: list[dict], links: list[list[float] | None]) -> tuple[list[dict], int]:
+    """The figure of one test per placement of the team's first two PUs:
+    ``parts`` the test's result in each launch (its ``overheads_us`` and
+    ``pair_rounds``), ``links`` each launch's round trips before every round
+    of turns and after the last (``pu_link.round_rtt_ns``).  A pair belongs
+    to a placement when the round trips before and after its round fall in
+    the same class (:func:`placement_classes` over every launch's round
+    trips); the others are mixed.  Return (one entry per class with at
+    least :data:`PLACEMENT_MIN_PAIRS` pairs and
+    :data:`PLACEMENT_MIN_SHARE` of all: ``rtt_ns`` (the class's median
+    round trip), ``rtt_range_ns``, ``pairs``, and :func:`tiers.stats.
+    summarize`'s ``median``, ``ci_low``, ``ci_high``, ``noisy`` of its pairs'
+    values -- nearest placement first --, the mixed pairs' count)."""
+    classes = placement_classes([x for rt in links if rt for x in rt])
+    if not classes:
+        return [], 0
+    groups: list[list[float]] = [[] for _ in classes]
+    rtts: list[list[float]] = [[] for _ in classes]
+    mixed = total = 0
+    for part, rt in zip(parts, links):
+        rounds = part.get("pair_rounds")
+        if not rt or not rounds or len(rounds) != len(part["overheads_us"]):
+            continue
+        for v, r in zip(part["overheads_us"], rounds):
+            total += 1
+            if r + 1 >= len(rt):
+                mixed += 1
+                continue
+            a, b = _class_of(rt[r], classes), _class_of(rt[r + 1], classes)
+            if a is None or a != b:
+                mixed += 1
+                continue
+            groups[a].append(v)
+            rtts[a].extend((rt[r], rt[r + 1]))
+    out = []
+    for k, g in enumerate(groups):
+        if len(g) < PLACEMENT_MIN_PAIRS or len(g) < PLACEMENT_MIN_SHARE * max(total, 1):
+            continue
+        st = stats.summarize(g)
+        out.append({"rtt_ns": statistics.median(rtts[k]),
+                    "rtt_range_ns": [min(rtts[k]), max(rtts[k])], "pairs": len(g),
+                    "median_us": st["median"], "ci95_us": [st["ci_low"], st["ci_high"]],
+                    "noisy": st["noisy"]})
+    return out, mixed
+
+
 def merge_launches(raws: list[dict]) -> dict:
     """Return one tool output from the outputs of separate launches of the
     same measurement (``raws``, in launch order; one launch is returned as
@@ -580,6 +664,13 @@ def merge_launches(raws: list[dict]) -> dict:
     merged too: its figure is the median of its pages' medians."""
     if len(raws) == 1 and not any(page_blocks(t) for run in raws[0]["runs"]
                                   for t in run["tests"]):
+        for run in raws[0]["runs"]:
+            links = [(run.get("pu_link") or {}).get("round_rtt_ns")]
+            for t in run["tests"]:
+                places, mixed = by_placement([t], links)
+                if places:
+                    t["by_placement"] = places
+                    t["placement_mixed_pairs"] = mixed
         return raws[0]
     first = raws[0]
     p = first["params"]
@@ -600,6 +691,12 @@ def merge_launches(raws: list[dict]) -> dict:
                            for k in range(len(run["references"]))],
             "tests": [_merge_test([r["tests"][k] for r in per], hz, timer)
                       for k in range(len(run["tests"]))]}
+        links = [(r.get("pu_link") or {}).get("round_rtt_ns") for r in per]
+        for k, t in enumerate(merged["tests"]):
+            places, mixed = by_placement([r["tests"][k] for r in per], links)
+            if places:
+                t["by_placement"] = places
+                t["placement_mixed_pairs"] = mixed
         note = pu_link_note(merged)
         if note:
             # launches that disagree: the placement says why
@@ -874,6 +971,27 @@ def render(doc: dict, console: Console) -> None:
             t.add_row(label, *cells)
         console.print(t)
 
+    moved = [r for r in rows if len(r.get("by_placement") or []) > 1]
+    if moved:
+        pus = next((run.get("pus") for run in doc.get("samples") or [] if run.get("pu_link")),
+                   None) or [0, 1]
+        t = Table(title=f"Per placement of PUs {pus[0]} and {pus[1]}: the host moved them "
+                  "during the run (a cache line's round trip, measured before every round of "
+                  "turns); each figure from the pairs of one placement", title_justify="left")
+        t.add_column("Figure")
+        t.add_column("threads", justify="right")
+        width = max(len(r["by_placement"]) for r in moved)
+        for k in range(width):
+            t.add_column("nearest" if k == 0 else ("farthest" if k == width - 1 else "next"),
+                         justify="right")
+        t.add_column("mixed pairs", justify="right")
+        for r in moved:
+            cells = [stats.mark(f"{b['median_us']:.3f} µs", b.get("noisy")) +
+                     f"\n{b['rtt_ns']:.0f} ns, {b['pairs']} pairs" for b in r["by_placement"]]
+            cells += [""] * (width - len(cells))
+            label = r["label"] + (f" {r['chunk']}" if "chunk" in r else "")
+            t.add_row(label, str(r["threads"]), *cells, str(r.get("placement_mixed_pairs", 0)))
+        console.print(t)
     if any(r.get("noisy") for r in rows):
         console.print(stats.LEGEND)
     if any(r.get("epcc_noisy") and r.get("epcc_mean_us") is not None for r in rows):
