@@ -143,9 +143,10 @@ def test_verdict_rule_and_attach():
     moved = noise.block(_raw(0.02, 0.01, rtt=[100, 470, 105]))
     assert moved["verdict"] == "moving" and moved["pairs"][0]["moved"] is True
     assert moved["reasons"] == [
-        "the host moved PUs 0 and 1 during the check: a cache line's round trip between "
-        "them went between 100 and 470 ns, and figures between PUs move with it"]
-    assert moved["summary"].startswith("machine moving: the host moved PUs 0 and 1")
+        "PUs 0 and 1 moved during the check: a cache line's round trip between them went "
+        "between 100 and 470 ns (on a virtual machine, the host placing its CPUs elsewhere), "
+        "and figures between PUs move with it"]
+    assert moved["summary"].startswith("machine moving: PUs 0 and 1 moved during the check")
     assert moved["summary"].endswith("figures between PUs of this run may differ from other "
                                      "runs'")
     doc3 = noise.attach({}, moved)
@@ -154,7 +155,7 @@ def test_verdict_rule_and_attach():
     both = noise.block(_raw(0.4, 0.01, rtt=[100, 470, 105]))
     assert both["verdict"] == "busy" and len(both["reasons"]) == 2
     assert both["reasons"][0].startswith("PU 1 lost 40%")
-    assert both["reasons"][1].startswith("the host moved PUs 0 and 1")
+    assert both["reasons"][1].startswith("PUs 0 and 1 moved during the check")
     # a pair that could not be measured says why and moves nothing
     failed = _raw(0.02, 0.01)
     failed["pairs"] = [{"pu_a": 0, "pu_b": 1, "layer": "cache", "error": "cannot pin"}]

@@ -28,7 +28,7 @@ check) says that figures between PUs may differ between runs for a reason
 outside tiers and the program.
 
 and :func:`attach` stores it in a document, adding a line to the
-document's ``"warnings"`` when the machine was busy.
+document's ``"warnings"`` when the machine was busy or moving.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def verdict(raw: dict) -> tuple[str, list[str]]:
     """Return ("quiet" | "busy" | "moving", the reasons) for the tool's
     output ``raw``: "busy" for the load (a PU that lost time, noisy quanta,
     other processes), else "moving" when a pair of PUs was moved by the
-    host during the check, else "quiet" (no reasons)."""
+    host during the check (its round trips differ by more than
+    :data:`PAIR_MOVED`), else "quiet" (no reasons)."""
     reasons = []
     # the worst PU first: the summary names it
     for p in sorted(raw.get("pus", []), key=lambda p: -p["lost_fraction"]):
@@ -112,10 +113,10 @@ def verdict(raw: dict) -> tuple[str, list[str]]:
         reasons.append(f"other processes used {_pct(other)} of the CPUs")
     moved = [p for p in pairs(raw) if p.get("moved")]
     for p in moved:
-        reasons.append(f"the host moved PUs {p['pus'][0]} and {p['pus'][1]} during the check: "
-                       f"a cache line's round trip between them went between "
-                       f"{p['min_ns']:.0f} and {p['max_ns']:.0f} ns, and figures between "
-                       "PUs move with it")
+        reasons.append(f"PUs {p['pus'][0]} and {p['pus'][1]} moved during the check: a cache "
+                       f"line's round trip between them went between {p['min_ns']:.0f} and "
+                       f"{p['max_ns']:.0f} ns (on a virtual machine, the host placing its "
+                       "CPUs elsewhere), and figures between PUs move with it")
     if len(reasons) > len(moved):
         return "busy", reasons
     return ("moving" if moved else "quiet"), reasons

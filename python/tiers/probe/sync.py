@@ -562,9 +562,9 @@ def pu_link_note(run: dict) -> str | None:
     pus = run.get("pus") or [0, 1]
     shown = ", ".join("/".join(f"{x:.0f}" for x in launch) if launch else "-" for launch in per)
     where = "per launch, at its start and end" if len(per) > 1 else "at its start and end"
-    return (f"the host moved PUs {pus[0]} and {pus[1]} during the run: a cache line's round "
-            f"trip between them ({where}) was {shown} ns, and figures between the PUs "
-            "move with it")
+    return (f"PUs {pus[0]} and {pus[1]} moved during the run: a cache line's round trip "
+            f"between them ({where}) was {shown} ns (on a virtual machine, the host placing "
+            "its CPUs elsewhere), and figures between the PUs move with it")
 
 
 #: A placement class holds at least this many pairs, and this share of the
@@ -975,9 +975,10 @@ def render(doc: dict, console: Console) -> None:
     if moved:
         pus = next((run.get("pus") for run in doc.get("samples") or [] if run.get("pu_link")),
                    None) or [0, 1]
-        t = Table(title=f"Per placement of PUs {pus[0]} and {pus[1]}: the host moved them "
-                  "during the run (a cache line's round trip, measured before every round of "
-                  "turns); each figure from the pairs of one placement", title_justify="left")
+        t = Table(title=f"Per placement of PUs {pus[0]} and {pus[1]}: they moved during the run "
+                  "(a cache line's round trip between them, measured before every round of "
+                  "turns; on a virtual machine the host places its CPUs); each figure from the "
+                  "pairs of one placement", title_justify="left")
         t.add_column("Figure")
         t.add_column("threads", justify="right")
         width = max(len(r["by_placement"]) for r in moved)
