@@ -54,17 +54,20 @@ def test_document_shape_and_figures():
     pairs = noise["pairs"]
     assert [p["pus"] for p in pairs] == [[i, i + 1] for i in range(min(len(pus) - 1, 32))]
     for p in pairs:
-        assert len(p["rtt_ns"]) == 3
+        # samples that ran out of time (a PU taken by other work) are left out
+        assert len(p["rtt_ns"]) + p["timed_out"] == 3
         # a round trip of a cache line: above 1 ns, and bounded by the
         # tool's deadline (20 ms) even on a busy machine
         assert all(1 < x < 2e7 for x in p["rtt_ns"]), p
-        assert p["min_ns"] == min(p["rtt_ns"]) and p["max_ns"] == max(p["rtt_ns"])
-        assert p["moved"] == (p["max_ns"] > 1.5 * p["min_ns"])
+        if p["rtt_ns"]:
+            assert p["min_ns"] == min(p["rtt_ns"]) and p["max_ns"] == max(p["rtt_ns"])
+            assert p["moved"] == (p["max_ns"] > 1.5 * p["min_ns"])
         assert p["layer"] in ("core", "cache", "numa", "package", "machine")
     # the verdict follows from the figures by the documented rule
     from tiers import noise as tnoise
     raw_pairs = [{"pu_a": p["pus"][0], "pu_b": p["pus"][1], "layer": p["layer"],
-                  "samples": [{"rtt_ns": x} for x in p["rtt_ns"]]} for p in pairs]
+                  "samples": [{"rtt_ns": x} for x in p["rtt_ns"]] +
+                  [{"rtt_ns": 1.0, "timed_out": True}] * p["timed_out"]} for p in pairs]
     expect, reasons = tnoise.verdict({"pus": pus, "load": noise["load"], "pairs": raw_pairs})
     assert noise["verdict"] == expect and noise["reasons"] == reasons
     if expect != "quiet":
@@ -77,7 +80,7 @@ def test_pair_samples_option():
     if os.cpu_count() > 1:
         doc = _noise("--quick", "--duration", "0.02", "--pus", "0,1", "--pair-samples", "5")
         (pair,) = doc["noise"]["pairs"]
-        assert pair["pus"] == [0, 1] and len(pair["rtt_ns"]) == 5
+        assert pair["pus"] == [0, 1] and len(pair["rtt_ns"]) + pair["timed_out"] == 5
 
 
 def test_busy_process_on_the_tested_pu_makes_it_busy():
@@ -138,7 +141,14 @@ def test_verdict_rule_and_attach():
     assert steady["summary"].endswith("; cache-line round trip PU 0-1 100-140 ns")
     assert steady["pairs"] == [{"pus": [0, 1], "layer": "cache", "rtt_ns": [100, 140, 110],
                                 "min_ns": 100, "max_ns": 140, "moved": False,
-                                "timed_out": False}]
+                                "timed_out": 0}]
+    # a sample that ran out of time (the second PU taken) is left out: its
+    # round trip is a time slice, not a move
+    slow = _raw(0.02, 0.01, rtt=[100, 110])
+    slow["pairs"][0]["samples"].append({"rtt_ns": 2.1e7, "timed_out": True})
+    blk = noise.block(slow)
+    assert blk["verdict"] == "quiet" and blk["pairs"][0]["rtt_ns"] == [100, 110]
+    assert blk["pairs"][0]["timed_out"] == 1 and blk["pairs"][0]["moved"] is False
     # a round trip 4.7x longer in one sample: the host moved the PUs
     moved = noise.block(_raw(0.02, 0.01, rtt=[100, 470, 105]))
     assert moved["verdict"] == "moving" and moved["pairs"][0]["moved"] is True

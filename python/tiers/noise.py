@@ -74,21 +74,25 @@ def _pct(x: float) -> str:
 def pairs(raw: dict) -> list[dict]:
     """Return, per sampled pair of PUs in the tool's output ``raw``: ``pus``
     [a, b], the topology's ``layer`` between them, ``rtt_ns`` (the samples'
-    cache-line round trips, in order), ``min_ns``, ``max_ns`` and ``moved``
-    (the largest over the smallest is above :data:`PAIR_MOVED`); or, where
-    the pair could not be measured, ``error``."""
+    cache-line round trips, in order), ``min_ns``, ``max_ns``, ``moved``
+    (the largest over the smallest is above :data:`PAIR_MOVED`) and
+    ``timed_out`` (samples left out: they ran out of time, the second PU
+    taken by other work, so their round trip is a time slice's, not the
+    line's); or ``error`` where the pair could not be measured.  A pair
+    whose every sample timed out has ``rtt_ns`` empty and ``moved`` False."""
     out = []
     for p in raw.get("pairs") or []:
         row = {"pus": [p["pu_a"], p["pu_b"]], "layer": p.get("layer")}
         if p.get("error"):
             row["error"] = p["error"]
         else:
-            rtt = [float(s["rtt_ns"]) for s in p.get("samples") or [] if s.get("rtt_ns")]
-            if not rtt:
-                continue
-            lo, hi = min(rtt), max(rtt)
-            row.update(rtt_ns=rtt, min_ns=lo, max_ns=hi, moved=hi > PAIR_MOVED * lo,
-                       timed_out=any(s.get("timed_out") for s in p["samples"]))
+            samples = p.get("samples") or []
+            rtt = [float(s["rtt_ns"]) for s in samples
+                   if s.get("rtt_ns") and not s.get("timed_out")]
+            lo, hi = (min(rtt), max(rtt)) if rtt else (None, None)
+            row.update(rtt_ns=rtt, min_ns=lo, max_ns=hi,
+                       moved=bool(rtt) and hi > PAIR_MOVED * lo,
+                       timed_out=sum(1 for s in samples if s.get("timed_out")))
         out.append(row)
     return out
 
@@ -152,7 +156,7 @@ def block(raw: dict) -> dict:
     else:
         fwq_text = "no FWQ figures"
     prs = pairs(raw)
-    measured = [p for p in prs if "rtt_ns" in p]
+    measured = [p for p in prs if p.get("rtt_ns")]
     if measured:
         lo = min(p["min_ns"] for p in measured)
         hi = max(p["max_ns"] for p in measured)
@@ -255,8 +259,10 @@ def render(doc: dict, console) -> None:
                 table.add_row(f"{p['pus'][0]}-{p['pus'][1]}", str(p.get("layer") or ""),
                               "not measured", p["error"])
                 continue
-            table.add_row(f"{p['pus'][0]}-{p['pus'][1]}", str(p.get("layer") or ""),
-                          " ".join(f"{x:.0f}" for x in p["rtt_ns"]),
+            shown = " ".join(f"{x:.0f}" for x in p["rtt_ns"])
+            if p["timed_out"]:
+                shown += f" ({p['timed_out']} ran out of time: the PU was taken)"
+            table.add_row(f"{p['pus'][0]}-{p['pus'][1]}", str(p.get("layer") or ""), shown,
                           f"yes ({p['max_ns'] / p['min_ns']:.1f}x)" if p["moved"] else "no")
         console.print(table)
         console.print("A pair the host moves (a virtual machine's CPUs placed on other cores "

@@ -1135,6 +1135,8 @@ static void measure_threads(tiers_json_t *j, int T)
   tiers_pulink_t link_start = {0, 0, 0, 0};
   const int have_link = T >= 2 && pus[0] != pus[1] &&
                         tiers_pulink_measure(topo, pus[0], pus[1], 1, &link_start) == TIERS_OK;
+  if (link_start.timed_out)
+    link_start.rtt_ns = 0; /* the second PU was taken: not measured */
 
   /* References that the selected tests need (serial, on the first PU). */
   int need[R_COUNT] = {0};
@@ -1239,6 +1241,7 @@ static void measure_threads(tiers_json_t *j, int T)
     link_before_round(pus, &round_rtt);
     tiers_json_object_begin(j);
     json_int_list(j, "pus", pus, 2);
+    /* 0 where a measurement ran out of time (the PU was taken) */
     const double rtt[2] = {link_start.rtt_ns, round_rtt.v[round_rtt.n - 1]};
     tiers_json_kv_double_array(j, "rtt_ns", rtt, 2);
     tiers_json_kv_double_array(j, "round_rtt_ns", round_rtt.v, round_rtt.n);
