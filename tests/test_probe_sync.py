@@ -588,3 +588,49 @@ def test_a_median_overhead_at_or_below_zero_prints_below_noise():
     assert "below noise" in sync._cell(rows["atomic"])
     assert "-0.004" not in sync._cell(rows["atomic"])
     assert sync._cell(rows["barrier"]).startswith("0.300 ±0.005")
+
+
+def test_per_placement_table_prints_only_possible_costs():
+    """The per-placement table: a placement's median at or below zero (or
+    whose interval reaches zero) prints "below noise", one under the
+    figure's resolution "< res (below resolution)", the others a number;
+    figures not given as a cost and figures with one placement are left
+    out."""
+    from rich.console import Console
+
+    from tiers.probe import sync
+
+    def place(rtt, med, lo, hi):
+        return {"rtt_ns": rtt, "rtt_range_ns": [rtt, rtt], "pairs": 40, "median_us": med,
+                "ci95_us": [lo, hi], "noisy": False}
+
+    rows = [
+        {"group": "sync", "name": "barrier", "label": "BARRIER", "threads": 2,
+         "value_us": 0.5, "reliable": True, "resolution_us": 0.02,
+         "by_placement": [place(100, 0.35, 0.34, 0.36), place(460, 0.65, 0.64, 0.66)],
+         "placement_mixed_pairs": 5},
+        {"group": "sync", "name": "critical", "label": "CRITICAL", "threads": 2,
+         "value_us": 0.05, "reliable": True, "resolution_us": 0.015,
+         "by_placement": [place(74, 0.006, 0.004, 0.007), place(460, -0.002, -0.004, 0.001)],
+         "placement_mixed_pairs": 0},
+        {"group": "sync", "name": "atomic", "label": "ATOMIC", "threads": 2,
+         "value_us": None, "reliable": False,
+         "by_placement": [place(100, 0.03, 0.02, 0.04), place(460, 0.05, 0.04, 0.06)]},
+        {"group": "sync", "name": "single", "label": "SINGLE", "threads": 2,
+         "value_us": 0.3, "reliable": True, "by_placement": [place(100, 0.3, 0.29, 0.31)]},
+    ]
+    doc = {"params": {"delay_length": 100, "delay_measured_us": 0.1, "delay_time_us": 0.1,
+                      "test_time_us": 200, "reps": 15, "cycles_per_second": 1e9,
+                      "pin": "compact"},
+           "summary": {"rows": rows, "threads": [2], "headline": {"threads": 2}},
+           "samples": [{"threads": 2, "pus": [0, 1], "pu_link": {"pus": [0, 1]}}]}
+    buf = io.StringIO()
+    sync.render(doc, Console(file=buf, width=160, color_system=None))
+    text = buf.getvalue()
+    table = text[text.index("Per placement of PUs 0 and 1"):]
+    table = table[:table.index("└")]
+    assert "0.350 µs" in table and "0.650 µs" in table and "460 ns, 40 pairs" in table
+    assert "< 0.015 µs (below resolution)" in table      # CRITICAL at 74 ns
+    assert "below noise" in table and "-0.002" not in table  # CRITICAL at 460 ns
+    assert "ATOMIC" not in table and "SINGLE" not in table
+    assert "BARRIER" in table and "CRITICAL" in table

@@ -892,6 +892,14 @@ def _render_legacy_headline(head: dict, console: Console) -> None:
                       + "; ".join(parts) + ".")
 
 
+def _placement_cost(b: dict) -> bool:
+    """Whether a placement's figure (an entry of ``by_placement``) can be
+    given as a cost: its median above zero and its interval clear of it."""
+    med, ci = b.get("median_us"), b.get("ci95_us") or [None, None]
+    return isinstance(med, (int, float)) and med > 0 and \
+        (not isinstance(ci[0], (int, float)) or ci[0] > 0)
+
+
 def _index(rows: list[dict]) -> dict:
     return {(r["group"], r["name"], r.get("chunk"), r["threads"]): r for r in rows}
 
@@ -971,7 +979,11 @@ def render(doc: dict, console: Console) -> None:
             t.add_row(label, *cells)
         console.print(t)
 
-    moved = [r for r in rows if len(r.get("by_placement") or []) > 1]
+    # figures given as a cost (not below noise or resolution) split by
+    # placement; a placement's own median at or below zero, or whose
+    # interval reaches zero, is below noise there
+    moved = [r for r in rows if len(r.get("by_placement") or []) > 1 and
+             r.get("reliable", True) is not False and r.get("value_us") is not None]
     if moved:
         pus = next((run.get("pus") for run in doc.get("samples") or [] if run.get("pu_link")),
                    None) or [0, 1]
@@ -987,8 +999,16 @@ def render(doc: dict, console: Console) -> None:
                          justify="right")
         t.add_column("mixed pairs", justify="right")
         for r in moved:
-            cells = [stats.mark(f"{b['median_us']:.3f} µs", b.get("noisy")) +
-                     f"\n{b['rtt_ns']:.0f} ns, {b['pairs']} pairs" for b in r["by_placement"]]
+            res = r.get("resolution_us")
+            cells = []
+            for b in r["by_placement"]:
+                if not _placement_cost(b):
+                    text = stats.mark("below noise", True)
+                elif stats.below_resolution(b["median_us"], res):
+                    text = stats.mark(f"< {res:.3f} µs (below resolution)", True)
+                else:
+                    text = stats.mark(f"{b['median_us']:.3f} µs", b.get("noisy"))
+                cells.append(text + f"\n{b['rtt_ns']:.0f} ns, {b['pairs']} pairs")
             cells += [""] * (width - len(cells))
             label = r["label"] + (f" {r['chunk']}" if "chunk" in r else "")
             t.add_row(label, str(r["threads"]), *cells, str(r.get("placement_mixed_pairs", 0)))
