@@ -99,6 +99,18 @@ def test_launches_the_host_placed_apart_say_so(native_bin):
     merged = sync.merge_launches(raws)["runs"][0]
     assert merged["launch_pu_link_ns"] == [[100, 98], [470, 475], [101, 104]]
     # steady placement (within 1.5x): the reason is the launches' alone
+    # in the summary rows a placement's figure is a cost only where it is one
+    row_places = sync.summarise({"params": {"cycles_per_second": HZ, "timer_us": 0.0},
+                                 "runs": [dict(merged, tests=[dict(
+                                     test, by_placement=[
+                                         {"rtt_ns": 100, "rtt_range_ns": [98, 104], "pairs": 12,
+                                          "median_us": 0.3, "ci95_us": [0.29, 0.31],
+                                          "noisy": False},
+                                         {"rtt_ns": 470, "rtt_range_ns": [470, 475],
+                                          "pairs": 12, "median_us": -0.01,
+                                          "ci95_us": [-0.02, 0.01], "noisy": True}])])]}
+                                )["rows"][0]["by_placement"]
+    assert [(b["value_us"], b["reliable"]) for b in row_places] == [(0.3, True), (None, False)]
     steady = [_launch(native_bin, x, link=(100, 140)) for x in (0.30, 0.40, 0.302)]
     test, row = _merged_row(steady)
     assert row["noisy"] is True and "moved" not in row["noisy_why"]

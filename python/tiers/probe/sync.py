@@ -279,8 +279,17 @@ def summarise(raw: dict) -> dict:
             row["reps"] = test.get("reps", st.get("n"))
             row["stopped"] = test.get("stopped")
             if test.get("by_placement"):
-                # the figure per placement of the team's first two PUs
-                row["by_placement"] = test["by_placement"]
+                # the figure per placement of the team's first two PUs, each
+                # a cost only where it is one (as the row's own figure)
+                res = test.get("resolution_us")
+                places = []
+                for b in test["by_placement"]:
+                    b = dict(b)
+                    cost = _placement_cost(b) and not stats.below_resolution(b["median_us"], res)
+                    b["value_us"] = b["median_us"] if cost else None
+                    b["reliable"] = cost
+                    places.append(b)
+                row["by_placement"] = places
                 row["placement_mixed_pairs"] = test.get("placement_mixed_pairs", 0)
             if "launch_medians_us" in test:
                 # the figure of each launch (independent blocks) and why the
@@ -1008,6 +1017,7 @@ def render(doc: dict, console: Console) -> None:
                     text = stats.mark(f"< {res:.3f} µs (below resolution)", True)
                 else:
                     text = stats.mark(f"{b['median_us']:.3f} µs", b.get("noisy"))
+                # (summarise's value_us / reliable say the same in the document)
                 cells.append(text + f"\n{b['rtt_ns']:.0f} ns, {b['pairs']} pairs")
             cells += [""] * (width - len(cells))
             label = r["label"] + (f" {r['chunk']}" if "chunk" in r else "")
