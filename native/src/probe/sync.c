@@ -1131,7 +1131,8 @@ static void measure_threads(tiers_json_t *j, int T)
   tiers_json_kv_double(j, "pu_delay_spread", (hi - lo) / lo);
   free(pu_delay);
   /* the team's first two PUs, as the host placed them now: a cache line's
-   * round trip between them, again after the tests (pu_link_json) */
+   * round trip between them, again before every round of turns and after
+   * the last (link_before_round; written as pu_link) */
   tiers_pulink_t link_start = {0, 0, 0, 0};
   const int have_link = T >= 2 && pus[0] != pus[1] &&
                         tiers_pulink_measure(topo, pus[0], pus[1], 1, &link_start) == TIERS_OK;

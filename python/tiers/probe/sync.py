@@ -285,9 +285,8 @@ def summarise(raw: dict) -> dict:
                 places = []
                 for b in test["by_placement"]:
                     b = dict(b)
-                    cost = _placement_cost(b) and not stats.below_resolution(b["median_us"], res)
-                    b["value_us"] = b["median_us"] if cost else None
-                    b["reliable"] = cost
+                    b["value_us"] = _placement_value(b, res)[0]
+                    b["reliable"] = b["value_us"] is not None
                     places.append(b)
                 row["by_placement"] = places
                 row["placement_mixed_pairs"] = test.get("placement_mixed_pairs", 0)
@@ -656,6 +655,19 @@ def by_placement(parts: list[dict], links: list[list[float] | None]) -> tuple[li
     return out, mixed
 
 
+def _split_by_placement(test: dict, k: int, launches: list[dict]) -> None:
+    """Store on ``test`` (the ``k``-th test of a run) its figures per
+    placement (:func:`by_placement`) from that run in each launch
+    (``launches``, each with its ``tests`` and ``pu_link``), when there are
+    any."""
+    places, mixed = by_placement([r["tests"][k] for r in launches],
+                                 [(r.get("pu_link") or {}).get("round_rtt_ns")
+                                  for r in launches])
+    if places:
+        test["by_placement"] = places
+        test["placement_mixed_pairs"] = mixed
+
+
 def merge_launches(raws: list[dict]) -> dict:
     """Return one tool output from the outputs of separate launches of the
     same measurement (``raws``, in launch order; one launch is returned as
@@ -674,12 +686,8 @@ def merge_launches(raws: list[dict]) -> dict:
     if len(raws) == 1 and not any(page_blocks(t) for run in raws[0]["runs"]
                                   for t in run["tests"]):
         for run in raws[0]["runs"]:
-            links = [(run.get("pu_link") or {}).get("round_rtt_ns")]
-            for t in run["tests"]:
-                places, mixed = by_placement([t], links)
-                if places:
-                    t["by_placement"] = places
-                    t["placement_mixed_pairs"] = mixed
+            for k, t in enumerate(run["tests"]):
+                _split_by_placement(t, k, [run])
         return raws[0]
     first = raws[0]
     p = first["params"]
@@ -700,12 +708,8 @@ def merge_launches(raws: list[dict]) -> dict:
                            for k in range(len(run["references"]))],
             "tests": [_merge_test([r["tests"][k] for r in per], hz, timer)
                       for k in range(len(run["tests"]))]}
-        links = [(r.get("pu_link") or {}).get("round_rtt_ns") for r in per]
         for k, t in enumerate(merged["tests"]):
-            places, mixed = by_placement([r["tests"][k] for r in per], links)
-            if places:
-                t["by_placement"] = places
-                t["placement_mixed_pairs"] = mixed
+            _split_by_placement(t, k, per)
         note = pu_link_note(merged)
         if note:
             # launches that disagree: the placement says why
@@ -901,12 +905,19 @@ def _render_legacy_headline(head: dict, console: Console) -> None:
                       + "; ".join(parts) + ".")
 
 
-def _placement_cost(b: dict) -> bool:
-    """Whether a placement's figure (an entry of ``by_placement``) can be
-    given as a cost: its median above zero and its interval clear of it."""
+def _placement_value(b: dict, res: float | None) -> tuple[float | None, str]:
+    """A placement's figure (an entry of ``by_placement``) by the row's own
+    rules, with ``res`` the row's resolution: (the median as a cost, or None,
+    and what to print): "below noise" where the median is at or below zero
+    or its interval reaches zero, "< res (below resolution)" where it is
+    smaller than the resolution, else the median."""
     med, ci = b.get("median_us"), b.get("ci95_us") or [None, None]
-    return isinstance(med, (int, float)) and med > 0 and \
-        (not isinstance(ci[0], (int, float)) or ci[0] > 0)
+    if not (isinstance(med, (int, float)) and med > 0 and
+            (not isinstance(ci[0], (int, float)) or ci[0] > 0)):
+        return None, "below noise"
+    if stats.below_resolution(med, res):
+        return None, f"< {res:.3f} µs (below resolution)"
+    return med, f"{med:.3f} µs"
 
 
 def _index(rows: list[dict]) -> dict:
@@ -1008,17 +1019,11 @@ def render(doc: dict, console: Console) -> None:
                          justify="right")
         t.add_column("mixed pairs", justify="right")
         for r in moved:
-            res = r.get("resolution_us")
             cells = []
             for b in r["by_placement"]:
-                if not _placement_cost(b):
-                    text = stats.mark("below noise", True)
-                elif stats.below_resolution(b["median_us"], res):
-                    text = stats.mark(f"< {res:.3f} µs (below resolution)", True)
-                else:
-                    text = stats.mark(f"{b['median_us']:.3f} µs", b.get("noisy"))
-                # (summarise's value_us / reliable say the same in the document)
-                cells.append(text + f"\n{b['rtt_ns']:.0f} ns, {b['pairs']} pairs")
+                value, text = _placement_value(b, r.get("resolution_us"))
+                cells.append(stats.mark(text, value is None or b.get("noisy")) +
+                             f"\n{b['rtt_ns']:.0f} ns, {b['pairs']} pairs")
             cells += [""] * (width - len(cells))
             label = r["label"] + (f" {r['chunk']}" if "chunk" in r else "")
             t.add_row(label, str(r["threads"]), *cells, str(r.get("placement_mixed_pairs", 0)))
