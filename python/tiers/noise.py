@@ -67,6 +67,60 @@ def measure(*, quick: bool = True, quantum_us: float | None = None,
     return native.run_json(TOOL, args, timeout=timeout)
 
 
+def pair_round_trip(a: int, b: int, timeout: float = 30.0) -> float | None:
+    """The round trip (ns) of a cache line between two threads pinned to
+    PUs ``a`` and ``b`` (logical indices) now: one quick sample of the
+    tool's pairs (about 0.2 s with the tool's start).  None when it could
+    not be measured (the tool failed, or the sample ran out of time: the
+    second PU taken by other work).  Never raises: a figure that is not
+    there is only a placement that is not known."""
+    from .errors import TiersError
+
+    try:
+        raw = measure(quick=True, duration_ms=1, pus=f"{int(a)},{int(b)}", pair_samples=1,
+                      timeout=timeout)
+    except (TiersError, OSError, ValueError):
+        return None
+    for pair in raw.get("pairs") or []:
+        for s in pair.get("samples") or []:
+            rtt = s.get("rtt_ns")
+            if not s.get("timed_out") and isinstance(rtt, (int, float)) and rtt > 0:
+                return float(rtt)
+    return None
+
+
+#: Round trips (sorted) more than this factor apart start a new placement
+#: class: on the 2-vCPU AMD EPYC guest of docs/benchmarks.md the classes lie
+#: about 70, 100 and 450 ns apart, and one placement's samples within 10 %.
+PLACEMENT_GAP = 1.25
+
+
+def placement_classes(rtts) -> list[tuple[float, float]]:
+    """Cluster round trips (ns) of a cache line between two PUs into the
+    placements the host gave them: sorted, a new class wherever a value is
+    more than :data:`PLACEMENT_GAP` times the one before.  Return each
+    class's (lowest, highest) value, lowest first; zeros and None (not
+    measured) are left out."""
+    out: list[list[float]] = []
+    for x in sorted(v for v in rtts if v and v > 0):
+        if out and x <= PLACEMENT_GAP * out[-1][1]:
+            out[-1][1] = x
+        else:
+            out.append([x, x])
+    return [(lo, hi) for lo, hi in out]
+
+
+def class_of(x, classes: list[tuple[float, float]]) -> int | None:
+    """The index of the class of :func:`placement_classes` holding ``x``
+    (None when ``x`` is None or in none)."""
+    if x is None:
+        return None
+    for k, (lo, hi) in enumerate(classes):
+        if lo <= x <= hi:
+            return k
+    return None
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if x < 0.1 else f"{100 * x:.0f}%"
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import statistics
 from pathlib import Path
 from typing import Sequence
 
@@ -40,7 +41,7 @@ from rich.table import Table
 
 from ..render import MICRO, plural
 
-from .. import launch, native, plot as tplot, result
+from .. import launch, native, noise, plot as tplot, result
 from ..errors import TiersError
 from . import netfit
 from .. import stats
@@ -319,9 +320,27 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
                 "barrier": (["barrier"], ["--barrier-kinds", "mpi"])}
     runs_of: dict[str, list] = {t: [] for t in repeated}
     order = launch_order(selected, n_launches)
+    # where the host had placed the PUs of the ping-pong pair: on a virtual
+    # machine it moves its CPUs every few seconds, and every figure between
+    # them moves with the distance (docs/schemas/probe-net.md, pu_link); a
+    # cache line's round trip between the two PUs before the first launch
+    # and after every launch (one measure between two launches serves both)
+    link_pair = pair or (0, 1)
+    tracking = local and not oversubscribed
+    link_pus = _expected_pus(link_pair) if tracking else None
+    link_rtt = [noise.pair_round_trip(*link_pus) if link_pus else None]
     for test in order:
         tests_l, more = repeated[test]
         runs_of[test].append(run_tests(tests_l, {}, [*more, *share_time()]))
+        if tracking:
+            got = _pair_pus(runs_of[test][-1][0], link_pair)
+            if got != link_pus:
+                # the ranks did not land where expected: the round trips so
+                # far were between other PUs; measure from here on between
+                # the PUs the launch reports (none when they share PUs)
+                link_rtt = [None] * len(link_rtt)
+                link_pus = got
+            link_rtt.append(noise.pair_round_trip(*link_pus) if link_pus else None)
     if "pingpong" in selected:
         runs = runs_of["pingpong"]
         merged = runs[0][0]
@@ -373,6 +392,13 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         raw["params"]["barrier_launch_command"] = by["hybrid barrier"][2]
     raw["params"]["launch_commands"] = {p[0]: p[2] for p in parts}
     raw["params"]["launch_order"] = order
+    if any(x is not None for x in link_rtt[1:]):
+        raw["params"]["pu_link"] = {
+            "pus": list(link_pus), "ranks": list(link_pair),
+            "method": "a cache line's round trip between two threads pinned to the PUs "
+                      "(tiers-probe-noise), before the first launch and after every launch",
+            "launches": [{"test": t, "rtt_ns": [link_rtt[i], link_rtt[i + 1]]}
+                         for i, t in enumerate(order)]}
     layer_matrix = cache_matrix = None
     if "allpairs" in raw:
         from .. import topo
@@ -381,6 +407,10 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         layer_matrix = tdoc["samples"]["layer_matrix"]
         cache_matrix = tdoc["samples"]["cache_level_matrix"]
     samples, summary = analyse(raw, layer_matrix, cache_matrix)
+    if raw["params"].get("pu_link"):
+        split_by_placement(summary, raw["params"]["pu_link"],
+                           {t: [r[0] for r in runs_of[t]] for t in runs_of},
+                           raw["params"].get("l2_bytes"))
     warnings = noisy_warnings(summary)
     params = dict(raw["params"])
     params.update({"launcher": lau.to_dict(), "launch_command": command,
@@ -390,6 +420,143 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     extra = {"warnings": warnings} if warnings else {}
     return result.new_document("probe.net", params=params, samples=samples, summary=summary,
                                argv=argv, native=raw.get("native", {}), **extra)
+
+
+def _expected_pus(pair: tuple[int, int]) -> tuple[int, int] | None:
+    """The PUs two ranks of a local launch are expected on: Open MPI and
+    Hydra bind rank r of a run that fits the cores to core r, which is PU r
+    where every core has one PU and this process may use them all; None
+    otherwise (the first launch then reports them).  Checked against the
+    PUs the launch reports (:func:`_pair_pus`)."""
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    slots = launch.local_slots()
+    if slots != cpus or cpus != (os.cpu_count() or 0) or max(pair) >= slots:
+        return None
+    return pair[0], pair[1]
+
+
+def _pair_pus(doc: dict, pair: tuple[int, int]) -> tuple[int, int] | None:
+    """The PUs (logical) of the two ranks of ``pair`` as the launch's
+    ``doc`` reports them, when both run on one host and each is bound to a
+    single PU; None otherwise (no single pair of PUs to measure)."""
+    places = {p.get("rank"): p for p in doc.get("placement") or []}
+    a, b = places.get(pair[0]), places.get(pair[1])
+    if not a or not b or a.get("host") != b.get("host"):
+        return None
+    try:
+        pa, pb = int(str(a.get("pus"))), int(str(b.get("pus")))
+    except ValueError:
+        return None
+    return (pa, pb) if pa != pb else None
+
+
+def launch_placements(link: dict) -> tuple[list[tuple[float, float]], list[int | None]]:
+    """The placement classes of the ping-pong pair's PUs over a run's
+    launches (``link``: ``params.pu_link``; :func:`tiers.noise.
+    placement_classes` over every round trip) and each launch's class: the
+    class of its round trips before and after, None when they fall in
+    different classes (the host moved the PUs during the launch) or one was
+    not measured."""
+    rtts = [x for ln in link["launches"] for x in ln["rtt_ns"] if x]
+    classes = noise.placement_classes(rtts)
+    out = []
+    for ln in link["launches"]:
+        a, b = (noise.class_of(x, classes) for x in ln["rtt_ns"])
+        out.append(a if a is not None and a == b else None)
+    return classes, out
+
+
+def split_by_placement(summary: dict, link: dict, docs: dict, l2: int | None = None) -> None:
+    """Add to ``summary`` where the host placed the ping-pong pair's PUs
+    during the run and the figures per placement: ``summary["pu_link"]``
+    (the pair, every launch's round trips, class and ``moved_during``
+    (its two round trips fall in different classes), the classes' median
+    round trips, ``moved``: the launches ran in more than one placement or
+    the PUs moved during one), ``pingpong.by_placement`` (per class, the
+    ping-pong rows merged from the launches in it: :func:`merge_pingpong`,
+    :func:`_pingpong_row`) and ``barrier.by_placement`` (per class, the
+    MPI_Barrier rows of its launches: :func:`merge_collective`).  ``docs``:
+    each repeated test's launch outputs in order."""
+    classes, of = launch_placements(link)
+    # each measure once: the one after a launch is the one before the next
+    lns = link["launches"]
+    rtts = [x for x in ([lns[0]["rtt_ns"][0]] if lns else []) + [ln["rtt_ns"][1] for ln in lns]
+            if x]
+    during = [all(ln["rtt_ns"]) and c is None for ln, c in zip(link["launches"], of)]
+    summary["pu_link"] = {
+        "pus": link["pus"], "ranks": link["ranks"],
+        "placements": [{"rtt_ns": statistics.median([x for x in rtts if lo <= x <= hi]),
+                        "rtt_range_ns": [lo, hi]} for lo, hi in classes],
+        "launches": [dict(ln, placement=c, moved_during=m)
+                     for ln, c, m in zip(link["launches"], of, during)],
+        "moved": len(classes) > 1 or any(during)}
+    seen = {t: 0 for t in docs}
+    test_class: dict[str, list[int | None]] = {t: [] for t in docs}
+    for ln, c in zip(link["launches"], of):
+        if ln["test"] in test_class:
+            test_class[ln["test"]].append(c)
+            seen[ln["test"]] += 1
+    pp = summary.get("pingpong")
+    if pp is not None and docs.get("pingpong"):
+        per = []
+        for k in range(len(classes)):
+            group = [d for d, c in zip(docs["pingpong"], test_class["pingpong"]) if c == k]
+            if group:
+                rows = [_pingpong_row(r, l2) for r in merge_pingpong(group)["rows"]]
+                per.append({"placement": k, "launches": len(group),
+                            "rtt_ns": summary["pu_link"]["placements"][k]["rtt_ns"],
+                            "rows": [{key: r.get(key) for key in
+                                      ("bytes", "latency_us", "latency_median_us", "bw_mbps",
+                                       "bw_median_mbps", "noisy")} for r in rows]})
+        pp["by_placement"] = per
+    bar = summary.get("barrier")
+    if bar is not None and docs.get("barrier"):
+        per = []
+        for k in range(len(classes)):
+            group = [d["barrier"]["mpi"] for d, c in zip(docs["barrier"], test_class["barrier"])
+                     if c == k]
+            if group:
+                per.append({"placement": k, "launches": len(group),
+                            "rtt_ns": summary["pu_link"]["placements"][k]["rtt_ns"],
+                            "mpi": [{"ranks": r["ranks"], "avg_us": _positive(r.get("avg_us"))}
+                                    for r in merge_collective(group)]})
+        bar["by_placement"] = per
+
+
+def pu_link_warning(summary: dict) -> str | None:
+    """One line when the ping-pong pair's PUs were not in one placement for
+    the whole run (``summary["pu_link"]["moved"]``), naming the placements
+    and the 0-byte-class latency in each; None otherwise."""
+    link = summary.get("pu_link")
+    if not link or not link.get("moved"):
+        return None
+    places = ", ".join(f"~{p['rtt_ns']:.0f} ns" for p in link["placements"])
+    moved = sum(1 for ln in link["launches"] if ln.get("moved_during"))
+    lat = []
+    for b in (summary.get("pingpong") or {}).get("by_placement") or []:
+        r = b["rows"][0] if b["rows"] else {}
+        if r.get("latency_us") is not None:
+            lat.append(f"{r['latency_us']:,.2f} {MICRO}s at ~{b['rtt_ns']:.0f} ns")
+    a, b = link["pus"]
+    return (f"probe net: the host moved PUs {a} and {b} (ranks {link['ranks'][0]} and "
+            f"{link['ranks'][1]}) during the run: a cache line's round trip between them was "
+            f"{places} between launches"
+            + (f", and changed during {moved} launch{'es' if moved != 1 else ''}" if moved
+               else "")
+            + "; figures between the two ranks follow it"
+            + (f" (ping-pong {_smallest_size(summary)} latency {'; '.join(lat)})" if lat else "")
+            + " -- compare runs per placement (pu_link in the JSON)")
+
+
+def _smallest_size(summary: dict) -> str:
+    """The smallest ping-pong size, as printed ("0 B"), or "" without rows."""
+    rows = (summary.get("pingpong") or {}).get("rows") or []
+    return _size(rows[0]["bytes"]) if rows else ""
 
 
 #: The tests that run in several separate launches, in the order of a round.
@@ -842,6 +1009,9 @@ def noisy_warnings(summary: dict) -> list[str]:
     if ap and ap.get("unreliable_pairs"):
         out.append(f"probe net: {ap['unreliable_pairs']} of {ap['pairs']} all-pairs fits are "
                    "unreliable; their values were replaced or left out (see 'why')")
+    moved = pu_link_warning(summary)
+    if moved:
+        out.append(moved)
     return out
 
 
@@ -930,6 +1100,7 @@ def render(doc: dict, console: Console) -> None:
                           f"MB = 10^6 bytes.")
         if any_noisy:
             console.print(ROW_LEGEND)
+        _render_placements(s, console)
     if "allpairs" in s:
         ap = s["allpairs"]
         pa = doc["params"]["allpairs"]
@@ -1084,6 +1255,57 @@ def render(doc: dict, console: Console) -> None:
         console.print("min / avg / max over processes of each one's mean time per call "
                       "(osu_allreduce's figure); median block = median over timed blocks of "
                       "the mean over processes, with its 95 % confidence interval.")
+
+
+def _render_placements(s: dict, console: Console) -> None:
+    """Where the host had placed the ping-pong pair's PUs (``pu_link``): one
+    line when every launch ran in one placement; otherwise a table of the
+    figures per placement (the smallest size's latency, the largest
+    streaming bandwidth, MPI_Barrier), the launches in each, and the
+    launches during which the PUs moved."""
+    link = s.get("pu_link")
+    if not link or not link["placements"]:
+        return
+    a, b = link["pus"]
+    who = f"PUs {a} and {b} (ranks {link['ranks'][0]} and {link['ranks'][1]})"
+    if not link.get("moved"):
+        console.print(f"{who}: a cache line's round trip of ~{link['placements'][0]['rtt_ns']:.0f}"
+                      " ns between them before and after every launch (one placement "
+                      "throughout)", markup=False)
+        return
+    pp = {x["placement"]: x for x in (s.get("pingpong") or {}).get("by_placement") or []}
+    bar = {x["placement"]: x for x in (s.get("barrier") or {}).get("by_placement") or []}
+    rows = (s.get("pingpong") or {}).get("rows") or []
+    small = _size(rows[0]["bytes"]) if rows else "-"
+    big = next((r["bytes"] for r in reversed(rows) if r.get("bw_mbps")), None)
+    t = Table(title=f"Per placement of {who}: the host moved them during the run")
+    t.add_column("round trip (ns)", justify="right")
+    t.add_column("ping-pong launches", justify="right")
+    t.add_column(f"{small} latency ({MICRO}s)", justify="right")
+    if big:
+        t.add_column(f"{_size(big)} streaming MB/s", justify="right")
+    if "barrier" in s:
+        t.add_column("MPI_Barrier launches", justify="right")
+        t.add_column(f"MPI_Barrier avg ({MICRO}s)", justify="right")
+    for k, place in enumerate(link["placements"]):
+        p = pp.get(k) or {}
+        prow = p["rows"][0] if p.get("rows") else {}
+        brow = next((r for r in p.get("rows") or [] if r["bytes"] == big), {})
+        bb = (bar.get(k) or {}).get("mpi") or []
+        cells = [f"{place['rtt_ns']:,.0f}", str(p.get("launches", 0)),
+                 _num(prow.get("latency_us"))]
+        if big:
+            cells.append(_num(brow.get("bw_mbps"), "{:,.1f}"))
+        if "barrier" in s:
+            cells += [str((bar.get(k) or {}).get("launches", 0)),
+                      _num(bb[0].get("avg_us") if bb else None)]
+        t.add_row(*cells)
+    console.print(t)
+    during = sum(1 for ln in link["launches"] if ln.get("moved_during"))
+    console.print("round trip: of a cache line between threads pinned to the two PUs, before "
+                  "and after every launch; a launch belongs to a placement when both fall in it"
+                  + (f"; {during} launch{'es' if during != 1 else ''} during which they moved "
+                     "left out" if during else ""), markup=False)
 
 
 def plot(doc: dict, path) -> Path | None:

@@ -49,6 +49,7 @@ from rich.table import Table
 
 from .. import native, plot as tplot, result, stats
 from ..errors import TiersError
+from ..noise import PLACEMENT_GAP, class_of, placement_classes  # noqa: F401 (also used here)
 from ..progress import tool_progress
 from ..render import plural
 
@@ -581,41 +582,13 @@ PLACEMENT_MIN_PAIRS = 10
 PLACEMENT_MIN_SHARE = 0.2
 
 
-#: Round trips (sorted) more than this factor apart start a new placement
-#: class: on the 2-vCPU AMD EPYC guest of docs/benchmarks.md the classes lie
-#: about 70, 100 and 450 ns apart, and one placement's samples within 10 %.
-PLACEMENT_GAP = 1.25
-
-
-def placement_classes(rtts: list[float]) -> list[tuple[float, float]]:
-    """Cluster round trips (ns) of a cache line between two PUs into the
-    placements the host gave them: sorted, a new class wherever a value is
-    more than :data:`PLACEMENT_GAP` times the one before.  Return each
-    class's (lowest, highest) value, lowest first; zeros (not measured) are
-    left out."""
-    out: list[list[float]] = []
-    for x in sorted(v for v in rtts if v and v > 0):
-        if out and x <= PLACEMENT_GAP * out[-1][1]:
-            out[-1][1] = x
-        else:
-            out.append([x, x])
-    return [(lo, hi) for lo, hi in out]
-
-
-def _class_of(x: float, classes: list[tuple[float, float]]) -> int | None:
-    for k, (lo, hi) in enumerate(classes):
-        if lo <= x <= hi:
-            return k
-    return None
-
-
 def by_placement(parts: list[dict], links: list[list[float] | None]) -> tuple[list[dict], int]:
     """The figure of one test per placement of the team's first two PUs:
     ``parts`` the test's result in each launch (its ``overheads_us`` and
     ``pair_rounds``), ``links`` each launch's round trips before every round
     of turns and after the last (``pu_link.round_rtt_ns``).  A pair belongs
     to a placement when the round trips before and after its round fall in
-    the same class (:func:`placement_classes` over every launch's round
+    the same class (:func:`tiers.noise.placement_classes` over every launch's round
     trips); the others are mixed.  Return (one entry per class with at
     least :data:`PLACEMENT_MIN_PAIRS` pairs and
     :data:`PLACEMENT_MIN_SHARE` of all: ``rtt_ns`` (the class's median
@@ -637,7 +610,7 @@ def by_placement(parts: list[dict], links: list[list[float] | None]) -> tuple[li
             if r + 1 >= len(rt):
                 mixed += 1
                 continue
-            a, b = _class_of(rt[r], classes), _class_of(rt[r + 1], classes)
+            a, b = class_of(rt[r], classes), class_of(rt[r + 1], classes)
             if a is None or a != b:
                 mixed += 1
                 continue
