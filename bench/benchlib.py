@@ -1,6 +1,7 @@
 """What the benchmark scripts that drive the tiers command share: finding
 tiers, running a command that writes --json, tiers probe mem's Triad rate,
-one tiers bench configuration, and the machine's name.
+one tiers bench configuration, the machine's name, and where the host placed
+two PUs (a cache line's round trip between them, and placements told apart).
 
 A script imports it with its own folder's parent on sys.path:
 
@@ -200,6 +201,61 @@ def machine() -> str:
     except OSError:
         pass
     return f"{cpu}, {os.cpu_count()} CPUs"
+
+
+#: Round trips (sorted) more than this factor apart are different placements
+#: of two PUs (tiers.noise.PLACEMENT_GAP, recomputed here).
+PLACEMENT_GAP = 1.25
+
+
+def rtt_classes(rtts) -> list[list[float]]:
+    """Cluster round trips (ns) of a cache line between two PUs into the
+    placements the host gave them: sorted, a new class wherever one is more
+    than :data:`PLACEMENT_GAP` times the one before.  Returns each class's
+    values, lowest class first; values that are not above zero are left out."""
+    classes: list[list[float]] = []
+    for x in sorted(v for v in rtts if v is not None and v > 0):
+        if classes and x <= PLACEMENT_GAP * classes[-1][-1]:
+            classes[-1].append(x)
+        else:
+            classes.append([x])
+    return classes
+
+
+def class_of(x, classes: list[list[float]]) -> int | None:
+    """The index of the class of :func:`rtt_classes` that holds ``x`` (None
+    for no value or none)."""
+    if x is None:
+        return None
+    for k, cl in enumerate(classes):
+        if cl[0] <= x <= cl[-1]:
+            return k
+    return None
+
+
+def pu_round_trip(a: int, b: int) -> float | None:
+    """The round trip (ns) of a cache line between two threads pinned to
+    PUs ``a`` and ``b`` (logical indices), measured as tiers measures it
+    (tiers-probe-noise, one quick sample, about 0.2 s in all): where the
+    host has placed the two PUs now.  None when it was not measured (the
+    tool failed or its deadline passed)."""
+    import json
+
+    tiers = import_tiers()  # noqa: F841 (the installed package's tools)
+    from tiers import native
+
+    cmd = [str(native.tool_path("tiers-probe-noise")), "--quick", "--pus", f"{a},{b}",
+           "--pair-samples", "1", "--duration-ms", "1"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        doc = json.loads(proc.stdout) if proc.returncode == 0 else {}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    for pair in doc.get("pairs") or []:
+        for s in pair.get("samples") or []:
+            if not s.get("timed_out") and (s.get("rtt_ns") or 0) > 0:
+                return float(s["rtt_ns"])
+    return None
 
 
 def mode(r: int, t: int) -> str:
