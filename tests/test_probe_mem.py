@@ -370,3 +370,67 @@ def test_slices_follow_huge_pages_when_every_thread_gets_eight(tmp_path):
             assert cfg["validation"]["passed"] is True
             hp = cfg["huge_page_bytes"]
             assert hp is None or (isinstance(hp, int) and hp >= 0)
+
+
+def _linked_cfg(threads, pin, rate, rtt=None):
+    return {"threads": threads, "pin": pin, "placement": "first-touch",
+            "validation": {"passed": True},
+            "pu_link": {"pus": [0, 1], "rtt_ns": rtt} if rtt else None,
+            "results": [{"kernel": "triad", "stores": "nt", "best_rate_mbps": rate,
+                         "per_thread_mbps": rate / threads, "min_time_s": 1.0,
+                         "avg_time_s": 1.0, "max_time_s": 1.0}]}
+
+
+def test_best_rates_per_placement_of_the_first_two_pus():
+    """Where the host placed the two PUs (round trips before and after a
+    configuration) sorts the configurations; one thread has no pair and
+    counts in every placement; a configuration during which the PUs moved
+    counts in none."""
+    from tiers.probe import mem
+
+    raw = {"validation_passed": True, "configs": [
+        _linked_cfg(1, "compact", 20_000.0),
+        _linked_cfg(2, "compact", 25_000.0, [100.0, 104.0]),   # near
+        _linked_cfg(2, "scatter", 37_000.0, [460.0, 450.0]),   # far
+        {**_linked_cfg(3, "compact", 40_000.0, [104.0, 455.0])}]}  # moved during it
+    s = mem.summarise(raw)
+    rows = {(r["threads"], r["pin"]): r for r in s["rows"]}
+    assert "pu_placement" not in rows[(1, "compact")]
+    assert rows[(2, "compact")]["pu_placement"] == 0
+    assert rows[(2, "scatter")]["pu_placement"] == 1
+    assert rows[(3, "compact")]["pu_placement"] is None
+    assert [p["rtt_range_ns"] for p in s["pu_link"]["placements"]] == [[100.0, 104.0],
+                                                                       [450.0, 460.0]]
+    assert s["pu_link"]["moved"] is True
+    near, far = s["best_by_placement"]
+    assert near["best"]["triad"]["best_rate_mbps"] == 25_000.0
+    assert far["best"]["triad"]["best_rate_mbps"] == 37_000.0
+    # the overall best is the configuration that moved: in no placement
+    assert s["best"]["triad"]["best_rate_mbps"] == 40_000.0
+    warning = mem.placement_warning(s)
+    assert "moved PUs 0 and 1" in warning and "25,000.0 MB/s at ~104 ns" in warning \
+        and "37,000.0 MB/s at ~455 ns" in warning
+    # one placement throughout: no warning, one class
+    raw["configs"] = raw["configs"][:2]
+    s = mem.summarise(raw)
+    assert s["pu_link"]["moved"] is False and mem.placement_warning(s) is None
+    assert s["best_by_placement"][0]["best"]["triad"]["best_rate_mbps"] == 25_000.0
+
+
+def test_pinned_pairs_carry_where_their_pus_were(tmp_path):
+    doc = _doc(tmp_path, "--threads", "1,2", "--pin", "none,compact", "--placement",
+               "first-touch", "--kernels", "triad", *SMALL)
+    if doc["params"]["num_pus"] < 2:
+        pytest.skip("needs 2 PUs")
+    for cfg in doc["samples"]:
+        pins = [b["pin_pu"] for b in cfg["thread_binding"]]
+        if cfg["threads"] >= 2 and cfg["pin"] != "none":
+            link = cfg["pu_link"]
+            assert link["pus"] == pins[:2]
+            assert len(link["rtt_ns"]) == 2
+            # a round trip measured, or 0 where a busy PU made it run out of time
+            assert all(x == 0 or 10 < x < 1e6 for x in link["rtt_ns"])
+        else:
+            assert cfg["pu_link"] is None
+    rows = [r for r in doc["summary"]["rows"] if "pu_link_ns" in r]
+    assert [(r["threads"], r["pin"]) for r in rows] == [(2, "compact")]

@@ -36,12 +36,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include <hwloc.h>
 #include <omp.h>
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/pulink.h"
 #include "common/stats.h"
 #include "common/tool.h"
 #include "tiers/topo.h"
@@ -607,6 +609,23 @@ static void measure(tiers_topo_t topo, hwloc_const_cpuset_t initial, const struc
   }
 }
 
+/* The round trip (ns) of a cache line between the first two pinned threads'
+ * PUs now: where the host has placed them (on a virtual machine two
+ * threads' Triad reads about 25 GB/s on one die and 37 on two), 0 where it
+ * could not be measured.  OpenMP's idle workers spin for a while before
+ * they sleep, and one of them on the second PU would share it with the
+ * measurement: a pause first. */
+static double pu_link_now(tiers_topo_t topo, const struct run *r)
+{
+  struct timespec pause = {0, 2000000};
+  nanosleep(&pause, NULL);
+  tiers_pulink_t l = {0, 0, 0, 0};
+  if (tiers_pulink_measure(topo, r->pin_order[0], r->pin_order[1], 1, &l) != TIERS_OK ||
+      l.timed_out)
+    return 0.0;
+  return l.rtt_ns;
+}
+
 /* Expected values after the run: the kernels replayed on scalars. */
 struct expected {
   double a, b, c;
@@ -1006,8 +1025,15 @@ int main(int argc, char **argv)
         array_map(bytes, &mc);
         double *a = ma.x, *b = mb.x, *c = mc.x;
 
+        const int linked = r.threads >= 2 && r.pin_order[0] >= 0 && r.pin_order[1] >= 0 &&
+                           r.pin_order[0] != r.pin_order[1];
+        double link[2] = {0.0, 0.0};
+        if (linked)
+          link[0] = pu_link_now(topo, &r);
         measure(topo, initial, &o, K, a, b, c, n, &r);
         const long long huge_now = huge_page_bytes(); /* while the arrays are mapped */
+        if (linked)
+          link[1] = pu_link_now(topo, &r);
         if (r.bind_error)
           tiers_tool_fail("cannot bind the threads (--pin %s): %s", tiers_pin_policy_name(r.pin),
                           r.bind_message);
@@ -1025,6 +1051,19 @@ int main(int argc, char **argv)
           tiers_json_int(&j, huge_now);
         else
           tiers_json_null(&j);
+        tiers_json_key(&j, "pu_link");
+        if (linked) {
+          tiers_json_object_begin(&j);
+          tiers_json_key(&j, "pus");
+          tiers_json_array_begin(&j);
+          tiers_json_int(&j, r.pin_order[0]);
+          tiers_json_int(&j, r.pin_order[1]);
+          tiers_json_array_end(&j);
+          tiers_json_kv_double_array(&j, "rtt_ns", link, 2);
+          tiers_json_object_end(&j);
+        } else {
+          tiers_json_null(&j);
+        }
         write_threads(&j, &r, npus);
         write_results(&j, &o, &r, n);
         int ok = validate(&j, &o, &r, a, b, c, n, why, sizeof why);

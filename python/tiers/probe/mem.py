@@ -20,6 +20,7 @@ saturation view, and plots bandwidth against threads.
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Callable
 
@@ -133,15 +134,88 @@ def summarise(raw: dict) -> dict:
                          "variant": res.get("variant"),
                          "noisy": res.get("noisy"),
                          "valid": cfg["validation"]["passed"]})
-    best = {}
+    out = {"validation_passed": bool(raw["validation_passed"]), "rows": rows,
+           "series": _series(raw["configs"]), "best": _best(rows),
+           "saturation_share": SATURATION_SHARE}
+    _split_by_placement(out, raw["configs"])
+    return out
+
+
+def _best(rows: list[dict]) -> dict:
+    """Each kernel's fastest row: its rate, threads, pinning, placement, stores."""
+    best: dict = {}
     for row in rows:
         cur = best.get(row["kernel"])
         if cur is None or row["best_rate_mbps"] > cur["best_rate_mbps"]:
             best[row["kernel"]] = {k: row[k] for k in ("best_rate_mbps", "threads", "pin",
                                                         "placement", "stores")}
-    return {"validation_passed": bool(raw["validation_passed"]), "rows": rows,
-            "series": _series(raw["configs"]), "best": best,
-            "saturation_share": SATURATION_SHARE}
+    return best
+
+
+def _split_by_placement(summary: dict, configs: list[dict]) -> None:
+    """Where the host had placed the first two pinned threads' PUs during
+    each configuration (the tool's ``pu_link``: a cache line's round trip
+    between them before and after; on a virtual machine two threads' Triad
+    reads about 25 GB/s with both on one die and 37 on two): each row of a
+    linked configuration gets ``pu_link_ns`` and ``pu_placement`` (the
+    class of :func:`tiers.noise.placement_classes` both round trips fall
+    in, None when they differ or one is missing), the summary ``pu_link``
+    (``placements``: each class's median round trip and range; ``moved``:
+    more than one class, or a configuration during which the PUs moved) and
+    ``best_by_placement`` (per class, each kernel's best over the rows of
+    that class and the rows of one thread, which have no pair).  Nothing
+    when no configuration was linked."""
+    from .. import noise
+
+    links = {(c["threads"], c["pin"], c["placement"]): (c.get("pu_link") or {}).get("rtt_ns")
+             for c in configs}
+    rtts = [x for pair in links.values() if pair for x in pair if x]
+    if not rtts:
+        return
+    classes = noise.placement_classes(rtts)
+    moved = False
+    for row in summary["rows"]:
+        pair = links.get((row["threads"], row["pin"], row["placement"]))
+        if not pair:
+            continue
+        a, b = (noise.class_of(x, classes) if x else None for x in pair)
+        row["pu_link_ns"] = list(pair)
+        row["pu_placement"] = a if a is not None and a == b else None
+        moved = moved or (a is not None and b is not None and a != b)
+    summary["pu_link"] = {
+        "pus": next((c["pu_link"]["pus"] for c in configs if c.get("pu_link")), None),
+        "placements": [{"rtt_ns": statistics.median([x for x in rtts if lo <= x <= hi]),
+                        "rtt_range_ns": [lo, hi]} for lo, hi in classes],
+        "moved": moved or len(classes) > 1}
+    summary["best_by_placement"] = [
+        {"placement": k, "rtt_ns": summary["pu_link"]["placements"][k]["rtt_ns"],
+         "best": _best([r for r in summary["rows"]
+                        if r.get("pu_placement") == k or r["threads"] == 1])}
+        for k in range(len(classes))
+        if any(r.get("pu_placement") == k for r in summary["rows"])]
+
+
+def placement_warning(summary: dict) -> str | None:
+    """One line when the first two pinned threads' PUs were not in one
+    placement for the whole run, with the best Triad (or the first kernel)
+    in each; None otherwise."""
+    link = summary.get("pu_link")
+    if not link or not link.get("moved"):
+        return None
+    cells = []
+    for b in summary.get("best_by_placement") or []:
+        kernel = "triad" if "triad" in b["best"] else next(iter(b["best"]), None)
+        if kernel:
+            x = b["best"][kernel]
+            cells.append(f"{kernel} {_mb(x['best_rate_mbps'])} MB/s at ~{b['rtt_ns']:.0f} ns "
+                         f"({plural(x['threads'], 'thread')} {x['pin']})")
+    pus = link.get("pus") or [0, 1]
+    return (f"probe mem: the host moved PUs {pus[0]} and {pus[1]} during the run (a cache "
+            "line's round trip between them "
+            + ", ".join(f"~{p['rtt_ns']:.0f} ns" for p in link["placements"])
+            + "); rates of threads on both follow it"
+            + (": " + "; ".join(cells) if cells else "")
+            + " -- compare runs per placement (best_by_placement in the JSON)")
 
 
 def measure(*, threads=None, pin=None, placement=None, kernels=None, size=None, ntimes=None,
@@ -168,8 +242,12 @@ def measure(*, threads=None, pin=None, placement=None, kernels=None, size=None, 
     raw, failure = _run_tool(args, progress)
     summary = summarise(raw)
     noisy = sum(1 for r in summary["rows"] if r.get("noisy"))
-    extra = {"warnings": [f"probe mem: {noisy} of {len(summary['rows'])} rates are noisy (95 % "
-                          "CI of the median time wider than +-5 %)"]} if noisy else {}
+    warnings = [f"probe mem: {noisy} of {len(summary['rows'])} rates are noisy (95 % "
+                "CI of the median time wider than +-5 %)"] if noisy else []
+    moved = placement_warning(summary)
+    if moved:
+        warnings.append(moved)
+    extra = {"warnings": warnings} if warnings else {}
     doc = result.new_document("probe.mem", params=raw["params"], samples=raw["configs"],
                               summary=summary, argv=argv, native=raw.get("native", {}), **extra)
     if failure is not None:
@@ -231,6 +309,12 @@ def render(doc: dict, console: Console) -> None:
         console.print(table)
         if any(res.get("noisy") for res in cfg["results"]):
             console.print(stats.LEGEND)
+        link = cfg.get("pu_link")
+        if link and link.get("rtt_ns"):
+            before, after = (f"{x:,.0f} ns" if x else "not measured" for x in link["rtt_ns"])
+            console.print(f"Threads 0 and 1 on PUs {link['pus'][0]} and {link['pus'][1]}: a "
+                          f"cache line's round trip between them {before} before, {after} "
+                          "after (where the host placed them)", markup=False)
         if valid:
             console.print("Solution Validates: avg error less than "
                           f"{cfg['validation']['epsilon']:g} on all arrays")
@@ -264,9 +348,33 @@ def render(doc: dict, console: Console) -> None:
                 cells.append(f"{total:,.0f} ({per:,.0f}){mark}")
             table.add_row(s["kernel"], s["pin"], s["placement"], *cells)
         console.print(table)
+    _render_placements(doc["summary"], console)
     verdict = doc["summary"]["validation_passed"]
     console.print("All configurations validate." if verdict
                   else "[red]Some configurations do not validate.[/red]")
+
+
+def _render_placements(summary: dict, console: Console) -> None:
+    """When the host moved the first two pinned threads' PUs during the
+    run: each kernel's best per placement (``best_by_placement``)."""
+    link = summary.get("pu_link")
+    if not link or not link.get("moved") or not summary.get("best_by_placement"):
+        return
+    pus = link.get("pus") or [0, 1]
+    kernels = [k for k in KERNELS if k in summary["best"]]
+    table = Table(title=f"Best rate MB/s per placement of PUs {pus[0]} and {pus[1]} (the host "
+                  "moved them during the run; one-thread rows count in every placement)",
+                  title_justify="left")
+    table.add_column("round trip (ns)", justify="right")
+    for k in kernels:
+        table.add_column(k.capitalize(), justify="right")
+    for b in summary["best_by_placement"]:
+        table.add_row(f"{b['rtt_ns']:,.0f}",
+                      *(_mb(b["best"][k]["best_rate_mbps"]) + f" ({b['best'][k]['threads']})"
+                        if k in b["best"] else "-" for k in kernels))
+    console.print(table)
+    console.print("(n): the threads of the best row; a configuration belongs to a placement "
+                  "when the round trips before and after it fall in it", markup=False)
 
 
 _PIN_STYLE = {"none": ":", "compact": "-", "scatter": "--"}
