@@ -105,6 +105,25 @@ def test_figures_per_placement_come_from_the_launches_in_it():
     assert "0.20" in warning and "0.50" in warning
 
 
+def test_the_two_rank_all_pairs_figures_per_placement():
+    link = _link(100, 104, 102, 460, 455, tests=["allpairs"] * 4)
+    fits = [{"latency_us": lat, "bandwidth_mbps": bw} for lat, bw in
+            ((0.21, 5000.0), (0.23, 5200.0), (0.40, 4000.0), (0.50, 3000.0))]
+    samples = {"allpairs": {"pairs": [{"a": 0, "b": 1, "layer": "cache",
+                                       "launch_fits": fits}]}}
+    summary = {"ranks": 2, "allpairs": {}}
+    net.split_by_placement(summary, link, {"allpairs": [{}] * 4}, None, samples)
+    near, far = summary["allpairs"]["by_placement"]
+    # launches: near, near, moved during it (left out), far
+    assert (near["launches"], far["launches"]) == (2, 1)
+    assert near["latency_us"] == pytest.approx(0.22) and near["bandwidth_mbps"] == 5100.0
+    assert far["latency_us"] == 0.50 and far["layer"] == "cache"
+    # more ranks: other pairs than the measured one, no split
+    summary = {"ranks": 3, "allpairs": {}}
+    net.split_by_placement(summary, link, {"allpairs": [{}] * 4}, None, samples)
+    assert "by_placement" not in summary["allpairs"]
+
+
 def test_one_placement_throughout_gives_no_warning_and_one_line():
     s = _split(_link(100, 104, 102, 101), [_pp(0.2, 800.0)] * 3, [])
     assert s["pu_link"]["moved"] is False

@@ -410,7 +410,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     if raw["params"].get("pu_link"):
         split_by_placement(summary, raw["params"]["pu_link"],
                            {t: [r[0] for r in runs_of[t]] for t in runs_of},
-                           raw["params"].get("l2_bytes"))
+                           raw["params"].get("l2_bytes"), samples)
     warnings = noisy_warnings(summary)
     params = dict(raw["params"])
     params.update({"launcher": lau.to_dict(), "launch_command": command,
@@ -471,7 +471,8 @@ def launch_placements(link: dict) -> tuple[list[tuple[float, float]], list[int |
     return classes, out
 
 
-def split_by_placement(summary: dict, link: dict, docs: dict, l2: int | None = None) -> None:
+def split_by_placement(summary: dict, link: dict, docs: dict, l2: int | None = None,
+                       samples: dict | None = None) -> None:
     """Add to ``summary`` where the host placed the ping-pong pair's PUs
     during the run and the figures per placement: ``summary["pu_link"]``
     (the pair, every launch's round trips, class and ``moved_during``
@@ -480,8 +481,11 @@ def split_by_placement(summary: dict, link: dict, docs: dict, l2: int | None = N
     the PUs moved during one), ``pingpong.by_placement`` (per class, the
     ping-pong rows merged from the launches in it: :func:`merge_pingpong`,
     :func:`_pingpong_row`) and ``barrier.by_placement`` (per class, the
-    MPI_Barrier rows of its launches: :func:`merge_collective`).  ``docs``:
-    each repeated test's launch outputs in order."""
+    MPI_Barrier rows of its launches: :func:`merge_collective`) and, for
+    two ranks (whose one pair is the measured one), ``allpairs.
+    by_placement`` (per class, the medians of the pair's own fits in the
+    launches of that class, from ``samples``).  ``docs``: each repeated
+    test's launch outputs in order."""
     classes, of = launch_placements(link)
     # each measure once: the one after a launch is the one before the next
     lns = link["launches"]
@@ -526,6 +530,22 @@ def split_by_placement(summary: dict, link: dict, docs: dict, l2: int | None = N
                             "mpi": [{"ranks": r["ranks"], "avg_us": _positive(r.get("avg_us"))}
                                     for r in merge_collective(group)]})
         bar["by_placement"] = per
+    ap = summary.get("allpairs")
+    pairs = ((samples or {}).get("allpairs") or {}).get("pairs") or []
+    if ap is not None and summary.get("ranks") == 2 and len(pairs) == 1 \
+            and len(pairs[0].get("launch_fits") or []) == len(test_class.get("allpairs", [])):
+        per = []
+        for k in range(len(classes)):
+            fits = [f for f, c in zip(pairs[0]["launch_fits"], test_class["allpairs"]) if c == k]
+            if fits:
+                lat = [f["latency_us"] for f in fits if _positive(f.get("latency_us"))]
+                bw = [f["bandwidth_mbps"] for f in fits if _positive(f.get("bandwidth_mbps"))]
+                per.append({"placement": k, "launches": len(fits),
+                            "rtt_ns": summary["pu_link"]["placements"][k]["rtt_ns"],
+                            "layer": pairs[0].get("layer"),
+                            "latency_us": statistics.median(lat) if lat else None,
+                            "bandwidth_mbps": statistics.median(bw) if bw else None})
+        ap["by_placement"] = per
 
 
 def pu_link_warning(summary: dict) -> str | None:
