@@ -118,6 +118,15 @@ def native_bin():
     return lambda name: str(native.tool_path(name))
 
 
+@pytest.fixture(scope="session")
+def survey(tmp_path_factory):
+    """One ``tiers survey`` (the main job, about a minute) shared by the
+    tests that check what it writes and how its report renders: returns
+    (the run, its output folder)."""
+    out = tmp_path_factory.mktemp("survey") / "survey"
+    return run_tiers("survey", "--out", str(out), timeout=900), out
+
+
 def pytest_collection_modifyitems(config, items):
     """Under MPICH (make test-mpich: TIERS_LAUNCHER=mpich) skip the tests
     that check Open MPI's own command lines or behaviour, each with its

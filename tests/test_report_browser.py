@@ -102,13 +102,12 @@ def test_report_screenshot_is_not_blank(report, tmp_path):
     assert inked > 0.01, f"only {inked:.2%} of the page is drawn on"
 
 
-def test_survey_report_renders_every_section(tmp_path):
+def test_survey_report_renders_every_section(survey, tmp_path):
     """tiers survey ends with the path of its report.html, and Chromium
     renders a section for the index and for every section of the survey,
     each linked from the contents."""
     _chromium()
-    out = tmp_path / "survey"
-    run = run_tiers("survey", "--out", str(out), timeout=900)
+    run, out = survey
     page = out / "report.html"
     assert run.stdout.rstrip().splitlines()[-1] == f"Report: {page.resolve()}", run.stderr
     index = json.loads((out / "survey.json").read_text())

@@ -8,9 +8,8 @@ from conftest import assert_one_line_error, run_tiers
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def test_survey_writes_every_section(tmp_path):
-    out = tmp_path / "survey"
-    run = run_tiers("survey", "--out", str(out), timeout=600)
+def test_survey_writes_every_section(survey):
+    run, out = survey
     assert run.returncode == 0, run.stderr
     index = json.loads((out / "survey.json").read_text())
     assert index["schema"] == "tiers.survey/1"
