@@ -111,6 +111,11 @@ def test_launches_the_host_placed_apart_say_so(native_bin):
                                           "ci95_us": [-0.02, 0.01], "noisy": True}])])]}
                                 )["rows"][0]["by_placement"]
     assert [(b["value_us"], b["reliable"]) for b in row_places] == [(0.3, True), (None, False)]
+    # a placement's figure that is not a cost is not given as a number at all
+    # (the pairs' values stay in the samples), and says why
+    assert row_places[0]["median_us"] == 0.3 and row_places[0]["ci95_us"] == [0.29, 0.31]
+    assert row_places[1]["median_us"] is None and row_places[1]["ci95_us"] is None
+    assert row_places[1]["why"] == "below noise"
     steady = [_launch(native_bin, x, link=(100, 140)) for x in (0.30, 0.40, 0.302)]
     test, row = _merged_row(steady)
     assert row["noisy"] is True and "moved" not in row["noisy_why"]

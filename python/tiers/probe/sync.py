@@ -286,8 +286,13 @@ def summarise(raw: dict) -> dict:
                 places = []
                 for b in test["by_placement"]:
                     b = dict(b)
-                    b["value_us"] = _placement_value(b, res)[0]
+                    b["value_us"], text = _placement_value(b, res)
                     b["reliable"] = b["value_us"] is not None
+                    if not b["reliable"]:
+                        # as the row's own figures: no overhead that is not
+                        # one (a median at or below zero); the pairs' values
+                        # stay in the samples
+                        b.update(median_us=None, ci95_us=None, why=text)
                     places.append(b)
                 row["by_placement"] = places
                 row["placement_mixed_pairs"] = test.get("placement_mixed_pairs", 0)
@@ -994,7 +999,8 @@ def render(doc: dict, console: Console) -> None:
         for r in moved:
             cells = []
             for b in r["by_placement"]:
-                value, text = _placement_value(b, r.get("resolution_us"))
+                value, text = ((None, b["why"]) if b.get("reliable") is False and b.get("why")
+                               else _placement_value(b, r.get("resolution_us")))
                 cells.append(stats.mark(text, value is None or b.get("noisy")) +
                              f"\n{b['rtt_ns']:.0f} ns, {b['pairs']} pairs")
             cells += [""] * (width - len(cells))
