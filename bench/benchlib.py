@@ -236,26 +236,13 @@ def class_of(x, classes: list[list[float]]) -> int | None:
 def pu_round_trip(a: int, b: int) -> float | None:
     """The round trip (ns) of a cache line between two threads pinned to
     PUs ``a`` and ``b`` (logical indices), measured as tiers measures it
-    (tiers-probe-noise, one quick sample, about 0.2 s in all): where the
-    host has placed the two PUs now.  None when it was not measured (the
-    tool failed or its deadline passed)."""
-    import json
+    around its own launches (tiers.noise.pair_round_trip: one quick sample
+    of tiers-probe-noise, a few tens of milliseconds): where the host has
+    placed the two PUs now.  None when it was not measured."""
+    import_tiers()
+    from tiers import noise
 
-    tiers = import_tiers()  # noqa: F841 (the installed package's tools)
-    from tiers import native
-
-    cmd = [str(native.tool_path("tiers-probe-noise")), "--quick", "--pus", f"{a},{b}",
-           "--pair-samples", "1", "--duration-ms", "1"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-        doc = json.loads(proc.stdout) if proc.returncode == 0 else {}
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-    for pair in doc.get("pairs") or []:
-        for s in pair.get("samples") or []:
-            if not s.get("timed_out") and (s.get("rtt_ns") or 0) > 0:
-                return float(s["rtt_ns"])
-    return None
+    return noise.pair_round_trip(a, b)
 
 
 def mode(r: int, t: int) -> str:

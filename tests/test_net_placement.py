@@ -1,5 +1,5 @@
 """tiers probe net per placement of the ping-pong pair's PUs: on a virtual
-machine the host moves its CPUs, and every figure between two ranks follows
+machine the host moves its CPUs, and figures between two ranks can follow
 the distance between their PUs.  tiers measures a cache line's round trip
 between the two PUs before the first launch and after every launch, and
 gives the ping-pong and MPI_Barrier figures per placement

@@ -70,10 +70,10 @@ def measure(*, quick: bool = True, quantum_us: float | None = None,
 def pair_round_trip(a: int, b: int, timeout: float = 30.0) -> float | None:
     """The round trip (ns) of a cache line between two threads pinned to
     PUs ``a`` and ``b`` (logical indices) now: one quick sample of the
-    tool's pairs (about 0.2 s with the tool's start).  None when it could
-    not be measured (the tool failed, or the sample ran out of time: the
-    second PU taken by other work).  Never raises: a figure that is not
-    there is only a placement that is not known."""
+    tool's pairs (a few tens of milliseconds with the tool's start).  None
+    when it could not be measured (the tool failed, or the sample ran out
+    of time: the second PU taken by other work).  Never raises: a figure
+    that is not there is only a placement that is not known."""
     from .errors import TiersError
 
     try:

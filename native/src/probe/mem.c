@@ -610,9 +610,9 @@ static void measure(tiers_topo_t topo, hwloc_const_cpuset_t initial, const struc
 }
 
 /* The round trip (ns) of a cache line between the first two pinned threads'
- * PUs now: where the host has placed them (on a virtual machine two
- * threads' Triad reads about 25 GB/s on one die and 37 on two), 0 where it
- * could not be measured.  OpenMP's idle workers spin for a while before
+ * PUs now: where the host has placed them (on a 2-vCPU guest two threads'
+ * Triad read 23-34 GB/s with the PUs near, 34-38 far), 0 where it could not
+ * be measured.  OpenMP's idle workers spin for a while before
  * they sleep, and one of them on the second PU would share it with the
  * measurement: a pause first. */
 static double pu_link_now(tiers_topo_t topo, const struct run *r)

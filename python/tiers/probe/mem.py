@@ -155,8 +155,8 @@ def _best(rows: list[dict]) -> dict:
 def _split_by_placement(summary: dict, configs: list[dict]) -> None:
     """Where the host had placed the first two pinned threads' PUs during
     each configuration (the tool's ``pu_link``: a cache line's round trip
-    between them before and after; on a virtual machine two threads' Triad
-    reads about 25 GB/s with both on one die and 37 on two): each row of a
+    between them before and after; on a 2-vCPU guest two threads' Triad
+    read 23-34 GB/s with the PUs near, 34-38 far): each row of a
     linked configuration gets ``pu_link_ns`` and ``pu_placement`` (the
     class of :func:`tiers.noise.placement_classes` both round trips fall
     in, None when they differ or one is missing), the summary ``pu_link``

@@ -321,8 +321,8 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     runs_of: dict[str, list] = {t: [] for t in repeated}
     order = launch_order(selected, n_launches)
     # where the host had placed the PUs of the ping-pong pair: on a virtual
-    # machine it moves its CPUs every few seconds, and every figure between
-    # them moves with the distance (docs/schemas/probe-net.md, pu_link); a
+    # machine it moves its CPUs every few seconds, and figures between them
+    # can move with the distance (docs/schemas/probe-net.md, pu_link); a
     # cache line's round trip between the two PUs before the first launch
     # and after every launch (one measure between two launches serves both)
     link_pair = pair or (0, 1)
@@ -568,7 +568,7 @@ def pu_link_warning(summary: dict) -> str | None:
             f"{places} between launches"
             + (f", and changed during {moved} launch{'es' if moved != 1 else ''}" if moved
                else "")
-            + "; figures between the two ranks follow it"
+            + "; figures between the two ranks can follow it"
             + (f" (ping-pong {_smallest_size(summary)} latency {'; '.join(lat)})" if lat else "")
             + " -- compare runs per placement (pu_link in the JSON)")
 
