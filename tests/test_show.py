@@ -196,13 +196,13 @@ def test_plot_stamp_names_host_date_and_command():
     with plot.stamping(doc):
         fig, _ = plot.figure()
     texts = [t.get_text() for t in fig.texts]
-    plot.plt.close(fig)
+    plot.pyplot().close(fig)
     assert len(texts) == 1
     assert texts[0].startswith(doc["machine"]["hostname"] + "  " + doc["created"][:10])
     assert "tiers probe sync --quick" in texts[0]
     fig, _ = plot.figure()  # outside stamping: no stamp
     assert not fig.texts
-    plot.plt.close(fig)
+    plot.pyplot().close(fig)
 
 
 def test_plural():

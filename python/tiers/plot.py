@@ -9,17 +9,25 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
+def pyplot():
+    """matplotlib's pyplot on the non-interactive Agg backend, imported on
+    the first plot: importing it takes about a second, which every command
+    that draws nothing (``tiers mbc run``, a refused option, ``--help``)
+    would otherwise pay at start."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.2):
     """Return (fig, axes) sized for ``ncols`` x ``nrows`` panels; inside
     ``stamping(doc)`` the figure carries ``doc``'s stamp."""
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
+    fig, axes = pyplot().subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
                              squeeze=False)
     doc = _stamp_doc.get()
     if doc is not None:
@@ -86,7 +94,7 @@ def save(fig, path: str | os.PathLike, *, follow_symlinks: bool = False) -> Path
         fig.tight_layout()
         fig.savefig(buf, format="png", dpi=110)
     finally:
-        plt.close(fig)
+        pyplot().close(fig)
     output.write_bytes(path, buf.getvalue(), follow_symlinks=follow_symlinks)
     return Path(path)
 
