@@ -97,6 +97,12 @@ int main(int argc, char **argv)
       if (peer != MPI_PROC_NULL && receiver) {
         tiers_tally(winval[0] == round + 1.0);
       }
+      /* the read above lies in an epoch of its own: after the first fence
+       * the sender may already put the next round's value (MPI leaves a
+       * target's load of a location that a put of the same epoch updates
+       * undefined), and does when a transport that progresses on its own
+       * lets it finish the next send while the receiver waits for a CPU */
+      MPI_Win_fence(0, win);
     } else if (!strcmp(mode, "pscw") && peer != MPI_PROC_NULL) {
       /* even rounds: the receiver is the target (MPI_Win_wait waits for
        * the sender's MPI_Win_complete); odd rounds: its origin
