@@ -499,12 +499,10 @@ def split_by_placement(summary: dict, link: dict, docs: dict, l2: int | None = N
         "launches": [dict(ln, placement=c, moved_during=m)
                      for ln, c, m in zip(link["launches"], of, during)],
         "moved": len(classes) > 1 or any(during)}
-    seen = {t: 0 for t in docs}
     test_class: dict[str, list[int | None]] = {t: [] for t in docs}
     for ln, c in zip(link["launches"], of):
         if ln["test"] in test_class:
             test_class[ln["test"]].append(c)
-            seen[ln["test"]] += 1
     pp = summary.get("pingpong")
     if pp is not None and docs.get("pingpong"):
         per = []
