@@ -31,6 +31,7 @@ draws heat maps.  The document is ``tiers.probe.net/1``
 from __future__ import annotations
 
 import math
+import os
 import shlex
 import statistics
 from pathlib import Path
@@ -428,8 +429,6 @@ def _expected_pus(pair: tuple[int, int]) -> tuple[int, int] | None:
     where every core has one PU and this process may use them all; None
     otherwise (the first launch then reports them).  Checked against the
     PUs the launch reports (:func:`_pair_pus`)."""
-    import os
-
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -455,6 +454,14 @@ def _pair_pus(doc: dict, pair: tuple[int, int]) -> tuple[int, int] | None:
     return (pa, pb) if pa != pb else None
 
 
+def _measures(link: dict) -> list[float]:
+    """The round trips of ``params.pu_link``, each measure once (the one
+    after a launch is the one before the next), those not measured left out."""
+    lns = link["launches"]
+    return [x for x in ([lns[0]["rtt_ns"][0]] if lns else []) + [ln["rtt_ns"][1] for ln in lns]
+            if x]
+
+
 def launch_placements(link: dict) -> tuple[list[tuple[float, float]], list[int | None]]:
     """The placement classes of the ping-pong pair's PUs over a run's
     launches (``link``: ``params.pu_link``; :func:`tiers.noise.
@@ -462,8 +469,7 @@ def launch_placements(link: dict) -> tuple[list[tuple[float, float]], list[int |
     class of its round trips before and after, None when they fall in
     different classes (the host moved the PUs during the launch) or one was
     not measured."""
-    rtts = [x for ln in link["launches"] for x in ln["rtt_ns"] if x]
-    classes = noise.placement_classes(rtts)
+    classes = noise.placement_classes(_measures(link))
     out = []
     for ln in link["launches"]:
         a, b = (noise.class_of(x, classes) for x in ln["rtt_ns"])
@@ -487,10 +493,7 @@ def split_by_placement(summary: dict, link: dict, docs: dict, l2: int | None = N
     launches of that class, from ``samples``).  ``docs``: each repeated
     test's launch outputs in order."""
     classes, of = launch_placements(link)
-    # each measure once: the one after a launch is the one before the next
-    lns = link["launches"]
-    rtts = [x for x in ([lns[0]["rtt_ns"][0]] if lns else []) + [ln["rtt_ns"][1] for ln in lns]
-            if x]
+    rtts = _measures(link)
     during = [all(ln["rtt_ns"]) and c is None for ln, c in zip(link["launches"], of)]
     summary["pu_link"] = {
         "pus": link["pus"], "ranks": link["ranks"],
