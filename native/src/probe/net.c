@@ -5,9 +5,11 @@
  * Three tests, chosen with --tests:
  *
  * pingpong  Between two ranks (--pair A,B; default 0,1), for every size of
- *           --sizes: the round-trip time of a ping-pong as the MPI/MBCF
- *           paper measures it (each side pre-posts MPI_Irecv; A sends and
- *           waits for the answer, B waits and answers), averaged over the
+ *           --sizes: the round-trip time of a ping-pong (up to 1 KiB as
+ *           osu_latency: A sends with MPI_Send and waits in MPI_Recv, B
+ *           receives and answers; larger sizes, and every size with
+ *           --yield, as the MPI/MBCF paper measures: each side pre-posts
+ *           MPI_Irecv, A sends and waits for the answer), averaged over the
  *           iterations after the warm-up ones (osu_latency's loop counts:
  *           10000 + 100 skipped up to 8 KiB, 1000 + 10 above); one-way
  *           latency = round trip / 2.  Then the streaming bandwidth as
@@ -770,6 +772,27 @@ static void send_bounded(int count, int peer, MPI_Request *req)
 }
 
 /*
+ * One round trip of `count` bytes as osu_latency times it: the side that
+ * starts sends with MPI_Send and waits in a blocking MPI_Recv, the other
+ * receives, then answers.  Only for eager sizes outside --yield, under the
+ * caller's deadline (deadline_arm): a receive posted in advance and
+ * completed with MPI_Wait costs Open MPI's shared-memory transport 0.02-0.035
+ * us more a one-way trip (0.21-0.25 against 0.18-0.22 us at 0 B, 6 of 6
+ * interleaved runs on a 2-CPU EPYC guest), which the OSU suite's figure
+ * does not include.
+ */
+static void round_trip_blocking(int count, int peer, int first, int tag)
+{
+  if (first) {
+    MPI_Send(sbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+    MPI_Recv(rbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else {
+    MPI_Recv(rbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Send(sbuf, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+  }
+}
+
+/*
  * Rank a's repeat-until decision after a block, told to rank b (untimed):
  * returns the stop reason (0: go on) on both ranks.
  */
@@ -805,15 +828,22 @@ static void pingpong_size(uint64_t bytes, pp_row_t *row)
   MPI_Request req[4096 + 1];
 
   /* round trips, in blocks of row->iters after row->skip warm-up ones,
-   * until the statistics layer's rule stops: each side pre-posts its
-   * receive, as seed 001 measures; eager-sized ones complete with a
-   * blocking MPI_Wait under the series deadline (not with --yield, where
-   * ranks must give up the CPU) */
+   * until the statistics layer's rule stops.  Eager-sized ones as
+   * osu_latency times them (round_trip_blocking: MPI_Send, blocking
+   * MPI_Recv) under the series deadline; larger ones, and every size with
+   * --yield (ranks must give up the CPU), with the receive pre-posted, as
+   * the MPI/MBCF paper measures, and a bounded, polling wait */
   if (rank == a || rank == b) {
     int peer = rank == a ? b : a;
     int blocking = count <= EAGER_BYTES && !opt.yield;
     double start = tiers_now();
+    if (blocking)
+      deadline_arm(peer, "ping-pong");
     for (long i = 0; i < row->skip; i++) {
+      if (blocking) {
+        round_trip_blocking(count, peer, rank == a, TAG_PINGPONG);
+        continue;
+      }
       MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
       if (rank == a)
         send_bounded(count, peer, &req[1]);
@@ -821,18 +851,21 @@ static void pingpong_size(uint64_t bytes, pp_row_t *row)
       if (rank == b)
         send_bounded(count, peer, &req[1]);
     }
+    if (blocking)
+      deadline_disarm();
     for (;;) {
       if (blocking)
         deadline_arm(peer, "ping-pong");
       double t0 = tiers_now();
       for (long i = 0; i < row->iters; i++) {
+        if (blocking) {
+          round_trip_blocking(count, peer, rank == a, TAG_PINGPONG);
+          continue;
+        }
         MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
         if (rank == a)
-          send_bounded(count, peer, &req[1]); /* completes at once when eager */
-        if (blocking)
-          MPI_Wait(&req[0], MPI_STATUS_IGNORE);
-        else
-          wait_all(1, req, 0, "ping-pong", peer);
+          send_bounded(count, peer, &req[1]);
+        wait_all(1, req, 0, "ping-pong", peer);
         if (rank == b)
           send_bounded(count, peer, &req[1]);
       }
@@ -1013,11 +1046,12 @@ static void exchange_pair(int phase, int step, int round, int peer)
    * round trips after as many warm-up ones, repeated by the
    * statistics layer's rule; the fit's intercept is often not a usable
    * latency (docs/statistics.md).  Each round trip is the ping-pong test's
-   * (pingpong_size): the receive pre-posted, a blocking MPI_Send and a
-   * blocking MPI_Wait under one deadline for the whole series (polling
+   * (pingpong_size): osu_latency's MPI_Send and blocking MPI_Recv
+   * (round_trip_blocking) under one deadline for the whole series (polling
    * with MPI_Test cost ~0.02 us more a one-way trip: 0.28 against 0.26 us
-   * on 2 ranks of one machine), polling only with --yield, so that the
-   * pair's latency is the same quantity as the ping-pong's 0-byte one. */
+   * on 2 ranks of one machine), the receive pre-posted and polled only
+   * with --yield, so that the pair's latency is the same quantity as the
+   * ping-pong's 0-byte one. */
   int nlat = 0;
   int blocking = !opt.yield;
   double start = tiers_now();
@@ -1026,13 +1060,14 @@ static void exchange_pair(int phase, int step, int round, int peer)
       deadline_arm(peer, "all-pairs latency");
     double t0 = tiers_now();
     for (long i = 0; i < ap_lat_iters(); i++) {
+      if (blocking) {
+        round_trip_blocking(0, peer, initiator, tag);
+        continue;
+      }
       MPI_Irecv(rbuf, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req[0]);
       if (initiator)
         MPI_Send(sbuf, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD); /* eager: returns at once */
-      if (blocking)
-        MPI_Wait(&req[0], MPI_STATUS_IGNORE);
-      else
-        wait_all(1, req, 0, "all-pairs latency", peer);
+      wait_all(1, req, 0, "all-pairs latency", peer);
       if (!initiator)
         MPI_Send(sbuf, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
     }
