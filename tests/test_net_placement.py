@@ -144,6 +144,39 @@ def test_a_round_trip_not_measured_is_not_a_move():
     assert s["pingpong"]["by_placement"][0]["launches"] == 2
 
 
+def _rendered(s):
+    out = io.StringIO()
+    net._render_placements(s, Console(file=out, width=400))
+    return out.getvalue()
+
+
+def test_no_round_trip_measured_says_the_placement_is_unknown():
+    # a busy neighbour on one PU: every sample ran out of time
+    s = _split(_link(None, None, None), [_pp(0.2, 800.0)] * 2, [])
+    assert s["pu_link"]["placements"] == [] and s["pu_link"]["moved"] is False
+    assert s["pingpong"]["by_placement"] == []
+    text = _rendered(s)
+    assert "PUs 0 and 1 (ranks 0 and 1): where the host placed them was not measured" in text
+    assert "ran out of time" in text and len(text.strip().splitlines()) == 1
+
+
+def test_launches_whose_round_trips_ran_out_of_time_are_counted():
+    s = _split(_link(100, None, 104, 102), [_pp(0.2, 800.0)] * 3, [])
+    assert [ln["placement"] for ln in s["pu_link"]["launches"]] == [None, None, 0]
+    text = _rendered(s)
+    assert "one placement throughout" in text
+    assert "2 launches whose round trips ran out of time" in text
+
+
+def test_moved_during_every_launch_gives_one_line_not_an_empty_table():
+    s = _split(_link(79, 110, 80, 112), [_pp(0.2, 800.0)] * 3, [])
+    assert s["pu_link"]["moved"] is True
+    assert all(ln["placement"] is None for ln in s["pu_link"]["launches"])
+    text = _rendered(s)
+    assert "moved them during every launch" in text and "~79 to ~112 ns" in text
+    assert "│" not in text and "no figure per placement" in text
+
+
 def test_the_table_prints_each_placement_s_figures():
     link = _link(100, 104, 450, 460, tests=["pingpong", "barrier", "pingpong"])  # 102, 455
     s = _split(link, [_pp(0.20, 800.0), _pp(0.50, 1600.0)], [_bar(0.33)])

@@ -1285,14 +1285,30 @@ def _render_placements(s: dict, console: Console) -> None:
     streaming bandwidth, MPI_Barrier), the launches in each, and the
     launches during which the PUs moved."""
     link = s.get("pu_link")
-    if not link or not link["placements"]:
+    if not link:
         return
     a, b = link["pus"]
     who = f"PUs {a} and {b} (ranks {link['ranks'][0]} and {link['ranks'][1]})"
+    if not link["placements"]:
+        console.print(f"{who}: where the host placed them was not measured: every round trip "
+                      "of a cache line between them ran out of time (a PU taken by other "
+                      "work); figures between the two ranks cannot be given per placement",
+                      markup=False)
+        return
+    unmeasured = sum(1 for ln in link["launches"] if not all(ln["rtt_ns"]))
+    gaps = (f"; {unmeasured} launch{'es' if unmeasured != 1 else ''} whose round trips ran out "
+            "of time (a PU taken by other work) left out" if unmeasured else "")
     if not link.get("moved"):
         console.print(f"{who}: a cache line's round trip of ~{link['placements'][0]['rtt_ns']:.0f}"
                       " ns between them before and after every launch (one placement "
-                      "throughout)", markup=False)
+                      f"throughout){gaps}", markup=False)
+        return
+    if not any(ln.get("placement") is not None for ln in link["launches"]):
+        lo = min(p["rtt_range_ns"][0] for p in link["placements"])
+        hi = max(p["rtt_range_ns"][1] for p in link["placements"])
+        console.print(f"{who}: the host moved them during every launch (a cache line's round "
+                      f"trip between them went from ~{lo:.0f} to ~{hi:.0f} ns): no figure per "
+                      f"placement{gaps}", markup=False)
         return
     pp = {x["placement"]: x for x in (s.get("pingpong") or {}).get("by_placement") or []}
     bar = {x["placement"]: x for x in (s.get("barrier") or {}).get("by_placement") or []}
@@ -1326,7 +1342,7 @@ def _render_placements(s: dict, console: Console) -> None:
     console.print("round trip: of a cache line between threads pinned to the two PUs, before "
                   "and after every launch; a launch belongs to a placement when both fall in it"
                   + (f"; {during} launch{'es' if during != 1 else ''} during which they moved "
-                     "left out" if during else ""), markup=False)
+                     "left out" if during else "") + gaps, markup=False)
 
 
 def plot(doc: dict, path) -> Path | None:
