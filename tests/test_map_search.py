@@ -114,7 +114,7 @@ def test_eval_costs_equal_plain_loops(node16, n, seed):
     names = ["node"] + list(mach.level_layers) + ["core"]
     lat = [mach.layer_costs[x][0] for x in names]
     bw = [mach.layer_costs[x][1] for x in names]
-    place, costs, chosen, _ = core.search(
+    place, costs, chosen, _, _ = core.search(
         g, mach.nodes, 100.0, mach.arity, mach.cost, lat, bw, P.TIME_TIE,
         [(rnd.node, rnd.slot)], use_scotch=False, seed=1, budget=0)
     c = costs[2]
@@ -238,10 +238,120 @@ def test_outside_the_band_the_faster_placement_wins_over_fewer_bytes(node16):
     bw = [mach.layer_costs[x][1] for x in names]
     geo = P.geometric(g, mach)
     blk = P.block(g.n, mach)
-    place, costs, chosen, _ = core.search(
+    place, costs, chosen, _, _ = core.search(
         g, mach.nodes, 100.0, mach.arity, mach.cost, lat, bw, 0.0,
         [(blk.node, blk.slot), (geo.node, geo.slot)], use_scotch=True, seed=1, budget=0)
     traffic = directed(g)
     keys = [by_loops(traffic, mach, place[i, 0], place[i, 1]) for i in range(4)]
     assert chosen == int(np.argmin([k[0] for k in keys]))
     assert chosen != 3 and keys[3][1] < keys[chosen][1]
+
+
+def row_block_graph(name: str, ranks: int):
+    """The halo exchange of pyamg's gallery matrix ``name`` cut into
+    ``ranks`` contiguous row blocks (8 bytes per vector entry a block needs
+    from another), as bench/map_vs_scotch builds it."""
+    pyamg = pytest.importorskip("pyamg")
+    sio = pytest.importorskip("scipy.io")
+    import os
+    a = sio.loadmat(os.path.join(os.path.dirname(pyamg.__file__), "gallery", "example_data",
+                                 name + ".mat"))["A"].tocoo()
+    owner = (np.arange(a.shape[0]) * ranks) // a.shape[0]
+    p, q = owner[a.row], owner[a.col]
+    keep = p != q
+    need = np.unique(np.stack([p[keep], a.col[keep]], axis=1), axis=0)
+    key = owner[need[:, 1]] * ranks + need[:, 0]
+    uk, cnt = np.unique(key, return_counts=True)
+    return G.from_coo(ranks, (uk // ranks).tolist(), (uk % ranks).tolist(),
+                      (8.0 * cnt).tolist())
+
+
+def _search(g, mach, cands, node_cost2):
+    names = ["node"] + list(mach.level_layers) + ["core"]
+    lat = [mach.layer_costs[x][0] for x in names]
+    bw = [mach.layer_costs[x][1] for x in names]
+    budget = P.REFINE_PER_EDGE * int(g.adjncy.size) + P.REFINE_MIN
+    return core.search(g, mach.nodes, 100.0, mach.arity, mach.cost, lat, bw, P.TIME_TIE,
+                       [(p.node, p.slot) for p in cands], use_scotch=True, seed=1,
+                       budget=budget, tree_nodes=mach.nodes, node_cost2=node_cost2)
+
+
+@needs_search
+def test_a_second_start_leaves_scotch_s_basin_on_a_sparse_matrix(node16):
+    """local_disc_galerkin_diffusion in 128 row blocks on 8 nodes:
+    Scotch's mapping has one node sending far more than any other; the
+    second start (Scotch with the node level 10x dearer), refined, is
+    written: its busiest node sends less than the first start's choice,
+    its predicted time is within the band, and it moves no more inter-node
+    bytes than the fewest of any candidate (the balancing's cap) -- all
+    recomputed here by loops."""
+    g = row_block_graph("local_disc_galerkin_diffusion", 128)
+    mach = machine(node16, 8, g.n)
+    cands = [P.block(g.n, mach), P.by_node(g.n, mach), P.by_package(g.n, mach)]
+    traffic = directed(g)
+    place0, _, chosen0, _, second0 = _search(g, mach, cands, 0.0)
+    place, _, chosen, _, second = _search(g, mach, cands, 1000.0)
+    assert not second0 and second
+    last = len(cands) + 2
+    assert chosen == last
+    first = by_loops(traffic, mach, place0[chosen0, 0], place0[chosen0, 1])
+    mine = by_loops(traffic, mach, place[last, 0], place[last, 1])
+    # the trigger: Scotch's mapping's busiest node against the next one
+    sent = {}
+    for (s, d), b in traffic.items():
+        n0 = place0[0, 0]
+        if n0[s] != n0[d]:
+            sent[n0[s]] = sent.get(n0[s], 0.0) + b
+    top, nxt = sorted(sent.values(), reverse=True)[:2]
+    assert top > 1.25 * nxt
+    assert mine[1] < first[1]
+    assert mine[0] <= min(first[0], mine[0]) * (1 + P.TIME_TIE)
+    fewest = min(by_loops(traffic, mach, place[i, 0], place[i, 1])[2] for i in range(last))
+    assert mine[2] <= fewest + 1e-9
+    # rows 0 .. last - 1 are the same with and without the second start
+    assert np.array_equal(place[:last], place0[:last])
+    # every node holds its 16 ranks on 16 distinct cores
+    assert np.bincount(place[last, 0], minlength=8).tolist() == [16] * 8
+    for k in range(8):
+        assert len(set(place[last, 1][place[last, 0] == k].tolist())) == 16
+
+
+@needs_search
+def test_no_second_start_where_no_node_stands_out(node16):
+    """A graph whose chosen placement has no node far above the others
+    gets no second start, whatever node_cost2: the written placement is the
+    same as without it."""
+    g = G.stencil([4, 4, 8], [32, 32, 32])
+    mach = machine(node16, 8, g.n)
+    cands = [P.block(g.n, mach), P.by_node(g.n, mach)]
+    place0, _, chosen0, _, _ = _search(g, mach, cands, 0.0)
+    place, _, chosen, _, second = _search(g, mach, cands, 1000.0)
+    assert not second and chosen == chosen0
+    assert np.array_equal(place[chosen], place0[chosen0])
+
+
+def test_tiers_map_writes_the_second_start_and_says_so(tmp_path):
+    """Through the command: the row blocks of local_disc_galerkin_diffusion
+    as a Matrix Market file; the refined placement is written and its note
+    names the second start."""
+    import json
+
+    from conftest import run_tiers
+    g = row_block_graph("local_disc_galerkin_diffusion", 128)
+    path = tmp_path / "g.mtx"
+    rows = [(v, int(g.adjncy[e]), float(g.adjsent[e]) if g.adjsent is not None
+             else float(g.adjwgt[e]) / 2)
+            for v in range(g.n) for e in range(int(g.xadj[v]), int(g.xadj[v + 1]))]
+    rows = [r for r in rows if r[2] > 0]
+    path.write_text("%%MatrixMarket matrix coordinate real general\n"
+                    f"{g.n} {g.n} {len(rows)}\n"
+                    + "".join(f"{s + 1} {d + 1} {b:.0f}\n" for s, d, b in rows))
+    out = tmp_path / "map.json"
+    run = run_tiers("map", "--machine", NODE16, "--nodes", "8", "--comm", str(path),
+                    "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(out.read_text())
+    assert doc["summary"]["chosen"]["placement"] == "refined"
+    mets = {m["placement"]: m for m in doc["summary"]["comparison"]}
+    assert mets["refined"]["max_node_sent_bytes"] < mets["afc"]["max_node_sent_bytes"]
+    assert "second start" in run.stdout

@@ -312,6 +312,12 @@ TIERS_API int tiers_map_eval(const tiers_map_graph_t *g, const double *sent_byte
  *        their costs zero)
  * @param seed Scotch's seed
  * @param budget the refinement's work limit (tiers_map_refine)
+ * @param node_cost2 > 0: a second start -- when Scotch's mapping (row
+ *        0) has a node sending more than 1.25 times what any other node
+ *        sends, Scotch's mapping with the node level at @p node_cost2 is
+ *        the refinement's start if it ranks before the winner (and the
+ *        winner's own refinement is made when its result does not rank
+ *        first); 0: none
  * @param[in,out] place (ncand + 3) placements of 2 rows of n ints (node
  *        per rank, then slot per rank): row pair 0 afc, 1 afc-nb (out),
  *        2 .. ncand + 1 the caller's candidates (in), ncand + 2 the refined
@@ -320,6 +326,8 @@ TIERS_API int tiers_map_eval(const tiers_map_graph_t *g, const double *sent_byte
  *        for a placement not made)
  * @param[out] chosen the index of the placement to write
  * @param[out] swaps swaps the refinement made (may be NULL)
+ * @param[out] second 1 when the refined row is the second start's (may be
+ *        NULL)
  * @return as tiers_map_tree and tiers_map_eval.  Not thread-safe with
  *         other Scotch users of the process.
  */
@@ -328,7 +336,8 @@ TIERS_API int tiers_map_search(const tiers_map_graph_t *g, const double *sent_by
                                int tree_nodes, const double *lat, const double *bw,
                                double time_tie,
                                int ncand, int use_scotch, uint64_t seed, int64_t budget,
-                               int *place, tiers_map_cost_t *costs, int *chosen, int *swaps);
+                               double node_cost2, int *place, tiers_map_cost_t *costs,
+                               int *chosen, int *swaps, int *second);
 
 /**
  * @brief Recognises a 2-D or 3-D grid of face exchanges in any numbering:

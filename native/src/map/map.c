@@ -2791,12 +2791,37 @@ static double cost_time(const tiers_map_cost_t *c)
   return fmax(c->rank_s, c->link_s);
 }
 
+/* The most and the second most bytes one node sends to other nodes
+ * (``sent``: scratch for ``nodes`` doubles). */
+static void top_two_sent(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
+                         const int *node_of, double *sent, double *top, double *next)
+{
+  memset(sent, 0, (size_t)nodes * sizeof *sent);
+  for (int v = 0; v < g->n; v++)
+    for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++)
+      if (node_of[g->adjncy[e]] != node_of[v])
+        sent[node_of[v]] += sent_bytes ? sent_bytes[e] : 0.5 * edge_weight(g, e);
+  *top = *next = 0;
+  for (int i = 0; i < nodes; i++) {
+    if (sent[i] > *top) {
+      *next = *top;
+      *top = sent[i];
+    } else if (sent[i] > *next) {
+      *next = sent[i];
+    }
+  }
+}
+
+/* A second start is tried when the chosen placement's busiest node sends
+ * more than this many times what the next one sends (docs/map.md). */
+#define SECOND_GAP 1.25
+
 int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
                      const tiers_map_node_t *node, double node_cost, int tree_nodes,
                      const double *lat, const double *bw, double time_tie, int ncand,
                      int use_scotch,
-                     uint64_t seed, int64_t budget, int *place, tiers_map_cost_t *costs,
-                     int *chosen, int *swaps)
+                     uint64_t seed, int64_t budget, double node_cost2, int *place,
+                     tiers_map_cost_t *costs, int *chosen, int *swaps, int *second)
 {
   TIERS_CALL(check_args(g));
   if (nodes < 1 || !node || !lat || !bw || !(time_tie >= 0) || ncand < 0 ||
@@ -2820,6 +2845,8 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
     goto out;
   }
   memset(costs, 0, (size_t)total * sizeof *costs);
+  if (second)
+    *second = 0;
   if (use_scotch) {
     rc = tiers_map_tree(g, tree_nodes, node_cost, node, -1, 0.05, seed, NODE_ROW(0),
                         SLOT_ROW(0));
@@ -2851,16 +2878,47 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
   /* the refinement of the winner: the busiest node's sent bytes first,
    * then the inter-node bytes, never worse on either; kept when it ranks
    * first among all */
-  {
-    const int r = total - 1;
-    copy_placement(NODE_ROW(r), SLOT_ROW(r), NODE_ROW(best), SLOT_ROW(best), n);
-    /* the balancing's budget: the fewest inter-node bytes of any
-     * candidate, so that what it trades for a less loaded busiest node
-     * never ends above a candidate's inter-node bytes */
-    double fewest = INFINITY;
-    for (int c = 0; c < r; c++)
-      if (have[c])
-        fewest = fmin(fewest, costs[c].inter);
+  const int r = total - 1;
+  /* the balancing's budget: the fewest inter-node bytes of any candidate,
+   * so that what it trades for a less loaded busiest node never ends above
+   * a candidate's inter-node bytes */
+  double fewest = INFINITY;
+  for (int c = 0; c < r; c++)
+    if (have[c])
+      fewest = fmin(fewest, costs[c].inter);
+  /* the second start: when Scotch's mapping (row 0) has one node sending
+   * far more than any other -- a node's boundary that swaps and chains do
+   * not move: Scotch's basin --, Scotch's mapping with the node level at
+   * node_cost2, built in the refined row; the refinement starts from it
+   * instead of the winner when it ranks before the winner */
+  int from_second = 0;
+  if (use_scotch && node_cost2 > 0 && nodes > 2 && g->xadj[n] > 0) {
+    double top, next;
+    double *sent = malloc((size_t)nodes * sizeof *sent);
+    if (!sent) {
+      rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+      goto out;
+    }
+    top_two_sent(g, sent_bytes, nodes, NODE_ROW(0), sent, &top, &next);
+    free(sent);
+    if (top > SECOND_GAP * next) {
+      rc = tiers_map_tree(g, tree_nodes, node_cost2, node, -1, 0.05, seed, NODE_ROW(r),
+                          SLOT_ROW(r));
+      if (rc == TIERS_OK)
+        rc = tiers_map_eval(g, sent_bytes, nodes, node, lat, bw, NODE_ROW(r), SLOT_ROW(r),
+                            &costs[r]);
+      if (rc != TIERS_OK)
+        goto out;
+      from_second = ranks_before(&costs[r], &costs[best],
+                                 fmin(fastest, cost_time(&costs[r])), time_tie);
+    }
+  }
+  /* the refinement of the start; a second start's result that does not
+   * rank first gives way to the winner's own refinement */
+  int evaluated = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (!from_second)
+      copy_placement(NODE_ROW(r), SLOT_ROW(r), NODE_ROW(best), SLOT_ROW(best), n);
     int done = 0;
     if (nodes > 1 && g->xadj[n] > 0)
       rc = tiers_map_refine_within(g, sent_bytes, nodes, NODE_ROW(r), SLOT_ROW(r), budget,
@@ -2869,20 +2927,29 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
       goto out;
     if (swaps)
       *swaps = done;
-    if (done > 0) {
+    int keep = 0;
+    evaluated = done > 0 || from_second;
+    if (evaluated) {
       rc = tiers_map_eval(g, sent_bytes, nodes, node, lat, bw, NODE_ROW(r), SLOT_ROW(r),
                           &costs[r]);
       if (rc != TIERS_OK)
         goto out;
       const double f2 = fmin(fastest, cost_time(&costs[r]));
-      int keep = 1;
+      keep = 1;
       for (int c = 0; c < r && keep; c++)
         if (have[c] && ranks_before(&costs[c], &costs[r], f2, time_tie))
           keep = 0;
       if (keep)
         best = r;
     }
+    if (keep || !from_second)
+      break;
+    from_second = 0;
   }
+  if (!evaluated) /* the row holds the winner unchanged: not a placement made */
+    memset(&costs[r], 0, sizeof costs[r]);
+  if (second)
+    *second = from_second && best == r;
   *chosen = best;
 #undef NODE_ROW
 #undef SLOT_ROW

@@ -152,7 +152,8 @@ def document(g, plan_out: dict, params: dict, argv: list[str] | None) -> dict:
                "components": plan_out["components"], "machine": mach.describe(),
                "map_seconds": plan_out["seconds"], "comparison": mets,
                "ratio_to_afc": ratios, "ratio_reference": afc["placement"],
-               "chosen": {"placement": best.name, "note": plan_out.get("chosen_note", "")},
+               "chosen": {"placement": best.name, "note": plan_out.get("chosen_note", ""),
+                          "how": best.note},
                "volume": getattr(g, "volume_note", "") or "bytes of one exchange as given"}
     return result.new_document("map", params=params, samples=samples, summary=summary,
                                argv=argv)
@@ -199,6 +200,9 @@ def render(doc: dict, console) -> None:
         console.print(note)
     elif s.get("chosen"):
         console.print(f"placement written: {chosen} (the model's best)")
+    how = (s.get("chosen") or {}).get("how")
+    if chosen == "refined" and how:
+        console.print(f"refined: {how}", markup=False)
 
 
 def main(args, argv: list[str]) -> int:

@@ -280,13 +280,17 @@ def has_search() -> bool:
 
 
 def search(graph, nodes: int, node_cost: float, arity, cost, lat, bw, tie: float, cands,
-           *, use_scotch: bool, seed: int, budget: int, tree_nodes: int = 0):
+           *, use_scotch: bool, seed: int, budget: int, tree_nodes: int = 0,
+           node_cost2: float = 0.0):
     """Run libtiers' whole search (``tiers_map_search``) and return
-    ``(place, costs, chosen, swaps)``: ``place`` (len(cands) + 3, 2, n) --
-    afc, afc-nb, the candidates ``cands`` (each a (node, slot) pair of
-    arrays), the refined winner --, the Cost of each, the index of the one
-    to write and the refinement's swap count.  ``lat``/``bw``: per layer,
-    between nodes first, then each tree level, then one core shared."""
+    ``(place, costs, chosen, swaps, second)``: ``place`` (len(cands) + 3,
+    2, n) -- afc, afc-nb, the candidates ``cands`` (each a (node, slot)
+    pair of arrays), the refined winner --, the Cost of each, the index of
+    the one to write, the refinement's swap count and whether the refined
+    row is the second start's (``node_cost2`` > 0: Scotch's mapping with
+    the node level at that cost, tried when the choice's busiest node sends
+    far more than any other).  ``lat``/``bw``: per layer, between nodes
+    first, then each tree level, then one core shared."""
     lib = _library()
     fn = lib.tiers_map_search
     fn.restype = ctypes.c_int
@@ -308,14 +312,15 @@ def search(graph, nodes: int, node_cost: float, arity, cost, lat, bw, tie: float
     costs = (Cost * total)()
     chosen = ctypes.c_int(-1)
     swaps = ctypes.c_int(0)
+    second = ctypes.c_int(0)
     _call("tiers_map_search", ctypes.byref(g),
           sent.ctypes.data_as(ctypes.c_void_p) if sent is not None else None,
           ctypes.c_int(nodes), ctypes.byref(shape), ctypes.c_double(node_cost),
           ctypes.c_int(tree_nodes or nodes), la.ctypes.data_as(ctypes.c_void_p),
           bb.ctypes.data_as(ctypes.c_void_p),
           ctypes.c_double(tie), ctypes.c_int(len(cands)), ctypes.c_int(1 if use_scotch else 0),
-          ctypes.c_uint64(seed), ctypes.c_int64(budget),
+          ctypes.c_uint64(seed), ctypes.c_int64(budget), ctypes.c_double(node_cost2),
           place.ctypes.data_as(ctypes.c_void_p), costs, ctypes.byref(chosen),
-          ctypes.byref(swaps))
+          ctypes.byref(swaps), ctypes.byref(second))
     del keep
-    return place, list(costs), chosen.value, swaps.value
+    return place, list(costs), chosen.value, swaps.value, bool(second.value)

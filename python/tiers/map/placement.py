@@ -739,10 +739,13 @@ def search(graph: Graph, machine: Machine, seed: int = 1, forced: str | None = N
     bw = [machine.layer_costs[x][1] for x in names]
     whole = min(machine.nodes, -(-n // machine.slots_per_node))
     budget = REFINE_PER_EDGE * int(graph.adjncy.size) + REFINE_MIN
-    place, _costs, chosen, swaps = core.search(
+    second_start = use_scotch and geo is None and n <= SECOND_START_MAX_RANKS
+    place, _costs, chosen, swaps, second = core.search(
         graph, machine.nodes, NODE_COST_FACTOR * max(machine.cost), machine.arity, machine.cost,
         lat, bw, TIME_TIE, [(p.node, p.slot) for p in cands], use_scotch=use_scotch,
-        seed=seed, budget=budget, tree_nodes=whole)
+        seed=seed, budget=budget, tree_nodes=whole,
+        node_cost2=SECOND_NODE_COST * NODE_COST_FACTOR * max(machine.cost) if second_start
+        else 0.0)
     by_index = {}
     out = []
     if use_scotch:
@@ -765,14 +768,32 @@ def search(graph: Graph, machine: Machine, seed: int = 1, forced: str | None = N
                  "max_node_sent_bytes": _costs[i].sent_max, "bytes_inter_node": _costs[i].inter}
                 for i in sorted(by_index)]
         start, _ = choose(mets)
+        origin = (f"Scotch's mapping with the node level {SECOND_NODE_COST:g}x dearer (a second "
+                  "start: the first one's busiest node sent far more than any other)"
+                  if second else mets[start]['placement'])
         refined = Placement("refined", place[last, 0], place[last, 1],
-                            f"{mets[start]['placement']} with {swaps} node-level "
+                            f"{origin} with {swaps} node-level "
                             f"swap{'s' if swaps != 1 else ''} and moves (busiest node's sent "
                             "bytes, then inter-node bytes; chains of moves between nodes; "
                             "balancing of the busiest node)")
         by_index[last] = refined
         out.append(refined)
     return out, by_index[chosen], swaps
+
+
+#: The search's second start (``tiers_map_search``'s node_cost2), for
+#: graphs without coordinates (sparse matrices, traces) up to this many
+#: ranks: when the chosen placement's busiest node sends more than 1.25x
+#: what any other node sends, Scotch's mapping with the node level
+#: SECOND_NODE_COST times dearer, refined, is written if it ranks first.
+#: Which basin Scotch's mapping lands in decides what the refinement can
+#: reach: on the row blocks of local_disc_galerkin_diffusion at 128 ranks
+#: (busiest node 2,976 B, the next 2,120 B) the dearer node level gives
+#: 14,664 B inter-node with the busiest node at 2,424 B, against 14,624 B
+#: and 2,976 B; as the only start it loses on helmholtz_2D and airfoil
+#: (docs/map.md).  Grids have the geometric candidate instead.
+SECOND_START_MAX_RANKS = 256
+SECOND_NODE_COST = 10.0
 
 
 def permutation(p: Placement) -> np.ndarray:
