@@ -288,8 +288,9 @@ def search(graph, nodes: int, node_cost: float, arity, cost, lat, bw, tie: float
     pair of arrays), the refined winner --, the Cost of each, the index of
     the one to write, the refinement's swap count and whether the refined
     row is the second start's (``node_cost2`` > 0: Scotch's mapping with
-    the node level at that cost, tried when the choice's busiest node sends
-    far more than any other).  ``lat``/``bw``: per layer, between nodes
+    the node level at that cost, tried when Scotch's first mapping has a
+    node sending far more than any other, and refined instead of the winner
+    when it ranks before it).  ``lat``/``bw``: per layer, between nodes
     first, then each tree level, then one core shared."""
     lib = _library()
     fn = lib.tiers_map_search

@@ -783,15 +783,16 @@ def search(graph: Graph, machine: Machine, seed: int = 1, forced: str | None = N
 
 #: The search's second start (``tiers_map_search``'s node_cost2), for
 #: graphs without coordinates (sparse matrices, traces) up to this many
-#: ranks: when the chosen placement's busiest node sends more than 1.25x
-#: what any other node sends, Scotch's mapping with the node level
-#: SECOND_NODE_COST times dearer, refined, is written if it ranks first.
-#: Which basin Scotch's mapping lands in decides what the refinement can
-#: reach: on the row blocks of local_disc_galerkin_diffusion at 128 ranks
-#: (busiest node 2,976 B, the next 2,120 B) the dearer node level gives
-#: 14,664 B inter-node with the busiest node at 2,424 B, against 14,624 B
-#: and 2,976 B; as the only start it loses on helmholtz_2D and airfoil
-#: (docs/map.md).  Grids have the geometric candidate instead.
+#: ranks: when Scotch's mapping has a node sending more than 1.25x what
+#: any other node sends, Scotch maps again with the node level
+#: SECOND_NODE_COST times dearer, and the refinement starts from that
+#: mapping when it ranks before the winner.  Which basin Scotch's mapping
+#: lands in decides what the refinement can reach: on the row blocks of
+#: local_disc_galerkin_diffusion at 128 ranks (Scotch's busiest node 2,976
+#: B, the next 2,120 B) the dearer node level, refined, gives 14,664 B
+#: inter-node with the busiest node at 2,424 B, against 14,624 B and 2,976
+#: B; as the only start it loses on helmholtz_2D and airfoil (docs/map.md).
+#: Grids have the geometric candidate instead.
 SECOND_START_MAX_RANKS = 256
 SECOND_NODE_COST = 10.0
 
