@@ -2907,10 +2907,11 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
       if (rc == TIERS_OK)
         rc = tiers_map_eval(g, sent_bytes, nodes, node, lat, bw, NODE_ROW(r), SLOT_ROW(r),
                             &costs[r]);
-      if (rc != TIERS_OK)
-        goto out;
-      from_second = ranks_before(&costs[r], &costs[best],
+      /* a second start that Scotch cannot make leaves the search as it was */
+      from_second = rc == TIERS_OK &&
+                    ranks_before(&costs[r], &costs[best],
                                  fmin(fastest, cost_time(&costs[r])), time_tie);
+      rc = TIERS_OK;
     }
   }
   /* the refinement of the start; a second start's result that does not
