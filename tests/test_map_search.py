@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -249,21 +250,19 @@ def test_outside_the_band_the_faster_placement_wins_over_fewer_bytes(node16):
 
 def row_block_graph(name: str, ranks: int):
     """The halo exchange of pyamg's gallery matrix ``name`` cut into
-    ``ranks`` contiguous row blocks (8 bytes per vector entry a block needs
-    from another), as bench/map_vs_scotch builds it."""
-    pyamg = pytest.importorskip("pyamg")
-    sio = pytest.importorskip("scipy.io")
-    import os
-    a = sio.loadmat(os.path.join(os.path.dirname(pyamg.__file__), "gallery", "example_data",
-                                 name + ".mat"))["A"].tocoo()
-    owner = (np.arange(a.shape[0]) * ranks) // a.shape[0]
-    p, q = owner[a.row], owner[a.col]
-    keep = p != q
-    need = np.unique(np.stack([p[keep], a.col[keep]], axis=1), axis=0)
-    key = owner[need[:, 1]] * ranks + need[:, 0]
-    uk, cnt = np.unique(key, return_counts=True)
-    return G.from_coo(ranks, (uk // ranks).tolist(), (uk % ranks).tolist(),
-                      (8.0 * cnt).tolist())
+    ``ranks`` contiguous row blocks, built by bench/map_vs_scotch's own
+    ``matrix_graph`` (the graph the benchmark maps)."""
+    pytest.importorskip("pyamg")
+    pytest.importorskip("scipy.io")
+    import importlib.machinery
+    import importlib.util
+    script = Path(__file__).resolve().parent.parent / "bench" / "map_vs_scotch" / "run"
+    loader = importlib.machinery.SourceFileLoader("map_vs_scotch_run", str(script))
+    spec = importlib.util.spec_from_loader("map_vs_scotch_run", loader)
+    bench = importlib.util.module_from_spec(spec)
+    loader.exec_module(bench)
+    src, dst, b, _ = bench.matrix_graph(name, ranks)
+    return G.from_coo(ranks, src.tolist(), dst.tolist(), b.tolist())
 
 
 def _search(g, mach, cands, node_cost2):

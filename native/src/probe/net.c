@@ -813,6 +813,24 @@ static int block_decision(const double *samples, int n, double elapsed, int peer
   return why;
 }
 
+/* One ping-pong round trip of `count` bytes: round_trip_blocking when
+ * `blocking`, else each side's receive pre-posted, the sends bounded and
+ * the wait polled (`req`: two requests). */
+static void pingpong_round_trip(int count, int peer, int first, int blocking,
+                                MPI_Request *req)
+{
+  if (blocking) {
+    round_trip_blocking(count, peer, first, TAG_PINGPONG);
+    return;
+  }
+  MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
+  if (first)
+    send_bounded(count, peer, &req[1]);
+  wait_all(1, req, 0, "ping-pong", peer);
+  if (!first)
+    send_bounded(count, peer, &req[1]);
+}
+
 static void pingpong_size(uint64_t bytes, pp_row_t *row)
 {
   int a = (int)opt.pair_a, b = (int)opt.pair_b;
@@ -839,36 +857,16 @@ static void pingpong_size(uint64_t bytes, pp_row_t *row)
     double start = tiers_now();
     if (blocking)
       deadline_arm(peer, "ping-pong");
-    for (long i = 0; i < row->skip; i++) {
-      if (blocking) {
-        round_trip_blocking(count, peer, rank == a, TAG_PINGPONG);
-        continue;
-      }
-      MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
-      if (rank == a)
-        send_bounded(count, peer, &req[1]);
-      wait_all(1, req, 0, "ping-pong", peer);
-      if (rank == b)
-        send_bounded(count, peer, &req[1]);
-    }
+    for (long i = 0; i < row->skip; i++)
+      pingpong_round_trip(count, peer, rank == a, blocking, req);
     if (blocking)
       deadline_disarm();
     for (;;) {
       if (blocking)
         deadline_arm(peer, "ping-pong");
       double t0 = tiers_now();
-      for (long i = 0; i < row->iters; i++) {
-        if (blocking) {
-          round_trip_blocking(count, peer, rank == a, TAG_PINGPONG);
-          continue;
-        }
-        MPI_Irecv(rbuf, count, MPI_BYTE, peer, TAG_PINGPONG, MPI_COMM_WORLD, &req[0]);
-        if (rank == a)
-          send_bounded(count, peer, &req[1]);
-        wait_all(1, req, 0, "ping-pong", peer);
-        if (rank == b)
-          send_bounded(count, peer, &req[1]);
-      }
+      for (long i = 0; i < row->iters; i++)
+        pingpong_round_trip(count, peer, rank == a, blocking, req);
       row->rtt[row->nrtt++] = (tiers_now() - t0) * 1e6 / (double)row->iters;
       if (blocking)
         deadline_disarm();
