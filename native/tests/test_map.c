@@ -199,6 +199,66 @@ static void test_bad_graphs(void)
   CHECK(tiers_map_check(NULL, NULL, NULL) == TIERS_ERR_ARG);
 }
 
+/* The geometric placement: a uniform 4x4x4 grid on 4 nodes of 2 packages
+ * x 8 cores is tiled into 2x2x4 boxes (the three 16-rank boxes of two
+ * sides 2 cut 32 pair-bytes, the first in order wins), every node one box;
+ * each package takes half the box across its longest side (z: the cut
+ * plane of 4 ranks against 8).  A 3x3x3 grid on nodes of 16 slots has no
+ * tiling: bisection fills the first node, the second takes the rest. */
+static void test_geometric(void)
+{
+  enum { N = 64 };
+  int parts[3] = {4, 4, 4}, cap[4] = {16, 16, 16, 16}, arity[2] = {2, 8};
+  double pair[3] = {8, 8, 8};
+  int32_t coords[N * 3];
+  for (int v = 0; v < N; v++) {
+    coords[v * 3] = v % 4;
+    coords[v * 3 + 1] = v / 4 % 4;
+    coords[v * 3 + 2] = v / 16;
+  }
+  tiers_map_node_t node = {2, arity, NULL};
+  int node_of[N], slot_of[N], shape[3] = {-1, -1, -1};
+  CHECK(tiers_map_geometric(N, 3, parts, pair, coords, 4, cap, &node, node_of, slot_of,
+                            shape) == TIERS_OK);
+  CHECK(shape[0] == 2 && shape[1] == 2 && shape[2] == 4);
+  int seen[4][16];
+  memset(seen, 0, sizeof seen);
+  for (int v = 0; v < N; v++) {
+    const int x = coords[v * 3], y = coords[v * 3 + 1], z = coords[v * 3 + 2];
+    CHECK(node_of[v] == x / 2 + 2 * (y / 2)); /* one box per node, x boxes first */
+    CHECK(slot_of[v] >= 0 && slot_of[v] < 16);
+    if (slot_of[v] >= 0 && slot_of[v] < 16 && node_of[v] >= 0 && node_of[v] < 4)
+      seen[node_of[v]][slot_of[v]]++;
+    CHECK(slot_of[v] / 8 == z / 2); /* the package: a half of the box along z */
+  }
+  for (int i = 0; i < 4; i++)
+    for (int s = 0; s < 16; s++)
+      CHECK(seen[i][s] == 1);
+  /* no box of 16 tiles 3x3x3: bisected, node 0 full, node 1 the other 11 */
+  int p3[3] = {3, 3, 3}, count[2] = {0, 0};
+  for (int v = 0; v < 27; v++) {
+    coords[v * 3] = v % 3;
+    coords[v * 3 + 1] = v / 3 % 3;
+    coords[v * 3 + 2] = v / 9;
+  }
+  CHECK(tiers_map_geometric(27, 3, p3, pair, coords, 2, cap, &node, node_of, slot_of,
+                            shape) == TIERS_OK);
+  CHECK(shape[0] == 0 && shape[1] == 0 && shape[2] == 0);
+  for (int v = 0; v < 27; v++)
+    if (node_of[v] == 0 || node_of[v] == 1)
+      count[node_of[v]]++;
+  CHECK(count[0] == 16 && count[1] == 11);
+  /* bad input: a coordinate outside the grid, too few slots, a wrong size */
+  coords[5] = 3;
+  CHECK(tiers_map_geometric(27, 3, p3, pair, coords, 2, cap, &node, node_of, slot_of,
+                            shape) == TIERS_ERR_ARG);
+  coords[5] = 1;
+  CHECK(tiers_map_geometric(27, 3, p3, pair, coords, 1, cap, &node, node_of, slot_of,
+                            shape) == TIERS_ERR_ARG);
+  CHECK(tiers_map_geometric(26, 3, p3, pair, coords, 2, cap, &node, node_of, slot_of,
+                            shape) == TIERS_ERR_ARG);
+}
+
 int main(void)
 {
   test_stencil_2x2x2();
@@ -206,6 +266,7 @@ int main(void)
   test_capacity();
   test_link_costs();
   test_bad_graphs();
+  test_geometric();
   if (failures)
     fprintf(stderr, "test_map: %d check(s) failed\n", failures);
   return failures ? 1 : 0;

@@ -359,6 +359,34 @@ TIERS_API int tiers_map_grid(const tiers_map_graph_t *g, const double *sent_byte
                              int *sizes, double *pair, int32_t *coords);
 
 /**
+ * @brief The geometric placement of a grid: the grid tiled into boxes of
+ *        one node's slots with the fewest bytes crossing boxes (then the
+ *        least busy box, then the smallest surface) when such boxes tile
+ *        it exactly and every node has that many slots; recursive
+ *        coordinate bisection over the nodes (filled in order) otherwise.
+ *        Inside a node the same bisection splits its ranks over the node
+ *        tree's objects, one cut per level; each cut goes across the axis
+ *        whose cut plane carries the fewest bytes.  Cost: O(n log n) per
+ *        level of the bisection.
+ * @param n ranks, the product of @p parts
+ * @param dims 1 to 3
+ * @param parts subdomains along each axis
+ * @param pair bytes of one neighbour pair across each axis
+ * @param coords n x dims: rank v's coordinates at coords[v * dims + a]
+ * @param nodes, capacity the nodes and the slots of each (>= n in all)
+ * @param node the node's tree (only the arity is used)
+ * @param[out] node_of, slot_of per rank, its node and its slot there
+ * @param[out] shape dims entries: the box shape when the grid was tiled,
+ *        zeros when it was bisected
+ * @return TIERS_OK; TIERS_ERR_ARG for bad arguments; TIERS_ERR_NOMEM.
+ *         Thread-safe.
+ */
+TIERS_API int tiers_map_geometric(int n, int dims, const int *parts, const double *pair,
+                                  const int32_t *coords, int nodes, const int *capacity,
+                                  const tiers_map_node_t *node, int *node_of, int *slot_of,
+                                  int *shape);
+
+/**
  * @brief The last message Scotch gave on this thread during the last
  *        mapping call (tiers_map_group, _group_costs, _place, _tree or
  *        _search), which clears both messages when it starts.

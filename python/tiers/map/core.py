@@ -57,10 +57,15 @@ def _prepare(lib) -> None:
     interface) when the library is loaded, not inside the first mapping:
     on a 64-rank graph it is about a tenth of a millisecond."""
     for name in ("tiers_map_search", "tiers_map_grid", "tiers_map_refine",
-                 "tiers_map_refine_within", "tiers_map_tree", "tiers_map_eval"):
+                 "tiers_map_refine_within", "tiers_map_tree", "tiers_map_eval",
+                 "tiers_map_geometric"):
         fn = getattr(lib, name, None)
         if fn is not None:
             fn.restype = ctypes.c_int
+    fn = getattr(lib, "tiers_map_geometric", None)
+    if fn is not None:
+        vp, i = ctypes.c_void_p, ctypes.c_int
+        fn.argtypes = [i, i, vp, vp, vp, i, vp, ctypes.POINTER(_Node), vp, vp, vp]
     for count in (6, 7):   # the search's candidates (+ 3): with and without packages
         Cost * count
     _INT3()
@@ -272,6 +277,29 @@ def grid(graph):
     if not k:
         return None
     return coords[:n * k].reshape(n, k), tuple(sizes[:k]), tuple(pair[:k])
+
+
+def geometric(coords, parts, pair, capacity, arity):
+    """Return ``(node, slot, shape)``: the geometric placement of a grid
+    (``tiers_map_geometric``) -- ranks at ``coords`` (n x dims) of a grid of
+    ``parts`` subdomains per axis, ``pair`` bytes of one neighbour pair
+    across each axis -- on nodes of ``capacity`` slots, each the tree of
+    ``arity`` children per level; ``shape`` is the box of one node when
+    the grid was tiled, None when it was bisected."""
+    co = np.ascontiguousarray(coords, dtype=np.int32)
+    n, dims = co.shape
+    pa = np.asarray(parts, dtype=np.int32)
+    pr = np.asarray(pair, dtype=np.float64)
+    cap = np.ascontiguousarray(capacity, dtype=np.int32)
+    ar = np.ascontiguousarray(arity, dtype=np.int32)
+    shape = _Node(len(ar), ar.ctypes.data if ar.size else None, None)
+    out = np.empty((2, n), dtype=np.int32)
+    box = np.zeros(dims, dtype=np.int32)
+    _call("tiers_map_geometric", n, dims, pa.ctypes.data, pr.ctypes.data, co.ctypes.data,
+          cap.size, cap.ctypes.data, ctypes.byref(shape), out[0].ctypes.data,
+          out[1].ctypes.data, box.ctypes.data)
+    node, slot = out
+    return node, slot, (tuple(box.tolist()) if box[0] else None)
 
 
 def has_search() -> bool:

@@ -208,195 +208,23 @@ def nb_of(p: Placement, machine: Machine) -> Placement:
 # Geometric: box tiling and recursive coordinate bisection of a grid
 
 
-def _rcb(coords: np.ndarray, idx: np.ndarray, sizes: list[int], pair: np.ndarray,
-         out: np.ndarray, first: int) -> None:
-    """Give the ranks ``idx`` (positions ``coords[idx]``) the parts
-    ``first, first + 1, ...`` of ``sizes`` ranks each, by recursive
-    coordinate bisection: each cut goes across the axis whose cut plane
-    carries the fewest bytes (cross-section x ``pair`` bytes of that
-    axis)."""
-    if len(sizes) == 1 or idx.size == 0:
-        out[idx] = first
-        return
-    k = len(sizes) // 2
-    left = int(sum(sizes[:k]))
-    sub = coords[idx]
-    best, best_cost = None, None
-    for a in range(sub.shape[1]):
-        extent = int(sub[:, a].max() - sub[:, a].min()) + 1
-        if extent < 2:
-            continue
-        cost = idx.size / extent * pair[a]
-        if best_cost is None or cost < best_cost - 1e-12 * cost:
-            best, best_cost = a, cost
-    if best is None:
-        order = np.arange(idx.size)
-    else:
-        keys = [sub[:, b] for b in range(sub.shape[1]) if b != best][::-1] + [sub[:, best]]
-        order = np.lexsort(keys)
-    _rcb(coords, idx[order[:left]], sizes[:k], pair, out, first)
-    _rcb(coords, idx[order[left:]], sizes[k:], pair, out, first + k)
-
-
-def _rcb_small(pos: list, idx: list, sizes: list[int], pair, out: list, first: int) -> None:
-    """:func:`_rcb` in plain Python for the few ranks of one node's box
-    (numpy's per-call cost dominates there): the same cuts, the same
-    order (the cut axis first, then the other axes in index order)."""
-    if len(sizes) == 1 or not idx:
-        for i in idx:
-            out[i] = first
-        return
-    k = len(sizes) // 2
-    left = int(sum(sizes[:k]))
-    dim = len(pos[idx[0]])
-    best, best_cost = None, None
-    for a in range(dim):
-        vals = [pos[i][a] for i in idx]
-        extent = max(vals) - min(vals) + 1
-        if extent < 2:
-            continue
-        cost = len(idx) / extent * float(pair[a])
-        if best_cost is None or cost < best_cost - 1e-12 * cost:
-            best, best_cost = a, cost
-    if best is None:
-        order = list(idx)
-    else:
-        others = [b for b in range(dim) if b != best]
-        order = sorted(idx, key=lambda i: (pos[i][best],) + tuple(pos[i][b] for b in others))
-    _rcb_small(pos, order[:left], sizes[:k], pair, out, first)
-    _rcb_small(pos, order[left:], sizes[k:], pair, out, first + k)
-
-
-def _box_tiling(parts, pair, size: int):
-    """Return the box shape of ``size`` subdomains that tiles the grid of
-    ``parts`` exactly with the fewest bytes crossing boxes, then the fewest
-    bytes the busiest box sends, then the smallest box surface; or None
-    when no box of that size tiles it."""
-    import itertools
-
-    dim = len(parts)
-    total = math.prod(parts)
-    pair = [float(x) for x in pair]
-    divs = [[d for d in range(1, p + 1) if p % d == 0] for p in parts]
-    best, best_key = None, None
-    for shape in itertools.product(*divs):
-        if math.prod(shape) != size:
-            continue
-        boxes = [parts[a] // shape[a] for a in range(dim)]
-        cut = sum((boxes[a] - 1) * total // parts[a] * pair[a] for a in range(dim))
-        # the busiest box: an inner one sends one face layer to each side
-        # (half a pair's bytes per face neighbour), a box of a row of two
-        # to one side only
-        busiest = sum(min(boxes[a] - 1, 2) * size // shape[a] * pair[a] / 2
-                      for a in range(dim))
-        surface = sum(2 * size // shape[a] * pair[a] for a in range(dim))
-        key = (cut, busiest, surface)
-        if best_key is None or key < best_key:
-            best, best_key = shape, key
-    return best
-
-
-def _fill_sizes(count: int, capacities: list[int]) -> list[int]:
-    """Return how many of ``count`` ranks each container holds when they are
-    filled in order."""
-    out = []
-    for c in capacities:
-        take = min(c, count)
-        out.append(take)
-        count -= take
-    return out
-
-
 def geometric(graph: Graph, machine: Machine) -> Placement | None:
     """Return the geometric placement of a graph with grid coordinates
     (a ``--stencil``), or None for a graph without: the grid tiled into
     node-sized boxes of the least cut bytes when such boxes tile it
     exactly, recursive coordinate bisection otherwise; inside a node the
     same bisection splits the node's box over the node tree's objects
-    (packages, then what is below), one cut per level."""
+    (packages, then what is below), one cut per level (in libtiers:
+    ``tiers_map_geometric``)."""
     if graph.coords is None or graph.grid is None:
         return None
     parts, pair = graph.grid
-    pair = np.asarray(pair, dtype=np.float64)
-    coords = graph.coords
-    n = graph.n
-    cap = list(machine.capacity)
-    node = np.empty(n, dtype=np.int32)
-    size = cap[0]
-    shape = None
-    if all(c == size for c in cap) and n % size == 0 and n // size <= len(cap):
-        shape = _box_tiling(parts, pair, size)
+    node, slot, shape = core.geometric(graph.coords, parts, pair, machine.capacity,
+                                       machine.arity)
     if shape is not None:
-        boxes = [parts[a] // shape[a] for a in range(len(parts))]
-        box = coords // np.asarray(shape)
-        lin = np.zeros(n, dtype=np.int64)
-        for a in reversed(range(len(parts))):
-            lin = lin * boxes[a] + box[:, a]
-        node[:] = lin
         how = f"grid tiled into {'x'.join(map(str, shape))} boxes, one per node"
     else:
-        sizes = [s for s in _fill_sizes(n, cap)]
-        used = [i for i, s in enumerate(sizes) if s > 0]
-        tmp = np.empty(n, dtype=np.int64)
-        _rcb(coords, np.arange(n), [sizes[i] for i in used], pair, tmp, 0)
-        node[:] = np.asarray(used, dtype=np.int32)[tmp]
         how = "recursive coordinate bisection of the grid over the nodes"
-    slot = np.empty(n, dtype=np.int32)
-    strides = machine.strides
-
-    def inside(pos: np.ndarray, idx: np.ndarray, out: np.ndarray, level: int, base: int):
-        """Give the ranks ``idx`` (grid positions ``pos[idx]``) of one node
-        the slots from ``base`` on, one bisection per level of the tree.
-        The last level (one core per child) is filled in order: any two
-        cores of one parent are joined at that parent, whichever they are."""
-        if level >= len(machine.arity) or idx.size <= 1 or strides[level] == 1:
-            out[idx] = base + np.arange(idx.size)
-            return
-        stride = strides[level]
-        sizes = [s for s in _fill_sizes(idx.size, [stride] * machine.arity[level]) if s > 0]
-        part = np.empty(idx.size, dtype=np.int64)
-        _rcb(pos[idx], np.arange(idx.size), sizes, pair, part, 0)
-        for c in range(len(sizes)):
-            inside(pos, idx[part == c], out, level + 1, base + c * stride)
-
-    def inside_small(pos: list, idx: list, out: list, level: int, base: int):
-        """:func:`inside` in plain Python, for one box."""
-        if level >= len(machine.arity) or len(idx) <= 1 or strides[level] == 1:
-            for j, i in enumerate(idx):
-                out[i] = base + j
-            return
-        stride = strides[level]
-        sizes = [s for s in _fill_sizes(len(idx), [stride] * machine.arity[level]) if s > 0]
-        part = [0] * len(idx)
-        _rcb_small([pos[i] for i in idx], list(range(len(idx))), sizes, pair, part, 0)
-        for c in range(len(sizes)):
-            inside_small(pos, [i for j, i in enumerate(idx) if part[j] == c], out, level + 1,
-                         base + c * stride)
-
-    if shape is not None:
-        # every node holds the same box: split one box, apply it to all
-        in_box = []   # position in the box of each index, the first axis fastest
-        for i in range(size):
-            pos = []
-            for extent in shape:
-                pos.append(i % extent)
-                i //= extent
-            in_box.append(tuple(pos))
-        of_pos_list = [0] * size
-        inside_small(in_box, list(range(size)), of_pos_list, 0, 0)
-        of_pos = np.asarray(of_pos_list, dtype=np.int32)
-        rel = coords % np.asarray(shape)
-        at = np.zeros(n, dtype=np.int64)
-        for a in reversed(range(len(parts))):
-            at = at * shape[a] + rel[:, a]
-        slot[:] = of_pos[at]
-    else:
-        order = np.argsort(node, kind="stable")
-        bounds = np.searchsorted(node[order], np.arange(machine.nodes + 1))
-        for i in range(machine.nodes):
-            idx = order[bounds[i]:bounds[i + 1]]
-            if idx.size:
-                inside(coords, idx, slot, 0, 0)
     return Placement("geometric", node, slot, how + "; inside a node, bisection per level")
 
 
