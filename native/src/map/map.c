@@ -1659,6 +1659,50 @@ static int node_neighbours(const rstate_t *st, const int64_t *start, const int32
   return c;
 }
 
+/* What swapping rank r (on node w) with rank s (on node b) would change,
+ * from the two ranks' edges alone, without moving them: *dw the bytes node
+ * w sends to other nodes, *dcut the inter-node bytes (both directions),
+ * and *scale the sum of the bytes involved (for rounding bounds). */
+static void swap_delta(const rstate_t *st, int r, int s, int w, int b, double *dw, double *dcut,
+                       double *scale)
+{
+  const tiers_map_graph_t *g = st->g;
+  double d = 0, c = 0, sc = 0;
+  for (int64_t e = g->xadj[r]; e < g->xadj[r + 1]; e++) {
+    const int t = g->adjncy[e];
+    const double so = sent_of(st, e), si = recv_of(st, e), wt = edge_weight(g, e);
+    sc += wt;
+    if (t == s) {
+      d -= so; /* r sent to s from w; afterwards s sends to r from w */
+      continue;
+    }
+    const int nt = st->node[t];
+    if (nt != w)
+      d -= so; /* r no longer sends from w */
+    else
+      d += si; /* t, still on w, now sends to r on b */
+    c += wt * ((nt != b) - (nt != w));
+  }
+  for (int64_t e = g->xadj[s]; e < g->xadj[s + 1]; e++) {
+    const int t = g->adjncy[e];
+    const double so = sent_of(st, e), si = recv_of(st, e), wt = edge_weight(g, e);
+    sc += wt;
+    if (t == r) {
+      d += so;
+      continue;
+    }
+    const int nt = st->node[t];
+    if (nt != w)
+      d += so; /* s now sends from w */
+    else
+      d -= si; /* t on w no longer sends across to s */
+    c += wt * ((nt != w) - (nt != b));
+  }
+  *dw = d;
+  *dcut = c;
+  *scale = sc;
+}
+
 /* One refinement of node_of/slot_of in place (arguments checked by the
  * caller): phases 1-4, the busiest node first. */
 static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
@@ -1775,6 +1819,16 @@ static int refine_one(const tiers_map_graph_t *g, const double *sent_bytes, int 
             continue;
           work += (g->xadj[r + 1] - g->xadj[r]) + (g->xadj[s + 1] - g->xadj[s]) + 2;
           const double cut0 = st.cut, w0 = st.sent[w];
+          /* a swap that cannot gain (or that adds inter-node bytes) is not
+           * made and undone: the exact test below would refuse it; the
+           * margin covers the rounding of the two ways of summing */
+          {
+            double dw, dcut, scale;
+            swap_delta(&st, r, s, w, b, &dw, &dcut, &scale);
+            const double margin = 1e-9 * (scale + fabs(w0) + fabs(cut0));
+            if ((phase == 1 ? dw : dcut) > margin || dcut > margin)
+              continue;
+          }
           move_rank(&st, r, b);
           move_rank(&st, s, w);
           int ok = !lower(cut0, st.cut); /* cut' <= cut */
