@@ -191,6 +191,30 @@ def test_the_table_prints_each_placement_s_figures():
     assert "1 launch during which they moved left out" in text
 
 
+def test_on_a_busy_machine_a_changed_round_trip_is_not_called_a_move():
+    # beside other work the round trip measures that work too: the text
+    # must not say the host moved the PUs, and must say why it may differ
+    link = _link(100, 104, 450, 460, tests=["pingpong", "barrier", "pingpong"])
+    s = _split(link, [_pp(0.20, 800.0), _pp(0.50, 1600.0)], [_bar(0.33)])
+    quiet, busy = io.StringIO(), io.StringIO()
+    net._render_placements(s, Console(file=quiet, width=400))
+    net._render_placements(s, Console(file=busy, width=400), busy=True)
+    assert "the host moved them" in quiet.getvalue()
+    text = busy.getvalue()
+    assert "host moved" not in text and "their round trip changed during the run" in text
+    assert "may be the other work on these PUs" in text
+    assert "0.20" in text and "0.50" in text        # the same figures per placement
+    warning = net.pu_link_warning(s, busy=True)
+    assert warning.startswith("probe net: the round trip between PUs 0 and 1")
+    assert "busy machine" in warning and "~102 ns" in warning and "~455 ns" in warning
+    assert "the host moved" not in warning
+    every = _split(_link(79, 110, 80, 112), [_pp(0.2, 800.0)] * 3, [])
+    out = io.StringIO()
+    net._render_placements(every, Console(file=out, width=400), busy=True)
+    assert "their round trip changed during every launch" in out.getvalue()
+    assert "host moved" not in out.getvalue()
+
+
 def _doc(tmp_path, *args):
     path = tmp_path / "net.json"
     run = run_tiers("probe", "net", *args, "--json", str(path))

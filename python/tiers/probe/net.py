@@ -549,10 +549,12 @@ def split_by_placement(summary: dict, link: dict, docs: dict, l2: int | None = N
         ap["by_placement"] = per
 
 
-def pu_link_warning(summary: dict) -> str | None:
+def pu_link_warning(summary: dict, busy: bool = False) -> str | None:
     """One line when the ping-pong pair's PUs were not in one placement for
     the whole run (``summary["pu_link"]["moved"]``), naming the placements
-    and the 0-byte-class latency in each; None otherwise."""
+    and the 0-byte-class latency in each; None otherwise.  ``busy`` (the
+    noise check found other work): the change may be that work rather than
+    the host moving the PUs, and the line says so."""
     link = summary.get("pu_link")
     if not link or not link.get("moved"):
         return None
@@ -564,8 +566,11 @@ def pu_link_warning(summary: dict) -> str | None:
         if r.get("latency_us") is not None:
             lat.append(f"{r['latency_us']:,.2f} {MICRO}s at ~{b['rtt_ns']:.0f} ns")
     a, b = link["pus"]
-    return (f"probe net: the host moved PUs {a} and {b} (ranks {link['ranks'][0]} and "
-            f"{link['ranks'][1]}) during the run: a cache line's round trip between them was "
+    who = (f"PUs {a} and {b} (ranks {link['ranks'][0]} and {link['ranks'][1]})")
+    return (("probe net: the round trip between " + who + " changed during the run, on a busy "
+             "machine (other work on these PUs, or the host moving them)" if busy else
+             f"probe net: the host moved {who} during the run")
+            + ": a cache line's round trip between them was "
             f"{places} between launches"
             + (f", and changed during {moved} launch{'es' if moved != 1 else ''}" if moved
                else "")
@@ -1121,7 +1126,8 @@ def render(doc: dict, console: Console) -> None:
                           f"MB = 10^6 bytes.")
         if any_noisy:
             console.print(ROW_LEGEND)
-        _render_placements(s, console)
+        _render_placements(s, console,
+                           busy=(doc.get("noise") or {}).get("verdict") == "busy")
     if "allpairs" in s:
         ap = s["allpairs"]
         pa = doc["params"]["allpairs"]
@@ -1278,12 +1284,14 @@ def render(doc: dict, console: Console) -> None:
                       "the mean over processes, with its 95 % confidence interval.")
 
 
-def _render_placements(s: dict, console: Console) -> None:
+def _render_placements(s: dict, console: Console, busy: bool = False) -> None:
     """Where the host had placed the ping-pong pair's PUs (``pu_link``): one
     line when every launch ran in one placement; otherwise a table of the
     figures per placement (the smallest size's latency, the largest
     streaming bandwidth, MPI_Barrier), the launches in each, and the
-    launches during which the PUs moved."""
+    launches during which the PUs moved.  ``busy`` (the noise check found
+    other work): a changed round trip may be that work, not a move by the
+    host, and the text says so instead of naming the host."""
     link = s.get("pu_link")
     if not link:
         return
@@ -1303,19 +1311,24 @@ def _render_placements(s: dict, console: Console) -> None:
                       " ns between them before and after every launch (one placement "
                       f"throughout){gaps}", markup=False)
         return
+    # beside other work a cache line's round trip also waits for that work
+    # on the two PUs: a change then need not be the host moving them
+    moved = ("their round trip changed" if busy else "the host moved them")
+    cause = ("; the machine was busy, so a changed round trip may be the other work on "
+             "these PUs rather than a move by the host" if busy else "")
     if not any(ln.get("placement") is not None for ln in link["launches"]):
         lo = min(p["rtt_range_ns"][0] for p in link["placements"])
         hi = max(p["rtt_range_ns"][1] for p in link["placements"])
-        console.print(f"{who}: the host moved them during every launch (a cache line's round "
+        console.print(f"{who}: {moved} during every launch (a cache line's round "
                       f"trip between them went from ~{lo:.0f} to ~{hi:.0f} ns): no figure per "
-                      f"placement{gaps}", markup=False)
+                      f"placement{gaps}{cause}", markup=False)
         return
     pp = {x["placement"]: x for x in (s.get("pingpong") or {}).get("by_placement") or []}
     bar = {x["placement"]: x for x in (s.get("barrier") or {}).get("by_placement") or []}
     rows = (s.get("pingpong") or {}).get("rows") or []
     small = _size(rows[0]["bytes"]) if rows else "-"
     big = next((r["bytes"] for r in reversed(rows) if r.get("bw_mbps")), None)
-    t = Table(title=f"Per placement of {who}: the host moved them during the run")
+    t = Table(title=f"Per placement of {who}: {moved} during the run")
     t.add_column("round trip (ns)", justify="right")
     t.add_column("ping-pong launches", justify="right")
     t.add_column(f"{small} latency ({MICRO}s)", justify="right")
@@ -1342,7 +1355,7 @@ def _render_placements(s: dict, console: Console) -> None:
     console.print("round trip: of a cache line between threads pinned to the two PUs, before "
                   "and after every launch; a launch belongs to a placement when both fall in it"
                   + (f"; {during} launch{'es' if during != 1 else ''} during which they moved "
-                     "left out" if during else "") + gaps, markup=False)
+                     "left out" if during else "") + gaps + cause, markup=False)
 
 
 def plot(doc: dict, path) -> Path | None:
@@ -1477,6 +1490,11 @@ def main(args, argv: list[str]) -> int:
                   vcluster=getattr(args, "vcluster", False),
                   launches=getattr(args, "launches", None), argv=argv)
     noise.attach(doc, noise_block)
+    if (noise_block or {}).get("verdict") == "busy":
+        # beside other work a changed round trip need not be the host
+        # moving the PUs: the warning says so
+        was, now = pu_link_warning(doc["summary"]), pu_link_warning(doc["summary"], busy=True)
+        doc["warnings"] = [now if w == was else w for w in doc.get("warnings") or []]
     render(doc, console)
     tplot.write_outputs(doc, args.json, getattr(args, "plot", None), plot, console)
     return 0
