@@ -74,6 +74,26 @@ def whoami(tmp_path_factory):
     return out
 
 
+#: Under load Open MPI's TCP transport between two namespaces can report
+#: its own non-blocking connect still "in progress" as a failed connect,
+#: and the rank then crashes: the job had started on every node, its
+#: ranks could not reach each other in time.  Seen once in a full
+#: `make test` (with Open MPI's shared-memory segment also missing on one
+#: node; the cause is not established).  A job that fails so runs once
+#: more; a second failure fails the test.
+OMPI_TCP_RACE = "Open MPI failed to TCP connect to a peer MPI process"
+
+
+def _job(*args, **kw):
+    """run_tiers(*args, **kw) for an MPI job on the cluster, once more when
+    it failed on Open MPI's TCP connect race (OMPI_TCP_RACE)."""
+    run = run_tiers(*args, **kw)
+    if run.returncode != 0 and OMPI_TCP_RACE in run.stderr.replace("\n", " "):
+        print(f"\nOpen MPI's TCP connect race; running the job again: {run.stderr[-300:]}")
+        run = run_tiers(*args, **kw)
+    return run
+
+
 def _ranks(run) -> dict[int, dict]:
     assert run.returncode == 0, run.stderr[-3000:]
     line = next(ln for ln in run.stdout.splitlines() if '"tiers.whoami/1"' in ln)
@@ -183,8 +203,8 @@ class TestSlurmCluster:
         else:
             launcher = ["mpirun.openmpi"] if mpi == "openmpi" else ["mpiexec.hydra"]
             words = ["-n", str(RANKS)] + launcher + [prog]
-        run = run_tiers("vcluster", how, "--mpi", mpi, "--timeout", "120", "--", *words,
-                        timeout=180)
+        run = _job("vcluster", how, "--mpi", mpi, "--timeout", "120", "--", *words,
+                   timeout=180)
         ranks = _ranks(run)
         _assert_on_nodes(ranks)
         doc = json.loads(next(ln for ln in run.stdout.splitlines() if '"tiers.whoami/1"' in ln))
@@ -205,7 +225,7 @@ class TestSlurmCluster:
                         env={"TMPDIR": str(tmp_path)})
         assert dry.returncode == 0, dry.stderr
         line = dry.stdout.strip().splitlines()[-1]
-        run = run_tiers(*args, "--", prog, timeout=180)
+        run = _job(*args, "--", prog, timeout=180)
         ranks = _ranks(run)
         table = json.loads(tab.read_text())["ranks"]
         print(f"\n{launcher} ({placement}): {line}")
@@ -255,8 +275,8 @@ class TestSlurmCluster:
         assert dry.returncode == 0, dry.stderr
         line = next(ln for ln in dry.stdout.splitlines() if "SLURM_HOSTFILE=" in ln)
         assert "srun -n 8" in line and "--distribution=arbitrary" in line, line
-        run = run_tiers("vcluster", "salloc", "--", "-n", str(RANKS), *inner, "--",
-                        whoami["openmpi"], timeout=180)
+        run = _job("vcluster", "salloc", "--", "-n", str(RANKS), *inner, "--",
+                   whoami["openmpi"], timeout=180)
         ranks = _ranks(run)
         for e in json.loads(tab.read_text())["ranks"]:
             r = ranks[e["rank"]]
