@@ -2,8 +2,9 @@
  * into node-sized boxes of the least cut bytes when such boxes tile it
  * exactly, recursive coordinate bisection over the nodes otherwise; inside
  * a node the same bisection splits the node's ranks over the node tree's
- * objects, one cut per level.  Linear in the ranks per level of the
- * bisection (a sort per cut), so a 262,144-rank grid takes milliseconds. */
+ * objects, one cut per level.  A sort per cut: O(n log n) per level of
+ * the bisection (a 262,144-rank grid is tiled in milliseconds, a
+ * 226,981-rank one bisected in about 0.2 s). */
 
 #include "tiers/map.h"
 
@@ -222,7 +223,8 @@ int tiers_map_geometric(int n, int dims, const int *parts, const double *pair,
   for (int a = 0; a < dims; a++) {
     if (parts[a] < 1)
       TIERS_ERROR(TIERS_ERR_ARG, "map: a grid of %d subdomains along axis %d", parts[a], a);
-    prod *= parts[a];
+    if (prod <= n) /* past n it is wrong already; no overflow */
+      prod *= parts[a];
   }
   if (prod != n)
     TIERS_ERROR(TIERS_ERR_ARG, "map: a grid of %lld subdomains for %d ranks", (long long)prod, n);
