@@ -199,7 +199,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
             quick: bool = False, launcher=None, hostfile=None,
             launcher_args: Sequence[str] | str = (), native_extra: Sequence[str] = (),
             topology: str = "this", vcluster: bool = False, launches: int | None = None,
-            argv: list[str] | None = None) -> dict:
+            argv: list[str] | None = None, busy: bool = False) -> dict:
     """Run the message probe on ``ranks`` ranks (default: the cores, at
     least 2) and return its ``tiers.probe.net/1`` result document.
 
@@ -222,6 +222,8 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
     idle.  ``topology`` is the hwloc source used to classify pairs on one
     host ("this": the machine).  ``vcluster=True`` runs on the virtual
     cluster that ``tiers vcluster up`` built (:mod:`tiers.vcluster`).
+    ``busy``: the noise check found other work (the warnings then do not
+    call a changed round trip between the pair's PUs a move by the host).
     ``launches``: the ping-pong, the all-pairs test and MPI_Barrier run
     in this many separate launches (default :data:`PINGPONG_LAUNCHES`), in
     interleaved rounds (:func:`launch_order`); each figure is the median of
@@ -412,7 +414,7 @@ def measure(ranks: int | None = None, *, tests=None, all_pairs: bool = False, si
         split_by_placement(summary, raw["params"]["pu_link"],
                            {t: [r[0] for r in runs_of[t]] for t in runs_of},
                            raw["params"].get("l2_bytes"), samples)
-    warnings = noisy_warnings(summary)
+    warnings = noisy_warnings(summary, busy)
     params = dict(raw["params"])
     params.update({"launcher": lau.to_dict(), "launch_command": command,
                    "oversubscribed": oversubscribed, "topology": topology,
@@ -1015,9 +1017,11 @@ def _row_noise(row: dict) -> tuple[bool, str | None]:
     return bool(why), "; ".join(why) or None
 
 
-def noisy_warnings(summary: dict) -> list[str]:
-    """Return the one-line warnings of a summary: noisy ping-pong figures
-    and all-pairs figures that could not be given as measured."""
+def noisy_warnings(summary: dict, busy: bool = False) -> list[str]:
+    """Return the one-line warnings of a summary: noisy ping-pong figures,
+    all-pairs figures that could not be given as measured, and the pair's
+    PUs not in one placement (worded for a ``busy`` machine, see
+    :func:`pu_link_warning`)."""
     out = []
     rows = (summary.get("pingpong") or {}).get("rows", [])
     noisy = [r["bytes"] for r in rows if r.get("noisy") or r.get("rtt_noisy")
@@ -1035,7 +1039,7 @@ def noisy_warnings(summary: dict) -> list[str]:
     if ap and ap.get("unreliable_pairs"):
         out.append(f"probe net: {ap['unreliable_pairs']} of {ap['pairs']} all-pairs fits are "
                    "unreliable; their values were replaced or left out (see 'why')")
-    moved = pu_link_warning(summary)
+    moved = pu_link_warning(summary, busy)
     if moved:
         out.append(moved)
     return out
@@ -1488,13 +1492,9 @@ def main(args, argv: list[str]) -> int:
                   launcher=args.launcher, hostfile=args.hostfile,
                   launcher_args=args.launcher_args or (),
                   vcluster=getattr(args, "vcluster", False),
-                  launches=getattr(args, "launches", None), argv=argv)
+                  launches=getattr(args, "launches", None), argv=argv,
+                  busy=(noise_block or {}).get("verdict") == "busy")
     noise.attach(doc, noise_block)
-    if (noise_block or {}).get("verdict") == "busy":
-        # beside other work a changed round trip need not be the host
-        # moving the PUs: the warning says so
-        was, now = pu_link_warning(doc["summary"]), pu_link_warning(doc["summary"], busy=True)
-        doc["warnings"] = [now if w == was else w for w in doc.get("warnings") or []]
     render(doc, console)
     tplot.write_outputs(doc, args.json, getattr(args, "plot", None), plot, console)
     return 0
