@@ -7,6 +7,7 @@ sent bytes, then the inter-node bytes), recomputed here too."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -313,6 +314,32 @@ def test_a_second_start_leaves_scotch_s_basin_on_a_sparse_matrix(node16):
     assert np.bincount(place[last, 0], minlength=8).tolist() == [16] * 8
     for k in range(8):
         assert len(set(place[last, 1][place[last, 0] == k].tolist())) == 16
+
+
+@needs_search
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
+                    reason="the second start's own thread needs a second CPU")
+def test_the_second_start_on_its_own_thread_gives_what_one_thread_does(node16):
+    """The second start's Scotch call runs on a thread of its own while
+    the first start is mapped, where the process may use two CPUs: with
+    this thread held to one CPU (the call made afterwards, on the calling
+    thread) every row, cost and choice is the same."""
+    g = row_block_graph("local_disc_galerkin_diffusion", 128)
+    mach = machine(node16, 8, g.n)
+    cands = [P.block(g.n, mach), P.by_node(g.n, mach), P.by_package(g.n, mach)]
+    both = _search(g, mach, cands, 1000.0)
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        one = _search(g, mach, cands, 1000.0)
+    finally:
+        os.sched_setaffinity(0, cpus)
+    assert both[4] and one[4]  # the second start was taken both times
+    assert np.array_equal(both[0], one[0])
+    assert both[2] == one[2] and both[3] == one[3]
+    for a, b in zip(both[1], one[1]):
+        assert (a.inter, a.sent_max, a.rank_s, a.link_s) == (b.inter, b.sent_max, b.rank_s,
+                                                             b.link_s)
 
 
 @needs_search

@@ -4,6 +4,8 @@
  * every group fits its node, tiers_map_place gives distinct cores and
  * reaches the optimal intra-node cost; bad graphs give the documented codes.
  */
+#define _GNU_SOURCE /* sched_setaffinity */
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,6 +261,74 @@ static void test_geometric(void)
                             shape) == TIERS_ERR_ARG);
 }
 
+/* One whole search of g (no candidates of the caller's) on 4 nodes of 2
+ * x 8 cores, with a second start. */
+static int search4(const tiers_map_graph_t *g, int *place, tiers_map_cost_t *costs,
+                   int *chosen, int *second)
+{
+  const int arity[2] = {2, 8};
+  const double tcost[2] = {10, 1};
+  const tiers_map_node_t shape = {2, arity, tcost};
+  const double lat[4] = {2e-6, 4e-7, 2e-7, 1e-7}, bw[4] = {1e9, 5e9, 1e10, 2e10};
+  int swaps = 0;
+  return tiers_map_search(g, NULL, 4, &shape, 100, 4, lat, bw, 0.15, 0, 1, 1, 30000, 1000,
+                          place, costs, chosen, &swaps, second);
+}
+
+/* The second start's Scotch call runs on a thread of its own where the
+ * process may use two CPUs: a ring of 64 ranks with a hub (rank 0 talks to
+ * every rank), whose Scotch mapping has the hub's node sending far more
+ * than any other, is searched so and again held to one CPU (the call then
+ * made afterwards on this thread): the same rows, costs and choice. */
+static void test_search_second_thread(void)
+{
+  enum { R = 64 };
+  static double wm[R][R];
+  memset(wm, 0, sizeof wm);
+  for (int v = 0; v < R; v++) {
+    wm[v][(v + 1) % R] = wm[(v + 1) % R][v] = 10;
+    if (v > 0 && wm[0][v] == 0)
+      wm[0][v] = wm[v][0] = 1;
+  }
+  static int64_t xadj[R + 1];
+  static int32_t adj[R * R];
+  static double w[R * R];
+  int64_t k = 0;
+  for (int v = 0; v < R; v++) {
+    for (int u = 0; u < R; u++)
+      if (wm[v][u] > 0) {
+        adj[k] = u;
+        w[k++] = wm[v][u];
+      }
+    xadj[v + 1] = k;
+  }
+  const tiers_map_graph_t g = {R, xadj, adj, w};
+  CHECK(tiers_map_check(&g, NULL, NULL) == TIERS_OK);
+  static int place[3][2][R], one[3][2][R];
+  tiers_map_cost_t costs[3], costs1[3];
+  int chosen = -1, chosen1 = -2, second = -1, second1 = -2;
+  CHECK(search4(&g, &place[0][0][0], costs, &chosen, &second) == TIERS_OK);
+  CHECK(chosen >= 0 && chosen <= 2);
+  for (int v = 0; v < R; v++)
+    CHECK(place[chosen][0][v] >= 0 && place[chosen][0][v] < 4);
+  cpu_set_t all, first;
+  if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2)
+    return;
+  CPU_ZERO(&first);
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &first);
+      break;
+    }
+  CHECK(sched_setaffinity(0, sizeof first, &first) == 0);
+  CHECK(search4(&g, &one[0][0][0], costs1, &chosen1, &second1) == TIERS_OK);
+  CHECK(sched_setaffinity(0, sizeof all, &all) == 0);
+  CHECK(chosen1 == chosen && second1 == second);
+  CHECK(memcmp(place, one, sizeof place) == 0);
+  for (int c = 0; c < 3; c++)
+    CHECK(costs1[c].sent_max == costs[c].sent_max && costs1[c].inter == costs[c].inter);
+}
+
 int main(void)
 {
   test_stencil_2x2x2();
@@ -267,6 +337,7 @@ int main(void)
   test_link_costs();
   test_bad_graphs();
   test_geometric();
+  test_search_second_thread();
   if (failures)
     fprintf(stderr, "test_map: %d check(s) failed\n", failures);
   return failures ? 1 : 0;

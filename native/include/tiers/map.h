@@ -317,7 +317,11 @@ TIERS_API int tiers_map_eval(const tiers_map_graph_t *g, const double *sent_byte
  *        sends, Scotch's mapping with the node level at @p node_cost2 is
  *        the refinement's start if it ranks before the winner (and the
  *        winner's own refinement is made when its result does not rank
- *        first); 0: none
+ *        first); 0: none.  Where the process may run on two or more CPUs
+ *        (its affinity), that Scotch call is made on a thread of its own
+ *        from the start, beside the first one, and dropped when not
+ *        needed (the thread is joined before the call returns); the
+ *        result is the same as on one CPU
  * @param[in,out] place (ncand + 3) placements of 2 rows of n ints (node
  *        per rank, then slot per rank): row pair 0 afc, 1 afc-nb (out),
  *        2 .. ncand + 1 the caller's candidates (in), ncand + 2 the refined

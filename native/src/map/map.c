@@ -8,11 +8,13 @@
  * scaled into small integers before they reach Scotch; the repairs after
  * Scotch (capacity and one-rank-per-core) work on the exact double weights.
  */
-#define _POSIX_C_SOURCE 200809L /* open_memstream, fmemopen */
+#define _GNU_SOURCE /* open_memstream, fmemopen; sched_getaffinity */
 
 #include "tiers/map.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2870,6 +2872,88 @@ static void top_two_sent(const tiers_map_graph_t *g, const double *sent_bytes, i
  * more than this many times what the next one sends (docs/map.md). */
 #define SECOND_GAP 1.25
 
+/* The second start's Scotch call, made on a thread of its own while the
+ * first start is mapped, measured and compared: whether it is needed is
+ * known only after the first, and each call takes about as long as the
+ * other.  The result is the same as made afterwards on the calling
+ * thread (each call has its own deterministic Scotch context).  Valgrind's
+ * helgrind finds the two calls writing to two of libscotch's static
+ * variables, the dummy links its gain tables and job pools end their
+ * lists with: only the dummies' addresses are ever read, and Scotch's own
+ * threads (a context of several) write them so too. */
+typedef struct second_job {
+  const tiers_map_graph_t *g;
+  const tiers_map_node_t *node;
+  int tree_nodes;
+  double node_cost;
+  uint64_t seed;
+  int *node_of, *slot_of;
+  int rc;
+  pthread_t thread;
+  int running;
+} second_job_t;
+
+static void *second_run(void *arg)
+{
+  second_job_t *j = arg;
+  j->rc = tiers_map_tree(j->g, j->tree_nodes, j->node_cost, j->node, -1, 0.05, j->seed,
+                         j->node_of, j->slot_of);
+  return NULL;
+}
+
+/* Whether this process may run on more than one CPU (its affinity): a
+ * second thread on one CPU only takes turns with the first. */
+static int several_cpus(void)
+{
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1;
+}
+
+/* Starts the second start's Scotch call on its own thread when the
+ * process has a second CPU; j->running says whether it did (the call is
+ * then made afterwards, when needed, on the calling thread). */
+static void second_spawn(second_job_t *j)
+{
+  j->running = 0;
+  if (!several_cpus())
+    return;
+  /* Scotch's process-wide random state is set up on its first use: made
+   * here, on this thread, before two threads open contexts at once */
+  SCOTCH_Context ctx;
+  if (context_open(&ctx) != TIERS_OK)
+    return;
+  SCOTCH_contextExit(&ctx);
+  const size_t n = (size_t)j->g->n;
+  j->node_of = malloc(n * sizeof *j->node_of);
+  j->slot_of = malloc(n * sizeof *j->slot_of);
+  if (j->node_of && j->slot_of && pthread_create(&j->thread, NULL, second_run, j) == 0) {
+    j->running = 1;
+    return;
+  }
+  free(j->node_of);
+  free(j->slot_of);
+  j->node_of = j->slot_of = NULL;
+}
+
+/* Waits for the second start's thread (when one runs) and frees its
+ * rows; with node_of / slot_of given, its placement is copied there and
+ * its return code returned, else it is dropped. */
+static int second_join(second_job_t *j, int *node_of, int *slot_of)
+{
+  if (!j->running)
+    return TIERS_ERR_ARG;
+  pthread_join(j->thread, NULL);
+  j->running = 0;
+  int rc = j->rc;
+  if (rc == TIERS_OK && node_of)
+    copy_placement(node_of, slot_of, j->node_of, j->slot_of, j->g->n);
+  free(j->node_of);
+  free(j->slot_of);
+  j->node_of = j->slot_of = NULL;
+  return node_of ? rc : TIERS_OK;
+}
+
 int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
                      const tiers_map_node_t *node, double node_cost, int tree_nodes,
                      const double *lat, const double *bw, double time_tie, int ncand,
@@ -2893,6 +2977,7 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
                     c - 2, v, NODE_ROW(c)[v], nodes - 1);
   int64_t *fill = calloc((size_t)nodes, sizeof *fill);
   char *have = calloc((size_t)total, 1);
+  second_job_t job = {0};
   int rc = TIERS_OK;
   if (!fill || !have) {
     rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
@@ -2901,6 +2986,12 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
   memset(costs, 0, (size_t)total * sizeof *costs);
   if (second)
     *second = 0;
+  const int second_applies = use_scotch && node_cost2 > 0 && nodes > 2 && g->xadj[n] > 0;
+  if (second_applies) {
+    job = (second_job_t){.g = g, .node = node, .tree_nodes = tree_nodes,
+                         .node_cost = node_cost2, .seed = seed};
+    second_spawn(&job);
+  }
   if (use_scotch) {
     rc = tiers_map_tree(g, tree_nodes, node_cost, node, -1, 0.05, seed, NODE_ROW(0),
                         SLOT_ROW(0));
@@ -2946,7 +3037,7 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
    * node_cost2, built in the refined row; the refinement starts from it
    * instead of the winner when it ranks before the winner */
   int from_second = 0;
-  if (use_scotch && node_cost2 > 0 && nodes > 2 && g->xadj[n] > 0) {
+  if (second_applies) {
     double top, next;
     double *sent = malloc((size_t)nodes * sizeof *sent);
     if (!sent) {
@@ -2956,8 +3047,11 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
     top_two_sent(g, sent_bytes, nodes, NODE_ROW(0), sent, &top, &next);
     free(sent);
     if (top > SECOND_GAP * next) {
-      rc = tiers_map_tree(g, tree_nodes, node_cost2, node, -1, 0.05, seed, NODE_ROW(r),
-                          SLOT_ROW(r));
+      if (job.running)
+        rc = second_join(&job, NODE_ROW(r), SLOT_ROW(r));
+      else
+        rc = tiers_map_tree(g, tree_nodes, node_cost2, node, -1, 0.05, seed, NODE_ROW(r),
+                            SLOT_ROW(r));
       if (rc == TIERS_OK)
         rc = tiers_map_eval(g, sent_bytes, nodes, node, lat, bw, NODE_ROW(r), SLOT_ROW(r),
                             &costs[r]);
@@ -3009,6 +3103,8 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
 #undef NODE_ROW
 #undef SLOT_ROW
 out:
+  /* a second start not needed (or an error before it) still ends here */
+  second_join(&job, NULL, NULL);
   free(fill);
   free(have);
   return rc;

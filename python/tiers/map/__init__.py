@@ -56,8 +56,9 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
     mapped one, ``afc``, first), ``metrics`` (one dict per placement),
     ``chosen`` (the placement to write: the model's best, or ``forced``),
     ``chosen_note`` (one line when the choice is not ``afc`` or the forced
-    one is slower than the best, else ""), ``components`` and ``seconds``
-    (time spent mapping).  Raise TiersError on bad input."""
+    one is slower than the best, else ""), ``components``, ``seconds``
+    (time spent mapping) and ``cpu_seconds`` (its CPU time, all threads).
+    Raise TiersError on bad input."""
     components, comp = core.check(g)
     if components > 1 and not allow_disconnected:
         import numpy as np
@@ -70,7 +71,7 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
     mach = machine_mod.build(topo_doc, nodes=nodes, hostfile=hostfile, ranks=g.n,
                              oversubscribe=oversubscribe,
                              layer_costs=machine_mod.parse_layer_costs(layer_costs), links=links)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     # a grid read from a file (any numbering) gets its coordinates back, so
     # that the geometric candidate applies to it too
     recovered = g.coords is None and graph_mod.recover_grid(g)
@@ -80,6 +81,7 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
         # full metrics (and the random reference) are reporting, after it
         places, chosen, _ = placement.search(g, mach, seed, forced)
         seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu_start
         at = next(i for i, p in enumerate(places) if p.name == "map-by-node") + 1
         places.insert(at, placement.random(g.n, mach, seed))
         for p in places:
@@ -117,6 +119,7 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
             places.append(kept[0])
             mets.append(kept[1])
         seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu_start
         best = None
     index, note = placement.choose(mets, forced, best=best)
     if skipped:
@@ -125,7 +128,7 @@ def plan(g, topo_doc: dict, *, nodes: int | None = None, hostfile: str | None = 
         note = f"{note}; {why}" if note else why
     return {"machine": mach, "placements": places, "metrics": mets,
             "chosen": places[index], "chosen_note": note,
-            "components": components, "seconds": seconds}
+            "components": components, "seconds": seconds, "cpu_seconds": cpu_seconds}
 
 
 def document(g, plan_out: dict, params: dict, argv: list[str] | None) -> dict:
@@ -150,7 +153,8 @@ def document(g, plan_out: dict, params: dict, argv: list[str] | None) -> dict:
     }
     summary = {"ranks": g.n, "edges": g.edges, "bytes_total": g.total_bytes(),
                "components": plan_out["components"], "machine": mach.describe(),
-               "map_seconds": plan_out["seconds"], "comparison": mets,
+               "map_seconds": plan_out["seconds"], "map_cpu_seconds": plan_out["cpu_seconds"],
+               "comparison": mets,
                "ratio_to_afc": ratios, "ratio_reference": afc["placement"],
                "chosen": {"placement": best.name, "note": plan_out.get("chosen_note", ""),
                           "how": best.note},
