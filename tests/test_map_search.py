@@ -174,6 +174,11 @@ def test_afc_is_scotch_gmaps_mapping_of_a_sparse_graph(node16, tmp_path, n, seed
     assert afc.name == "afc"
     assert np.array_equal(afc.node, gmap)
     assert np.array_equal(afc.slot, gslot)   # every rank on its own core: nothing repaired
+    # afc-nb: afc's nodes, each node's ranks on its slots in rank order
+    nb = places[1]
+    assert nb.name == "afc-nb" and np.array_equal(nb.node, gmap)
+    for k in range(nodes):
+        assert nb.slot[gmap == k].tolist() == list(range(int(np.sum(gmap == k))))
     traffic = directed(g)
     _, sent_g, inter_g = by_loops(traffic, mach, gmap, gslot)
     _, sent_c, inter_c = by_loops(traffic, mach, chosen.node, chosen.slot)

@@ -15,6 +15,9 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2896,6 +2899,8 @@ typedef struct second_job {
 static void *second_run(void *arg)
 {
   second_job_t *j = arg;
+  /* below the calling thread: on a CPU it shares with it, it gives way */
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
   j->rc = tiers_map_tree(j->g, j->tree_nodes, j->node_cost, j->node, -1, 0.05, j->seed,
                          j->node_of, j->slot_of);
   return NULL;

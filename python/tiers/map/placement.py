@@ -200,8 +200,10 @@ def nb_of(p: Placement, machine: Machine) -> Placement:
     """Return ``afc-nb``: the nodes of ``p`` with the ranks of each node
     filling its slots in rank order (the grouping without the placement
     inside the node)."""
-    return Placement("afc-nb", p.node, _fill_order(p.node, machine.nodes),
-                     "grouped with Scotch; inside a node in rank order")
+    return Placement("afc-nb", p.node, _fill_order(p.node, machine.nodes), NB_NOTE)
+
+
+NB_NOTE = "grouped with Scotch; inside a node in rank order"
 
 
 # --------------------------------------------------------------------------
@@ -582,7 +584,9 @@ def search(graph: Graph, machine: Machine, seed: int = 1, forced: str | None = N
                         f"x {'x'.join(map(str, machine.arity))}, Scotch's default strategy, "
                         "as scotch_gmap)")
         by_index[0] = afc
-        by_index[1] = nb_of(afc, machine)
+        # the native row 1: afc's nodes, each node's ranks in rank order
+        # (what nb_of builds)
+        by_index[1] = Placement("afc-nb", place[1, 0], place[1, 1], NB_NOTE)
         out += [by_index[0], by_index[1]]
     for i, p in enumerate(cands):
         by_index[i + 2] = p
