@@ -271,7 +271,7 @@ static int search4(const tiers_map_graph_t *g, int *place, tiers_map_cost_t *cos
   const tiers_map_node_t shape = {2, arity, tcost};
   const double lat[4] = {2e-6, 4e-7, 2e-7, 1e-7}, bw[4] = {1e9, 5e9, 1e10, 2e10};
   int swaps = 0;
-  return tiers_map_search(g, NULL, 4, &shape, 100, 4, lat, bw, 0.15, 0, 1, 1, 30000, 1000,
+  return tiers_map_search(g, NULL, 4, &shape, 100, 4, lat, bw, 0.15, 0, 1, 1, 30000, 1,
                           place, costs, chosen, &swaps, second);
 }
 

@@ -312,16 +312,23 @@ TIERS_API int tiers_map_eval(const tiers_map_graph_t *g, const double *sent_byte
  *        their costs zero)
  * @param seed Scotch's seed
  * @param budget the refinement's work limit (tiers_map_refine)
- * @param node_cost2 > 0: a second start -- when Scotch's mapping (row
- *        0) has a node sending more than 1.25 times what any other node
- *        sends, Scotch's mapping with the node level at @p node_cost2 is
- *        the refinement's start if it ranks before the winner (and the
+ * @param extra_starts 1: two more starts, each Scotch's grouping of the
+ *        ranks onto the first @p tree_nodes nodes (a complete graph of
+ *        node-sized parts) with its recursive-bipartitioning strategy,
+ *        nodes over capacity repaired, each node's ranks placed on its
+ *        cores by a quick recursive split of the node tree.  The second
+ *        (30 % imbalance allowed), when Scotch's mapping (row 0) has a
+ *        node sending more than 1.25 times what any other node sends: the
+ *        refinement's start if it ranks before the winner (and the
  *        winner's own refinement is made when its result does not rank
- *        first); 0: none.  Where the process may run on two or more CPUs
- *        (its affinity), that Scotch call is made on a thread of its own
- *        from the start, beside the first one, and dropped when not
- *        needed (the thread is joined before the call returns); the
- *        result is the same as on one CPU
+ *        first).  The third (50 %): written in the refined row instead of
+ *        the result when it is no worse on either byte measure
+ *        (inter-node bytes, the busiest node's sent bytes), better on one,
+ *        and ranks before the result.  Where the process may run on two
+ *        or more CPUs (its affinity), both are made on a thread of their
+ *        own from the start, beside Scotch's mapping, the second dropped
+ *        when not needed (the thread is joined before the call returns);
+ *        the result is the same as on one CPU.  0: none
  * @param[in,out] place (ncand + 3) placements of 2 rows of n ints (node
  *        per rank, then slot per rank): row pair 0 afc, 1 afc-nb (out),
  *        2 .. ncand + 1 the caller's candidates (in), ncand + 2 the refined
@@ -330,8 +337,8 @@ TIERS_API int tiers_map_eval(const tiers_map_graph_t *g, const double *sent_byte
  *        for a placement not made)
  * @param[out] chosen the index of the placement to write
  * @param[out] swaps swaps the refinement made (may be NULL)
- * @param[out] second 1 when the refined row is the second start's (may be
- *        NULL)
+ * @param[out] second 1 when the refined row is the second start's, 2 when
+ *        it holds the third start's, else 0 (may be NULL)
  * @return as tiers_map_tree and tiers_map_eval.  Not thread-safe with
  *         other Scotch users of the process.
  */
@@ -340,7 +347,7 @@ TIERS_API int tiers_map_search(const tiers_map_graph_t *g, const double *sent_by
                                int tree_nodes, const double *lat, const double *bw,
                                double time_tie,
                                int ncand, int use_scotch, uint64_t seed, int64_t budget,
-                               double node_cost2, int *place, tiers_map_cost_t *costs,
+                               int extra_starts, int *place, tiers_map_cost_t *costs,
                                int *chosen, int *swaps, int *second);
 
 /**

@@ -833,19 +833,27 @@ int tiers_map_group(const tiers_map_graph_t *g, int nodes, const int *capacity, 
 }
 
 static int group_costs(const tiers_map_graph_t *g, int nodes, const int *capacity,
-                       const double *link_cost, uint64_t seed, int *node_of);
+                       const double *link_cost, uint64_t seed, SCOTCH_Num flags,
+                       double balance, int *node_of);
+
+/* Scotch's strategy of the grouping: its quality and balance flags, no
+ * imbalance left (the capacities are exact) */
+#define GROUP_FLAGS (SCOTCH_STRATQUALITY | SCOTCH_STRATBALANCE)
 
 int tiers_map_group_costs(const tiers_map_graph_t *g, int nodes, const int *capacity,
                           const double *link_cost, uint64_t seed, int *node_of)
 {
   tiers_map_scotch_enter();
-  int rc = group_costs(g, nodes, capacity, link_cost, seed, node_of);
+  int rc = group_costs(g, nodes, capacity, link_cost, seed, GROUP_FLAGS, 0.0, node_of);
   tiers_map_scotch_leave();
   return rc;
 }
 
+/* The grouping with Scotch's strategy flags and the imbalance it may
+ * leave (nodes over capacity are repaired after it). */
 static int group_costs(const tiers_map_graph_t *g, int nodes, const int *capacity,
-                       const double *link_cost, uint64_t seed, int *node_of)
+                       const double *link_cost, uint64_t seed, SCOTCH_Num flags,
+                       double balance, int *node_of)
 {
   TIERS_CALL(check_args(g));
   if (nodes < 1 || !capacity || !node_of)
@@ -941,8 +949,7 @@ static int group_costs(const tiers_map_graph_t *g, int nodes, const int *capacit
     goto out;
   }
   if (SCOTCH_stratInit(&strat) != 0 ||
-      (strat_ok = 1, SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATQUALITY | SCOTCH_STRATBALANCE,
-                                               k, 0.0) != 0)) {
+      (strat_ok = 1, SCOTCH_stratGraphMapBuild(&strat, flags, k, balance) != 0)) {
     rc = tiers_map_scotch_fail(TIERS_ERR_INPUT, __FILE__, __LINE__,
                          "map: Scotch cannot build a mapping strategy");
     goto out;
@@ -2875,34 +2882,235 @@ static void top_two_sent(const tiers_map_graph_t *g, const double *sent_bytes, i
  * more than this many times what the next one sends (docs/map.md). */
 #define SECOND_GAP 1.25
 
-/* The second start's Scotch call, made on a thread of its own while the
- * first start is mapped, measured and compared: whether it is needed is
- * known only after the first, and each call takes about as long as the
- * other.  The result is the same as made afterwards on the calling
- * thread (each call has its own deterministic Scotch context).  Valgrind's
- * helgrind finds the two calls writing to two of libscotch's static
- * variables, the dummy links its gain tables and job pools end their
- * lists with: only the dummies' addresses are ever read, and Scotch's own
- * threads (a context of several) write them so too. */
-typedef struct second_job {
+/* ------------------------------------------------------------------------ */
+/* A quick placement inside nodes (the extra starts' ranks on their cores) */
+
+/* Bytes between rank v and the ranks whose mark is m (both directions). */
+static double conn_to(const tiers_map_graph_t *g, const int *mark, int v, int m)
+{
+  double c = 0;
+  for (int64_t e = g->xadj[v]; e < g->xadj[v + 1]; e++)
+    if (mark[g->adjncy[e]] == m)
+      c += edge_weight(g, e);
+  return c;
+}
+
+static double weight_between(const tiers_map_graph_t *g, int a, int b)
+{
+  double w = 0;
+  for (int64_t e = g->xadj[a]; e < g->xadj[a + 1]; e++)
+    if (g->adjncy[e] == b)
+      w += edge_weight(g, e);
+  return w;
+}
+
+/* Passes of swaps at most per split. */
+#define QUICK_PASSES 8
+
+/*
+ * Places ranks set[0..m) of one node on the cores below a tree object of
+ * level lv whose first core is base: split into groups of at most
+ * stride[lv] ranks, one per child -- each grown from the free rank with
+ * the most bytes to the other free ranks by adding the free rank with the
+ * most bytes to the group --, improved by swaps of two ranks of different
+ * groups while one lowers the bytes between groups, then each group placed
+ * below its child.  mark: per rank, 0 outside the set (scratch, left 0).
+ */
+static void quick_place(const tiers_map_graph_t *g, const tree_t *t, int lv, int *set, int m,
+                        int base, int *mark, int *slot_of)
+{
+  const int cap = lv < t->levels ? (int)t->stride[lv] : 1;
+  if (cap == 1 || m <= 1) { /* the children are cores: all pairs cost the same */
+    for (int j = 0; j < m; j++)
+      slot_of[set[j]] = base + j;
+    return;
+  }
+  const int k = (m + cap - 1) / cap;
+  if (k > 1) {
+    /* greedy growth: group q gets marks q + 2, free ranks mark 1 */
+    for (int j = 0; j < m; j++)
+      mark[set[j]] = 1;
+    int placed = 0;
+    for (int q = 0; q < k; q++) {
+      const int size = m - placed < cap ? m - placed : cap;
+      for (int c = 0; c < size; c++) {
+        int pick = -1;
+        double best = -1;
+        for (int j = placed; j < m; j++) {
+          const double w = c == 0 ? conn_to(g, mark, set[j], 1) : conn_to(g, mark, set[j], q + 2);
+          if (w > best) {
+            best = w;
+            pick = j;
+          }
+        }
+        const int v = set[pick];
+        set[pick] = set[placed];
+        set[placed++] = v;
+        mark[v] = q + 2;
+      }
+    }
+    /* swaps between groups (group of position j: j / cap) */
+    for (int pass = 0; pass < QUICK_PASSES; pass++) {
+      int moved = 0;
+      for (int a = 0; a < m; a++)
+        for (int b = (a / cap + 1) * cap; b < m; b++) {
+          const int va = set[a], vb = set[b], ga = mark[va], gb = mark[vb];
+          /* bytes the swap cuts against those it stops cutting */
+          const double cuts = conn_to(g, mark, va, ga) + conn_to(g, mark, vb, gb) +
+                              2 * weight_between(g, va, vb);
+          const double joins = conn_to(g, mark, va, gb) + conn_to(g, mark, vb, ga);
+          if (lower(cuts, joins)) {
+            mark[va] = gb;
+            mark[vb] = ga;
+            set[a] = vb;
+            set[b] = va;
+            moved = 1;
+          }
+        }
+      if (!moved)
+        break;
+    }
+    for (int j = 0; j < m; j++)
+      mark[set[j]] = 0;
+  }
+  for (int q = 0; q < k; q++) {
+    const int lo = q * cap, sz = m - lo < cap ? m - lo : cap;
+    quick_place(g, t, lv + 1, set + lo, sz, base + q * cap, mark, slot_of);
+  }
+}
+
+/* Every node's ranks on its cores by quick_place (node_of within 0..nodes). */
+static int place_quick(const tiers_map_graph_t *g, const int *node_of, int nodes,
+                       const tiers_map_node_t *node, int *slot_of)
+{
+  const int n = g->n;
+  tree_t t = {node->levels, 1, NULL, NULL};
+  for (int i = 0; i < node->levels; i++)
+    t.cores *= node->arity[i];
+  int64_t *start = calloc((size_t)nodes + 1, sizeof *start);
+  int32_t *members = malloc((size_t)n * sizeof *members);
+  int32_t *local = malloc((size_t)n * sizeof *local);
+  int *set = malloc((size_t)n * sizeof *set);
+  int *mark = calloc((size_t)n, sizeof *mark);
+  t.stride = malloc(((size_t)t.levels + 1) * sizeof *t.stride);
+  int rc = TIERS_OK;
+  if (!start || !members || !local || !set || !mark || !t.stride) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  {
+    int64_t stride = t.cores;
+    for (int i = 0; i < t.levels; i++) {
+      stride /= node->arity[i];
+      t.stride[i] = stride;
+    }
+  }
+  for (int v = 0; v < n; v++)
+    start[node_of[v] + 1]++;
+  for (int i = 0; i < nodes; i++)
+    start[i + 1] += start[i];
+  for (int i = 0; i < nodes; i++)
+    if (start[i + 1] - start[i] > t.cores) {
+      rc = tiers_error_set(TIERS_ERR_ARG, __FILE__, __LINE__,
+                           "map: node %d holds more ranks than cores", i);
+      goto out;
+    }
+  if (group_members(n, nodes, node_of, start, members, local) != TIERS_OK) {
+    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+    goto out;
+  }
+  for (int i = 0; i < nodes; i++) {
+    const int sz = (int)(start[i + 1] - start[i]);
+    for (int j = 0; j < sz; j++)
+      set[j] = members[start[i] + j];
+    quick_place(g, &t, 0, set, sz, 0, mark, slot_of);
+  }
+out:
+  free(start);
+  free(members);
+  free(local);
+  free(set);
+  free(mark);
+  free(t.stride);
+  return rc;
+}
+
+/* The extra starts (tiers_map_search's extra_starts): Scotch's grouping of
+ * the ranks onto the nodes (a complete graph of equal parts) with its
+ * recursive-bipartitioning strategy, each part allowed some imbalance
+ * (nodes over capacity are repaired after it), each node's ranks placed on
+ * its cores by place_quick.  The second start allows 30 % and is refined
+ * when Scotch's mapping has one node far above the others; the third
+ * allows 50 % and replaces the search's result only when it is no worse on
+ * either byte measure, better on one, and ranks first by the time model
+ * (docs/map.md).  Which imbalance finds which basin was measured on the
+ * row blocks of bench/map_vs_scotch's matrices. */
+#define EXTRA_FLAGS SCOTCH_STRATRECURSIVE
+#define SECOND_BALANCE 0.3
+#define THIRD_BALANCE 0.5
+
+static int start_group(const tiers_map_graph_t *g, int nodes, int cores, uint64_t seed,
+                       double balance, int *node_of)
+{
+  int *cap = malloc((size_t)nodes * sizeof *cap);
+  if (!cap)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory");
+  for (int i = 0; i < nodes; i++)
+    cap[i] = cores;
+  tiers_map_scotch_enter();
+  int rc = group_costs(g, nodes, cap, NULL, seed, EXTRA_FLAGS, balance, node_of);
+  tiers_map_scotch_leave();
+  free(cap);
+  return rc;
+}
+
+/* The second start's placement: its grouping, the ranks placed per node. */
+static int second_start(const tiers_map_graph_t *g, const tiers_map_node_t *node, int nodes,
+                        int cores, uint64_t seed, int *node_of, int *slot_of)
+{
+  int rc = start_group(g, nodes, cores, seed, SECOND_BALANCE, node_of);
+  if (rc == TIERS_OK)
+    rc = place_quick(g, node_of, nodes, node, slot_of);
+  return rc;
+}
+
+/* The second and third starts, made on a thread of their own while the
+ * first start is mapped, measured, compared and refined: whether the
+ * second is needed is known only after the first mapping, whether the
+ * third is kept only after the refinement.  The results are the same as
+ * made afterwards on the calling thread (each call has its own deterministic Scotch context).  Valgrind's
+ * helgrind finds the calls of two threads writing to two of libscotch's
+ * static variables, the dummy links its gain tables and job pools end
+ * their lists with: only the dummies' addresses are ever read, and
+ * Scotch's own threads (a context of several) write them so too. */
+typedef struct starts_job {
   const tiers_map_graph_t *g;
   const tiers_map_node_t *node;
-  int tree_nodes;
-  double node_cost;
+  int tree_nodes, cores;
   uint64_t seed;
-  int *node_of, *slot_of;
-  int rc;
+  int *node_of, *slot_of; /* the second start */
+  int *group_of;          /* the third start's nodes */
+  int rc, group_rc;
+  pthread_mutex_t lock;
+  pthread_cond_t tree_ready;
+  int tree_done;
   pthread_t thread;
   int running;
-} second_job_t;
+} starts_job_t;
 
-static void *second_run(void *arg)
+static void *starts_run(void *arg)
 {
-  second_job_t *j = arg;
+  starts_job_t *j = arg;
   /* below the calling thread: on a CPU it shares with it, it gives way */
   setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
-  j->rc = tiers_map_tree(j->g, j->tree_nodes, j->node_cost, j->node, -1, 0.05, j->seed,
-                         j->node_of, j->slot_of);
+  int rc = second_start(j->g, j->node, j->tree_nodes, j->cores, j->seed, j->node_of,
+                        j->slot_of);
+  pthread_mutex_lock(&j->lock);
+  j->rc = rc;
+  j->tree_done = 1;
+  pthread_cond_signal(&j->tree_ready);
+  pthread_mutex_unlock(&j->lock);
+  j->group_rc = start_group(j->g, j->tree_nodes, j->cores, j->seed, THIRD_BALANCE, j->group_of);
   return NULL;
 }
 
@@ -2915,10 +3123,18 @@ static int several_cpus(void)
   return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1;
 }
 
-/* Starts the second start's Scotch call on its own thread when the
- * process has a second CPU; j->running says whether it did (the call is
- * then made afterwards, when needed, on the calling thread). */
-static void second_spawn(second_job_t *j)
+static void starts_free(starts_job_t *j)
+{
+  free(j->node_of);
+  free(j->slot_of);
+  free(j->group_of);
+  j->node_of = j->slot_of = j->group_of = NULL;
+}
+
+/* Starts the second and third starts' Scotch calls on their own thread
+ * when the process has a second CPU; j->running says whether it did (the
+ * calls are then made afterwards, when needed, on the calling thread). */
+static void starts_spawn(starts_job_t *j)
 {
   j->running = 0;
   if (!several_cpus())
@@ -2932,38 +3148,67 @@ static void second_spawn(second_job_t *j)
   const size_t n = (size_t)j->g->n;
   j->node_of = malloc(n * sizeof *j->node_of);
   j->slot_of = malloc(n * sizeof *j->slot_of);
-  if (j->node_of && j->slot_of && pthread_create(&j->thread, NULL, second_run, j) == 0) {
-    j->running = 1;
+  j->group_of = malloc(n * sizeof *j->group_of);
+  if (!j->node_of || !j->slot_of || !j->group_of) {
+    starts_free(j);
     return;
   }
-  free(j->node_of);
-  free(j->slot_of);
-  j->node_of = j->slot_of = NULL;
+  if (pthread_mutex_init(&j->lock, NULL) != 0) {
+    starts_free(j);
+    return;
+  }
+  if (pthread_cond_init(&j->tree_ready, NULL) != 0) {
+    pthread_mutex_destroy(&j->lock);
+    starts_free(j);
+    return;
+  }
+  j->tree_done = 0;
+  if (pthread_create(&j->thread, NULL, starts_run, j) != 0) {
+    pthread_cond_destroy(&j->tree_ready);
+    pthread_mutex_destroy(&j->lock);
+    starts_free(j);
+    return;
+  }
+  j->running = 1;
 }
 
-/* Waits for the second start's thread (when one runs) and frees its
- * rows; with node_of / slot_of given, its placement is copied there and
- * its return code returned, else it is dropped. */
-static int second_join(second_job_t *j, int *node_of, int *slot_of)
+/* The second start's placement, from its thread (waiting for it). */
+static int starts_second(starts_job_t *j, int *node_of, int *slot_of)
+{
+  pthread_mutex_lock(&j->lock);
+  while (!j->tree_done)
+    pthread_cond_wait(&j->tree_ready, &j->lock);
+  const int rc = j->rc;
+  pthread_mutex_unlock(&j->lock);
+  if (rc == TIERS_OK)
+    copy_placement(node_of, slot_of, j->node_of, j->slot_of, j->g->n);
+  return rc;
+}
+
+/* Waits for the thread's end (when one runs). */
+static void starts_join(starts_job_t *j)
 {
   if (!j->running)
-    return TIERS_ERR_ARG;
+    return;
   pthread_join(j->thread, NULL);
+  pthread_cond_destroy(&j->tree_ready);
+  pthread_mutex_destroy(&j->lock);
   j->running = 0;
-  int rc = j->rc;
-  if (rc == TIERS_OK && node_of)
-    copy_placement(node_of, slot_of, j->node_of, j->slot_of, j->g->n);
-  free(j->node_of);
-  free(j->slot_of);
-  j->node_of = j->slot_of = NULL;
-  return node_of ? rc : TIERS_OK;
+}
+
+/* Whether cost a is no worse than b on either byte measure (inter-node
+ * bytes, the busiest node's sent bytes) and better on one. */
+static int bytes_dominate(const tiers_map_cost_t *a, const tiers_map_cost_t *b)
+{
+  return !lower(b->inter, a->inter) && !lower(b->sent_max, a->sent_max) &&
+         (lower(a->inter, b->inter) || lower(a->sent_max, b->sent_max));
 }
 
 int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int nodes,
                      const tiers_map_node_t *node, double node_cost, int tree_nodes,
                      const double *lat, const double *bw, double time_tie, int ncand,
                      int use_scotch,
-                     uint64_t seed, int64_t budget, double node_cost2, int *place,
+                     uint64_t seed, int64_t budget, int extra_starts, int *place,
                      tiers_map_cost_t *costs, int *chosen, int *swaps, int *second)
 {
   TIERS_CALL(check_args(g));
@@ -2982,7 +3227,7 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
                     c - 2, v, NODE_ROW(c)[v], nodes - 1);
   int64_t *fill = calloc((size_t)nodes, sizeof *fill);
   char *have = calloc((size_t)total, 1);
-  second_job_t job = {0};
+  starts_job_t job = {0};
   int rc = TIERS_OK;
   if (!fill || !have) {
     rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
@@ -2991,11 +3236,14 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
   memset(costs, 0, (size_t)total * sizeof *costs);
   if (second)
     *second = 0;
-  const int second_applies = use_scotch && node_cost2 > 0 && nodes > 2 && g->xadj[n] > 0;
+  const int second_applies = use_scotch && extra_starts && nodes > 2 && g->xadj[n] > 0;
   if (second_applies) {
-    job = (second_job_t){.g = g, .node = node, .tree_nodes = tree_nodes,
-                         .node_cost = node_cost2, .seed = seed};
-    second_spawn(&job);
+    int cores = 1;
+    for (int i = 0; i < node->levels; i++)
+      cores *= node->arity[i];
+    job = (starts_job_t){.g = g, .node = node, .tree_nodes = tree_nodes, .cores = cores,
+                         .seed = seed};
+    starts_spawn(&job);
   }
   if (use_scotch) {
     rc = tiers_map_tree(g, tree_nodes, node_cost, node, -1, 0.05, seed, NODE_ROW(0),
@@ -3038,9 +3286,9 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
       fewest = fmin(fewest, costs[c].inter);
   /* the second start: when Scotch's mapping (row 0) has one node sending
    * far more than any other -- a node's boundary that swaps and chains do
-   * not move: Scotch's basin --, Scotch's mapping with the node level at
-   * node_cost2, built in the refined row; the refinement starts from it
-   * instead of the winner when it ranks before the winner */
+   * not move: Scotch's basin --, the second start (above second_start),
+   * built in the refined row; the refinement starts from it instead of
+   * the winner when it ranks before the winner */
   int from_second = 0;
   if (second_applies) {
     double top, next;
@@ -3053,10 +3301,9 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
     free(sent);
     if (top > SECOND_GAP * next) {
       if (job.running)
-        rc = second_join(&job, NODE_ROW(r), SLOT_ROW(r));
+        rc = starts_second(&job, NODE_ROW(r), SLOT_ROW(r));
       else
-        rc = tiers_map_tree(g, tree_nodes, node_cost2, node, -1, 0.05, seed, NODE_ROW(r),
-                            SLOT_ROW(r));
+        rc = second_start(g, node, tree_nodes, job.cores, seed, NODE_ROW(r), SLOT_ROW(r));
       if (rc == TIERS_OK)
         rc = tiers_map_eval(g, sent_bytes, nodes, node, lat, bw, NODE_ROW(r), SLOT_ROW(r),
                             &costs[r]);
@@ -3100,16 +3347,53 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
       break;
     from_second = 0;
   }
+  /* the third start (above start_group): kept in the refined row when it
+   * is no worse than the result on either byte measure, better on one,
+   * and ranks before it; one that cannot be made leaves the search as it
+   * was */
+  int from_third = 0;
+  if (second_applies) {
+    starts_join(&job);
+    int *grp = job.group_of, *slot3 = malloc((size_t)n * sizeof *slot3);
+    int grc = TIERS_ERR_NOMEM;
+    if (!grp && (grp = malloc((size_t)n * sizeof *grp)) != NULL)
+      grc = start_group(g, tree_nodes, job.cores, seed, THIRD_BALANCE, grp);
+    else if (grp)
+      grc = job.group_rc;
+    tiers_map_cost_t c3;
+    if (grc == TIERS_OK && slot3) {
+      /* the bytes first (any slots: ranks in rank order on each node) */
+      memset(fill, 0, (size_t)nodes * sizeof *fill);
+      for (int v = 0; v < n; v++)
+        slot3[v] = (int)fill[grp[v]]++;
+      if (tiers_map_eval(g, sent_bytes, nodes, node, lat, bw, grp, slot3, &c3) == TIERS_OK &&
+          bytes_dominate(&c3, &costs[best]) &&
+          place_quick(g, grp, nodes, node, slot3) == TIERS_OK &&
+          tiers_map_eval(g, sent_bytes, nodes, node, lat, bw, grp, slot3, &c3) == TIERS_OK) {
+        const double f3 = fmin(fmin(fastest, cost_time(&costs[best])), cost_time(&c3));
+        if (ranks_before(&c3, &costs[best], f3, time_tie)) {
+          copy_placement(NODE_ROW(r), SLOT_ROW(r), grp, slot3, n);
+          costs[r] = c3;
+          best = r;
+          from_third = evaluated = 1;
+        }
+      }
+    }
+    if (grp != job.group_of)
+      free(grp);
+    free(slot3);
+  }
   if (!evaluated) /* the row holds the winner unchanged: not a placement made */
     memset(&costs[r], 0, sizeof costs[r]);
   if (second)
-    *second = from_second && best == r;
+    *second = from_third ? 2 : from_second && best == r;
   *chosen = best;
 #undef NODE_ROW
 #undef SLOT_ROW
 out:
-  /* a second start not needed (or an error before it) still ends here */
-  second_join(&job, NULL, NULL);
+  /* the starts' thread, after an error before its join */
+  starts_join(&job);
+  starts_free(&job);
   free(fill);
   free(have);
   return rc;

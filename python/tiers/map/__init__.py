@@ -205,8 +205,8 @@ def render(doc: dict, console) -> None:
     elif s.get("chosen"):
         console.print(f"placement written: {chosen} (the model's best)")
     how = (s.get("chosen") or {}).get("how")
-    if chosen == "refined" and how:
-        console.print(f"refined: {how}", markup=False)
+    if chosen in ("refined", "grouped") and how:
+        console.print(f"{chosen}: {how}", markup=False)
 
 
 def main(args, argv: list[str]) -> int:

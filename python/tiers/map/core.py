@@ -309,16 +309,18 @@ def has_search() -> bool:
 
 def search(graph, nodes: int, node_cost: float, arity, cost, lat, bw, tie: float, cands,
            *, use_scotch: bool, seed: int, budget: int, tree_nodes: int = 0,
-           node_cost2: float = 0.0):
+           extra_starts: bool = False):
     """Run libtiers' whole search (``tiers_map_search``) and return
     ``(place, costs, chosen, swaps, second)``: ``place`` (len(cands) + 3,
     2, n) -- afc, afc-nb, the candidates ``cands`` (each a (node, slot)
     pair of arrays), the refined winner --, the Cost of each, the index of
-    the one to write, the refinement's swap count and whether the refined
-    row is the second start's (``node_cost2`` > 0: Scotch's mapping with
-    the node level at that cost, tried when Scotch's first mapping has a
-    node sending far more than any other, and refined instead of the winner
-    when it ranks before it).  ``lat``/``bw``: per layer, between nodes
+    the one to write, the refinement's swap count and which start the
+    refined row holds: 0 the winner's, 1 the second start's, 2 the third
+    start's (``extra_starts``: Scotch's groupings onto the nodes by
+    recursive bipartitioning; the second tried when Scotch's first mapping
+    has a node sending far more than any other, and refined instead of the
+    winner when it ranks before it; the third kept when no worse on either
+    byte measure and better on one).  ``lat``/``bw``: per layer, between nodes
     first, then each tree level, then one core shared."""
     lib = _library()
     fn = lib.tiers_map_search
@@ -348,8 +350,8 @@ def search(graph, nodes: int, node_cost: float, arity, cost, lat, bw, tie: float
           ctypes.c_int(tree_nodes or nodes), la.ctypes.data_as(ctypes.c_void_p),
           bb.ctypes.data_as(ctypes.c_void_p),
           ctypes.c_double(tie), ctypes.c_int(len(cands)), ctypes.c_int(1 if use_scotch else 0),
-          ctypes.c_uint64(seed), ctypes.c_int64(budget), ctypes.c_double(node_cost2),
+          ctypes.c_uint64(seed), ctypes.c_int64(budget), ctypes.c_int(1 if extra_starts else 0),
           place.ctypes.data_as(ctypes.c_void_p), costs, ctypes.byref(chosen),
           ctypes.byref(swaps), ctypes.byref(second))
     del keep
-    return place, list(costs), chosen.value, swaps.value, bool(second.value)
+    return place, list(costs), chosen.value, swaps.value, second.value
