@@ -328,7 +328,8 @@ TIERS_API int tiers_map_eval(const tiers_map_graph_t *g, const double *sent_byte
  *        or more CPUs (its affinity), both are made on a thread of their
  *        own from the start, beside Scotch's mapping, the second dropped
  *        when not needed (the thread is joined before the call returns);
- *        the result is the same as on one CPU.  0: none
+ *        the result is the same as on one CPU.  Graphs of more than
+ *        4,096 ranks get none.  0: none
  * @param[in,out] place (ncand + 3) placements of 2 rows of n ints (node
  *        per rank, then slot per rank): row pair 0 afc, 1 afc-nb (out),
  *        2 .. ncand + 1 the caller's candidates (in), ncand + 2 the refined

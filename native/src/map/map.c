@@ -3046,6 +3046,9 @@ out:
  * (docs/map.md).  Which imbalance finds which basin was measured on the
  * row blocks of bench/map_vs_scotch's matrices. */
 #define EXTRA_FLAGS SCOTCH_STRATRECURSIVE
+/* Ranks at most for the extra starts (the quick in-node split is
+ * quadratic in a node's ranks) */
+#define EXTRA_STARTS_MAX 4096
 #define SECOND_BALANCE 0.3
 #define THIRD_BALANCE 0.5
 
@@ -3236,7 +3239,8 @@ int tiers_map_search(const tiers_map_graph_t *g, const double *sent_bytes, int n
   memset(costs, 0, (size_t)total * sizeof *costs);
   if (second)
     *second = 0;
-  const int second_applies = use_scotch && extra_starts && nodes > 2 && g->xadj[n] > 0;
+  const int second_applies = use_scotch && extra_starts && nodes > 2 && g->xadj[n] > 0 &&
+                             n <= EXTRA_STARTS_MAX;
   if (second_applies) {
     int cores = 1;
     for (int i = 0; i < node->levels; i++)
