@@ -271,6 +271,14 @@ def row_block_graph(name: str, ranks: int):
     return G.from_coo(ranks, src.tolist(), dst.tolist(), b.tolist())
 
 
+def row_block_case(node16, name: str):
+    """The row blocks of ``name`` at 128 ranks on 8 nodes of 16, with the
+    baselines as the caller's candidates."""
+    g = row_block_graph(name, 128)
+    mach = machine(node16, 8, g.n)
+    return g, mach, [P.block(g.n, mach), P.by_node(g.n, mach), P.by_package(g.n, mach)]
+
+
 def _search(g, mach, cands, extra):
     names = ["node"] + list(mach.level_layers) + ["core"]
     lat = [mach.layer_costs[x][0] for x in names]
@@ -290,9 +298,7 @@ def test_a_second_start_leaves_scotch_s_basin_on_a_sparse_matrix(node16):
     its predicted time is within the band, and it moves no more inter-node
     bytes than the fewest of any candidate (the balancing's cap) -- all
     recomputed here by loops."""
-    g = row_block_graph("local_disc_galerkin_diffusion", 128)
-    mach = machine(node16, 8, g.n)
-    cands = [P.block(g.n, mach), P.by_node(g.n, mach), P.by_package(g.n, mach)]
+    g, mach, cands = row_block_case(node16, "local_disc_galerkin_diffusion")
     traffic = directed(g)
     place0, _, chosen0, _, second0 = _search(g, mach, cands, False)
     place, _, chosen, _, second = _search(g, mach, cands, True)
@@ -330,9 +336,7 @@ def test_the_third_start_replaces_a_result_it_beats_on_both_measures(node16):
     every node holds 16 ranks on distinct cores, and the quick split of the
     node tree cuts no more bytes between the two packages than ranks in
     rank order on the cores would."""
-    g = row_block_graph("bar", 128)
-    mach = machine(node16, 8, g.n)
-    cands = [P.block(g.n, mach), P.by_node(g.n, mach), P.by_package(g.n, mach)]
+    g, mach, cands = row_block_case(node16, "bar")
     traffic = directed(g)
     place0, _, chosen0, _, second0 = _search(g, mach, cands, False)
     place, costs, chosen, _, second = _search(g, mach, cands, True)
@@ -370,9 +374,7 @@ def test_the_extra_starts_on_their_own_thread_give_what_one_thread_does(node16, 
     one CPU (the starts made afterwards, on the calling thread) every row,
     cost and choice is the same -- whether the second start, the third or
     neither is taken."""
-    g = row_block_graph(name, 128)
-    mach = machine(node16, 8, g.n)
-    cands = [P.block(g.n, mach), P.by_node(g.n, mach), P.by_package(g.n, mach)]
+    g, mach, cands = row_block_case(node16, name)
     both = _search(g, mach, cands, True)
     cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(cpus)})

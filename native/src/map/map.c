@@ -1080,6 +1080,37 @@ static int group_members(int n, int nodes, const int *node_of, const int64_t *st
   return TIERS_OK;
 }
 
+/* Fills t's per-level strides (cores under one child) and costs from the
+ * node's shape; t->cores already set. */
+static void tree_levels(tree_t *t, const tiers_map_node_t *node)
+{
+  int64_t stride = t->cores;
+  for (int i = 0; i < t->levels; i++) {
+    stride /= node->arity[i];
+    t->stride[i] = stride;
+    t->cost[i] = node->cost[i];
+  }
+}
+
+/* Each node's ranks as group_members lists them (start: nodes + 1
+ * zeroed entries); TIERS_ERR_ARG when a node holds more ranks than its
+ * cores, TIERS_ERR_NOMEM; both with the error set. */
+static int node_groups(int n, int nodes, const int *node_of, int cores, int64_t *start,
+                       int32_t *members, int32_t *local)
+{
+  for (int v = 0; v < n; v++)
+    start[node_of[v] + 1]++;
+  for (int i = 0; i < nodes; i++) {
+    if (start[i + 1] > cores)
+      TIERS_ERROR(TIERS_ERR_ARG, "map: node %d holds %lld ranks but has %d cores", i,
+                  (long long)start[i + 1], cores);
+    start[i + 1] += start[i];
+  }
+  if (group_members(n, nodes, node_of, start, members, local) != TIERS_OK)
+    TIERS_ERROR(TIERS_ERR_NOMEM, "map: no memory");
+  return TIERS_OK;
+}
+
 static int place_groups(const tiers_map_graph_t *g, const int *node_of, int nodes,
                         const tiers_map_node_t *node, uint64_t seed, int *slot_of);
 
@@ -1135,12 +1166,7 @@ static int place_groups(const tiers_map_graph_t *g, const int *node_of, int node
   /* Tree: strides and integer link costs.  Scotch's tleaf distance of two
    * leaves whose closest common level is i is linktab[i]. */
   {
-    int64_t stride = t.cores;
-    for (int i = 0; i < t.levels; i++) {
-      stride /= node->arity[i];
-      t.stride[i] = stride;
-      t.cost[i] = node->cost[i];
-    }
+    tree_levels(&t, node);
     double top = 0;
     for (int i = 0; i < t.levels; i++)
       top = fmax(top, node->cost[i]);
@@ -1154,20 +1180,9 @@ static int place_groups(const tiers_map_graph_t *g, const int *node_of, int node
       below = c;
     }
   }
-  for (int v = 0; v < n; v++)
-    start[node_of[v] + 1]++;
-  for (int i = 0; i < nodes; i++) {
-    if (start[i + 1] > t.cores) {
-      rc = tiers_error_set(TIERS_ERR_ARG, __FILE__, __LINE__, "map: node %d holds %lld ranks "
-                           "but has %d cores", i, (long long)start[i + 1], t.cores);
-      goto out;
-    }
-    start[i + 1] += start[i];
-  }
-  if (group_members(n, nodes, node_of, start, members, local) != TIERS_OK) {
-    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+  rc = node_groups(n, nodes, node_of, t.cores, start, members, local);
+  if (rc != TIERS_OK)
     goto out;
-  }
   if (t.levels > 0) {
     if (SCOTCH_archInit(&arch) != 0 ||
         (arch_ok = 1, SCOTCH_archTleaf(&arch, t.levels, sizetab, linktab) != 0)) {
@@ -1342,12 +1357,7 @@ static int map_tree(const tiers_map_graph_t *g, int nodes, double node_cost,
     goto out;
   }
   {
-    int64_t stride = t.cores;
-    for (int i = 0; i < t.levels; i++) {
-      stride /= node->arity[i];
-      t.stride[i] = stride;
-      t.cost[i] = node->cost[i];
-    }
+    tree_levels(&t, node);
     /* integer distances: the cheapest level costs at least 1, the dearest
      * (between nodes) at most LEAF_COST_MAX, strictly increasing upwards */
     double low = node->levels > 0 ? node->cost[node->levels - 1] : node_cost;
@@ -2993,32 +3003,16 @@ static int place_quick(const tiers_map_graph_t *g, const int *node_of, int nodes
   int *set = malloc((size_t)n * sizeof *set);
   int *mark = calloc((size_t)n, sizeof *mark);
   t.stride = malloc(((size_t)t.levels + 1) * sizeof *t.stride);
+  t.cost = malloc(((size_t)t.levels + 1) * sizeof *t.cost);
   int rc = TIERS_OK;
-  if (!start || !members || !local || !set || !mark || !t.stride) {
+  if (!start || !members || !local || !set || !mark || !t.stride || !t.cost) {
     rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
     goto out;
   }
-  {
-    int64_t stride = t.cores;
-    for (int i = 0; i < t.levels; i++) {
-      stride /= node->arity[i];
-      t.stride[i] = stride;
-    }
-  }
-  for (int v = 0; v < n; v++)
-    start[node_of[v] + 1]++;
-  for (int i = 0; i < nodes; i++)
-    start[i + 1] += start[i];
-  for (int i = 0; i < nodes; i++)
-    if (start[i + 1] - start[i] > t.cores) {
-      rc = tiers_error_set(TIERS_ERR_ARG, __FILE__, __LINE__,
-                           "map: node %d holds more ranks than cores", i);
-      goto out;
-    }
-  if (group_members(n, nodes, node_of, start, members, local) != TIERS_OK) {
-    rc = tiers_error_set(TIERS_ERR_NOMEM, __FILE__, __LINE__, "map: no memory");
+  tree_levels(&t, node);
+  rc = node_groups(n, nodes, node_of, t.cores, start, members, local);
+  if (rc != TIERS_OK)
     goto out;
-  }
   for (int i = 0; i < nodes; i++) {
     const int sz = (int)(start[i + 1] - start[i]);
     for (int j = 0; j < sz; j++)
@@ -3032,6 +3026,7 @@ out:
   free(set);
   free(mark);
   free(t.stride);
+  free(t.cost);
   return rc;
 }
 
