@@ -415,6 +415,15 @@ def _fmt(x: float) -> str:
     return f"{x}"
 
 
+def _fmt_vs(a: float, b: float) -> str:
+    """``a vs b`` in _fmt's units, or in whole bytes when the two would
+    print alike but differ (5,536 B vs 5,552 B, not 5.4 KiB vs 5.4 KiB)."""
+    fa, fb = _fmt(a), _fmt(b)
+    if fa == fb and not _close(a, b):
+        return f"{a:,.0f} B vs {b:,.0f} B"
+    return f"{fa} vs {fb}"
+
+
 #: Predicted times within this (relative) of the fastest are a tie: the
 #: model's uncertainty.  Its per-layer figures come from one table of one
 #: machine (the AFC mapping paper's Table 5, whose per-pair bandwidth
@@ -507,11 +516,11 @@ def choose(mets: list[dict], forced: str | None = None,
                 f"{afc['predicted_time_s'] * 1e3:.3f} ms, within the model's "
                 f"{TIME_TIE:.0%} uncertainty")
         if not _close(afc["max_node_sent_bytes"], b["max_node_sent_bytes"]):
-            why = (f"{same}, its busiest node sends {_fmt(b['max_node_sent_bytes'])}"
-                   f" vs {_fmt(afc['max_node_sent_bytes'])}")
+            why = (f"{same}, its busiest node sends "
+                   f"{_fmt_vs(b['max_node_sent_bytes'], afc['max_node_sent_bytes'])}")
         else:
-            why = (f"{same}, same busiest node, {_fmt(b['bytes_inter_node'])} "
-                   f"inter-node vs {_fmt(afc['bytes_inter_node'])}")
+            why = (f"{same}, same busiest node, inter-node "
+                   f"{_fmt_vs(b['bytes_inter_node'], afc['bytes_inter_node'])}")
     else:
         why = (f"the model predicts {b['predicted_time_s'] * 1e3:.3f} ms per exchange vs "
                f"{afc['predicted_time_s'] * 1e3:.3f} ms for afc")
